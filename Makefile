@@ -1,0 +1,27 @@
+# vlcp: `make install` once, then `make repro` (the study) and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export DVC_NO_ANALYTICS ?= 1
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: install test repro lab clean
+install:  ## create .venv with the pinned toolchain and vlcp (editable)
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
+	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+
+test:     ## the test suite (CPU, a few minutes)
+	$(BIN)/python -m pytest -q
+
+repro:    ## the whole study: dvc repro
+	$(BIN)/dvc repro
+
+lab:      ## JupyterLab on the notebooks
+	$(BIN)/jupyter lab notebooks
+
+clean:    ## remove generated outputs (keeps .venv)
+	rm -rf runs checkpoints reports/*.html reports/*.ipynb data/emoji

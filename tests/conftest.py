@@ -1,0 +1,35 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import pytest  # noqa: E402
+
+from vlcp.config import DataCfg  # noqa: E402
+
+SMALL_TASKS = ["Smileys & Emotion", "Animals & Nature", "Activities"]
+
+
+@pytest.fixture(scope="session")
+def emoji_root(tmp_path_factory):
+    """The real emoji benchmark, prepared once per test session (32 px, 3 pip styles)."""
+    from vlcp.data.emoji import prepare_emoji
+
+    root = tmp_path_factory.mktemp("data") / "emoji"
+    prepare_emoji(DataCfg(root=str(root)), root, progress=False)
+    return root
+
+
+def tiny_experiment(root, method="seqf", steps=12, **method_args):
+    from vlcp.config import experiment_from_dict
+
+    return experiment_from_dict({
+        "name": f"test-{method}", "seed": 0,
+        "data": {"root": str(root), "tasks": SMALL_TASKS},
+        "model": {"name": "vlcp-tiny"},
+        "method": {"name": method, **method_args},
+        "train": {"steps": steps, "batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1},
+        "eval": {"batch_size": 256},
+    })

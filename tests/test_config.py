@@ -1,0 +1,99 @@
+"""Bad input fails fast with the field named, a non-zero exit and nothing half-written."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from vlcp.cli import main
+from vlcp.config import experiment_from_dict, load_params, resolve_experiment
+from vlcp.errors import ConfigError, VlcpError
+
+
+def err(raw):
+    with pytest.raises(ConfigError) as e:
+        experiment_from_dict(raw)
+    return str(e.value)
+
+
+def test_errors_name_the_field():
+    assert err({"method": {"name": "nope"}}).startswith("method.name: unknown method 'nope'")
+    assert err({"method": {"name": "er", "buffer_size": -1}}).startswith("method.buffer_size: must be >= 0")
+    assert err({"method": {"name": "er", "bufer_size": 3}}).startswith("method.bufer_size: unknown field")
+    assert err({"train": {"lr": -0.1}}).startswith("train.lr: must be > 0")
+    assert err({"train": {"lr": "fast"}}).startswith("train.lr: expected float")
+    assert err({"train": {"steps": True}}).startswith("train.steps: expected int")
+    assert err({"data": {"benchmark": "p9d"}}).startswith("data.benchmark: unknown benchmark 'p9d'")
+    assert err({"data": {"split": {"test": 1.5}}}).startswith("data.split.test:")
+    assert err({"data": {"train_styles": ["comic"]}}).startswith("data.train_styles: unknown style")
+    assert err({"trian": {}}).startswith("trian: unknown field")
+
+
+def test_precedence_and_resolved_config():
+    params = load_params("params.yaml")
+    cfg = resolve_experiment(params, "er", seed=3, overrides=["train.lr=0.002", "method.buffer_size=50"])
+    assert cfg.seed == 3 and cfg.train.lr == 0.002 and cfg.method.args["buffer_size"] == 50
+    assert cfg.train.steps == params["profiles"]["tiny"]["train"]["steps"]  # profile over defaults
+    assert cfg.to_dict()["method"] == {"name": "er", "buffer_size": 50, "replay_fraction": 0.5}
+    with pytest.raises(ConfigError, match="experiment: unknown experiment"):
+        resolve_experiment(params, "nope")
+
+
+def write_params(tmp_path, **changes):
+    params = load_params("params.yaml")
+    params["defaults"]["data"]["root"] = str(tmp_path / "no-such-dir")
+    for k, v in changes.items():
+        params["experiments"][k] = v
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
+@pytest.mark.parametrize("args, field", [
+    (["run", "er", "--set", "method.buffer_size=-5"], "method.buffer_size"),
+    (["run", "seqf", "--set", "train.lr=-1"], "train.lr"),
+    (["run", "seqf", "--set", "method.name=magic"], "method.name"),
+    (["run", "seqf"], "data.root"),  # the data directory does not exist
+])
+def test_cli_one_line_error_and_nothing_written(tmp_path, capsys, args, field):
+    params = write_params(tmp_path)
+    code = main(args + ["--params", str(params), "--out", str(tmp_path / "runs"),
+                        "--checkpoints", str(tmp_path / "ckpt")])
+    out = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(out) == 1 and out[0].startswith(f"vlcp: error: {field}")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_unknown_benchmark_exit_code(tmp_path):
+    params = load_params("params.yaml")
+    params["defaults"]["data"]["benchmark"] = "coco"
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(params))
+    r = subprocess.run([sys.executable, "-m", "vlcp", "data", "prepare", "--params", str(p),
+                        "--out", str(tmp_path / "d")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "vlcp: error: data.benchmark: unknown benchmark 'coco'; known: emoji"
+    assert not (tmp_path / "d").exists()
+
+
+def test_unreadable_images_name_the_file(tmp_path, emoji_root):
+    import shutil
+
+    from vlcp.config import DataCfg
+    from vlcp.data.benchmark import EmojiBenchmark
+
+    bad = tmp_path / "emoji"
+    shutil.copytree(emoji_root, bad)
+    (bad / "images.npz").write_bytes(b"not an npz")
+    with pytest.raises(VlcpError, match="images.npz: unreadable"):
+        EmojiBenchmark(bad, DataCfg(root=str(bad)))
+
+
+def test_model_errors():
+    from vlcp.models import create_clip
+
+    with pytest.raises(VlcpError, match="model.name: unknown open_clip model"):
+        create_clip("ViT-Nope")
+    with pytest.raises(VlcpError, match="model.pretrained: /no/such/weights.pt not found"):
+        create_clip("vlcp-tiny", "/no/such/weights.pt")

@@ -1,0 +1,87 @@
+"""The loop end to end on three real tasks: resume equals an uninterrupted run, seeds reproduce,
+every method runs and produces a full results.json."""
+import json
+
+import pytest
+
+from conftest import tiny_experiment
+from vlcp.runner import run_experiment
+
+
+def strip(r):
+    r = json.loads(json.dumps(r))
+    for t in r["train"]:
+        t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb")
+    return r
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(emoji_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    return run_experiment(tiny_experiment(emoji_root, "er", buffer_size=20), out), out
+
+
+def test_results_schema(uninterrupted):
+    r, out = uninterrupted
+    assert json.loads((out / "results.json").read_text())["experiment"] == "test-er"
+    assert r["tasks"] == ["Smileys & Emotion", "Animals & Nature", "Activities"]
+    assert sum(r["steps_per_task"]) == 12
+    rm = r["matrix"]["unseen_style"]["Rm"]
+    assert len(rm) == 3 and all(len(row) == 3 for row in rm)
+    assert set(r["matrix"]["test"]) >= {"TR@1", "IR@10", "Rm", "ZS@1"}
+    assert len(r["cumulative"]) == 3 and {"Rm", "mAP@10", "mAP_std@10"} <= set(r["cumulative"][-1]["test"])
+    assert len(r["final_cumulative"]) == 3
+    assert r["final_cumulative"][-1]["Rm"] == pytest.approx(r["cumulative"][-1]["test"]["Rm"])
+    assert all(t["samples"] == t["steps"] * 16 and t["seconds"] > 0 for t in r["train"])
+    assert r["flops_per_step"] > 0 and r["zero_shot"]["test"]["Rm"]
+
+
+def test_resume_equals_uninterrupted(uninterrupted, emoji_root, tmp_path):
+    full, _ = uninterrupted
+    cfg = tiny_experiment(emoji_root, "er", buffer_size=20)
+    partial = run_experiment(cfg, tmp_path, stop_after_task=0)
+    assert len(partial["cumulative"]) == 1 and not (tmp_path / "results.json").exists()
+    resumed = run_experiment(cfg, tmp_path)
+    assert strip(resumed) == strip(full)
+
+
+def test_same_seed_same_metrics_other_seed_differs(emoji_root, tmp_path):
+    a = run_experiment(tiny_experiment(emoji_root, "seqf", steps=6), tmp_path / "a")
+    b = run_experiment(tiny_experiment(emoji_root, "seqf", steps=6), tmp_path / "b")
+    assert strip(a)["matrix"] == strip(b)["matrix"]
+    cfg = tiny_experiment(emoji_root, "seqf", steps=6)
+    cfg.seed = 1
+    c = run_experiment(cfg, tmp_path / "c")
+    assert c["matrix"] != a["matrix"]
+
+
+def test_jointt_trains_on_all_seen_tasks(emoji_root, tmp_path):
+    from vlcp.methods import get_method
+    from vlcp.methods.base import TaskContext
+    import torch
+
+    ids = [torch.arange(0, 5), torch.arange(5, 9), torch.arange(9, 12)]
+    ctx = TaskContext(task=2, num_tasks=3, train_set=None, task_ids=ids, pool=ids[2], materialize=None,
+                      generator=torch.Generator())
+    get_method("jointt")().before_task(None, ctx)
+    assert ctx.pool.tolist() == list(range(12))
+    r = run_experiment(tiny_experiment(emoji_root, "jointt", steps=6), tmp_path)
+    assert len(r["cumulative"]) == 3
+
+
+def test_er_replays_from_the_buffer(emoji_root):
+    import torch
+
+    from vlcp.methods import get_method
+    from vlcp.methods.base import TaskContext
+
+    er = get_method("er")(get_method("er").Config(buffer_size=4, replay_fraction=0.5))
+    er.buffer.add(torch.tensor([100, 101, 102, 103]))
+    seen = {}
+    ctx = TaskContext(task=1, num_tasks=2, train_set=None, task_ids=[], pool=torch.arange(8),
+                      materialize=lambda ids: seen.setdefault("ids", ids), generator=torch.Generator().manual_seed(0))
+    er.make_batch(torch.arange(8), ctx)
+    assert seen["ids"][:4].tolist() == [0, 1, 2, 3]
+    assert set(seen["ids"][4:].tolist()) <= {100, 101, 102, 103}
+    er.after_step(None, None, ctx)
+    assert er.buffer.seen == 8  # the 4 current samples were offered to the reservoir

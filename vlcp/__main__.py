@@ -1,0 +1,5 @@
+import sys
+
+from vlcp.cli import main
+
+sys.exit(main())

@@ -1,0 +1,112 @@
+"""`vlcp` command line: prepare data, run experiments, build the report index.
+
+    vlcp data prepare [--params params.yaml]
+    vlcp run EXPERIMENT --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...]
+    vlcp list
+    vlcp report render notebooks/overview.ipynb [--reports reports]
+    vlcp report index [--reports reports]
+
+Errors in the input (config fields, missing files) print one line `vlcp: error: ...` and exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from vlcp.errors import VlcpError
+
+
+def cmd_prepare(args) -> None:
+    from vlcp.config import load_params, resolve_data
+    from vlcp.data.emoji import prepare_emoji
+
+    cfg = resolve_data(load_params(args.params))
+    meta = prepare_emoji(cfg, args.out or cfg.root)
+    n = len(meta["items"])
+    print(f"prepared {n} emoji × {len(meta['styles'])} styles ({', '.join(meta['styles'])}), "
+          f"{len(meta['groups'])} tasks, {len(meta['subgroups'])} classes -> {args.out or cfg.root} "
+          f"in {meta['build_seconds']:.1f}s")
+
+
+def cmd_run(args) -> None:
+    from vlcp.config import load_params, resolve_experiment
+    from vlcp.runner import run_experiment
+
+    cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
+    out = Path(args.out) / args.experiment / f"seed{args.seed}"
+    ckpt = Path(args.checkpoints) / args.experiment / f"seed{args.seed}"
+    run_experiment(cfg, out, ckpt, resume=not args.no_resume)
+    print(f"wrote {out / 'results.json'}")
+
+
+def cmd_list(args) -> None:
+    from vlcp.config import load_params
+    from vlcp.methods import available_methods
+
+    params = load_params(args.params)
+    print("experiments:", ", ".join(params.get("experiments") or {}))
+    print("methods:", ", ".join(available_methods()))
+    print("profiles:", ", ".join(params.get("profiles") or {}), f"(active: {params.get('profile', 'tiny')})")
+
+
+def cmd_index(args) -> None:
+    from vlcp.report.index import write_index
+
+    path = write_index(args.reports)
+    print(f"wrote {path}")
+
+
+def cmd_render(args) -> None:
+    from vlcp.report.render import render_notebook
+
+    nb, html = render_notebook(args.notebook, args.reports)
+    print(f"wrote {nb} and {html}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="vlcp", description="vision-language continual pretraining")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    data = sub.add_parser("data", help="benchmark data").add_subparsers(dest="data_command", required=True)
+    prep = data.add_parser("prepare", help="render and split the embedded emoji benchmark")
+    prep.add_argument("--params", default="params.yaml")
+    prep.add_argument("--out", default=None, help="output directory (default: data.root)")
+    prep.set_defaults(func=cmd_prepare)
+
+    run = sub.add_parser("run", help="train and evaluate one experiment for one seed")
+    run.add_argument("experiment")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--params", default="params.yaml")
+    run.add_argument("--out", default="runs")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    run.add_argument("--checkpoints", default="checkpoints", help="where per-task checkpoints go")
+    run.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    run.set_defaults(func=cmd_run)
+
+    lst = sub.add_parser("list", help="list experiments, methods and profiles")
+    lst.add_argument("--params", default="params.yaml")
+    lst.set_defaults(func=cmd_list)
+
+    rep = sub.add_parser("report", help="reports").add_subparsers(dest="report_command", required=True)
+    idx = rep.add_parser("index", help="write reports/index.html")
+    idx.add_argument("--reports", default="reports")
+    idx.set_defaults(func=cmd_index)
+    ren = rep.add_parser("render", help="execute a notebook (papermill) and write its HTML")
+    ren.add_argument("notebook")
+    ren.add_argument("--reports", default="reports")
+    ren.set_defaults(func=cmd_render)
+
+    args = p.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        args.func(args)
+    except VlcpError as e:
+        print(f"vlcp: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""Typed, validated experiment configs.
+
+An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]` <
+`experiments[name]` < CLI `--set key=value` overrides. Every field is typed; an unknown field,
+a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
+Method-specific fields live under `method:` and are validated by the method's own `Config`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vlcp.errors import ConfigError
+
+BENCHMARKS = ("emoji",)
+STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
+
+
+@dataclass
+class SplitCfg:
+    """Per-subgroup fractions of items; the rest is train. Gallery = the train items."""
+    test: float = 0.15
+    val: float = 0.10
+    query: float = 0.10
+
+    def __post_init__(self):
+        for f in ("test", "val", "query"):
+            if not 0 <= getattr(self, f) < 1:
+                raise ConfigError(f"{f}: must be in [0, 1), got {getattr(self, f)}")
+        if self.test + self.val + self.query >= 0.9:
+            raise ConfigError("test + val + query: must leave at least 10% for train")
+
+
+@dataclass
+class DataCfg:
+    benchmark: str = "emoji"
+    root: str = "data/emoji"
+    styles: list[str] = field(default_factory=lambda: ["twemoji", "noto-mono", "openmoji"])
+    train_styles: list[str] = field(default_factory=lambda: ["twemoji", "noto-mono"])
+    unseen_styles: list[str] = field(default_factory=lambda: ["openmoji"])
+    image_size: int = 32
+    max_version: float = 15.1
+    seed: int = 0
+    split: SplitCfg = field(default_factory=SplitCfg)
+    tasks: list[str] = field(default_factory=list)  # empty = all groups in Unicode order
+    reverse: bool = False
+    captions_per_item: int = 8
+
+    def __post_init__(self):
+        if self.benchmark not in BENCHMARKS:
+            raise ConfigError(f"benchmark: unknown benchmark {self.benchmark!r}; known: {', '.join(BENCHMARKS)}")
+        for name in ("styles", "train_styles", "unseen_styles"):
+            bad = [s for s in getattr(self, name) if s not in STYLES]
+            if bad:
+                raise ConfigError(f"{name}: unknown style {bad[0]!r}; known: {', '.join(STYLES)}")
+        if not self.train_styles:
+            raise ConfigError("train_styles: needs at least one style")
+        missing = [s for s in self.train_styles + self.unseen_styles if s not in self.styles]
+        if missing:
+            raise ConfigError(f"train_styles/unseen_styles: style {missing[0]!r} is not in styles")
+        if self.image_size < 8:
+            raise ConfigError(f"image_size: must be >= 8, got {self.image_size}")
+        if self.captions_per_item < 1:
+            raise ConfigError(f"captions_per_item: must be >= 1, got {self.captions_per_item}")
+
+
+@dataclass
+class ModelCfg:
+    name: str = "vlcp-tiny"          # any open_clip model name, or one of vlcp's tiny configs
+    pretrained: str | None = None    # open_clip tag or local file; None = random init
+
+
+@dataclass
+class MethodCfg:
+    """`name` picks the method; the other keys are that method's own Config fields."""
+    name: str = "seqf"
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainCfg:
+    steps: int = 600                 # total steps over the stream, split across tasks
+    steps_split: str = "size"        # "size" (∝ task's train pairs) or "equal"
+    batch_size: int = 128
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.01
+    warmup_steps: int = 10           # per task
+    weight_decay: float = 0.1
+    beta2: float = 0.98
+    grad_clip: float = 1.0
+    num_threads: int = 2
+    device: str = "auto"             # auto | cpu | cuda
+    precision: str = "fp32"          # fp32 | bf16 (autocast on GPU)
+    augment: bool = True
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.steps < 1:
+            raise ConfigError(f"steps: must be >= 1, got {self.steps}")
+        if self.steps_split not in ("size", "equal"):
+            raise ConfigError(f"steps_split: must be 'size' or 'equal', got {self.steps_split!r}")
+        if self.batch_size < 2:
+            raise ConfigError(f"batch_size: must be >= 2 (contrastive), got {self.batch_size}")
+        if not self.lr > 0:
+            raise ConfigError(f"lr: must be > 0, got {self.lr}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError(f"min_lr_ratio: must be in [0, 1], got {self.min_lr_ratio}")
+        for f in ("warmup_steps", "weight_decay", "grad_clip"):
+            if getattr(self, f) < 0:
+                raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"device: must be auto, cpu or cuda, got {self.device!r}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ConfigError(f"precision: must be fp32 or bf16, got {self.precision!r}")
+
+
+@dataclass
+class EvalCfg:
+    batch_size: int = 512
+    ks: list[int] = field(default_factory=lambda: [1, 5, 10])
+    zeroshot_templates: list[str] = field(default_factory=lambda: [
+        "an emoji of {}.", "a {} emoji.", "an icon of {}.", "{}"])
+
+
+@dataclass
+class ExperimentCfg:
+    name: str = "experiment"
+    seed: int = 0
+    data: DataCfg = field(default_factory=DataCfg)
+    model: ModelCfg = field(default_factory=ModelCfg)
+    method: MethodCfg = field(default_factory=MethodCfg)
+    train: TrainCfg = field(default_factory=TrainCfg)
+    eval: EvalCfg = field(default_factory=EvalCfg)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["method"] = {"name": self.method.name, **self.method.args}
+        return d
+
+
+# --------------------------------------------------------------------------- building
+
+def _check_type(value: Any, tp: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        return _check_type(value, next(a for a in args if a is not type(None)), path)
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        (item,) = typing.get_args(tp)
+        return [_check_type(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, path)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, tp) or (tp in (int, float) and isinstance(value, bool)):
+        raise ConfigError(f"{path}: expected {tp.__name__}, got {value!r}")
+    return value
+
+
+def build(cls: type, data: dict | None, path: str = "") -> Any:
+    """Build dataclass `cls` from a plain dict, checking names, types and ranges."""
+    data = {} if data is None else data
+    prefix = f"{path}." if path else ""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or cls.__name__}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ConfigError(f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(fields))})")
+    kwargs = {k: _check_type(v, hints[k], f"{prefix}{k}") for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:
+        raise ConfigError(f"{prefix}{e}") from None
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in (over or {}).items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def parse_override(text: str) -> dict:
+    """`train.lr=1e-3` -> {"train": {"lr": 0.001}} (value parsed as YAML)."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    value: Any = yaml.safe_load(raw)
+    for part in reversed(key.strip().split(".")):
+        value = {part: value}
+    return value
+
+
+def load_params(path: str | Path = "params.yaml") -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: params file not found")
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({e.__class__.__name__})") from None
+    return params
+
+
+def _profile(params: dict) -> dict:
+    profile = params.get("profile", "tiny")
+    profiles = params.get("profiles") or {}
+    if profile not in profiles:
+        raise ConfigError(f"profile: unknown profile {profile!r}; known: {', '.join(profiles) or 'none'}")
+    return profiles[profile] or {}
+
+
+def resolve_data(params: dict) -> DataCfg:
+    """The data config shared by all experiments (defaults < profile)."""
+    raw = deep_merge((params.get("defaults") or {}).get("data") or {}, _profile(params).get("data") or {})
+    return build(DataCfg, raw, "data")
+
+
+def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[str] = ()) -> ExperimentCfg:
+    """Resolve an experiment from params.yaml content (see module docstring)."""
+    experiments = params.get("experiments") or {}
+    if name not in experiments:
+        raise ConfigError(f"experiment: unknown experiment {name!r}; known: {', '.join(experiments) or 'none'}")
+    raw = deep_merge(params.get("defaults") or {}, _profile(params))
+    raw = deep_merge(raw, experiments[name] or {})
+    for o in overrides:
+        raw = deep_merge(raw, parse_override(o))
+    raw = deep_merge(raw, {"name": name, "seed": seed})
+    return experiment_from_dict(raw)
+
+
+def experiment_from_dict(raw: dict) -> ExperimentCfg:
+    raw = dict(raw)
+    method = dict(raw.pop("method", None) or {})
+    cfg = build(ExperimentCfg, raw)
+    name = method.pop("name", "seqf")
+    if not isinstance(name, str):
+        raise ConfigError(f"method.name: expected str, got {name!r}")
+    from vlcp.methods import get_method  # validates the name and the method's own fields
+
+    method_cls = get_method(name)
+    args = dataclasses.asdict(build(method_cls.Config, method, "method"))
+    cfg.method = MethodCfg(name=name, args=args)
+    return cfg

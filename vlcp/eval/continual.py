@@ -1,0 +1,45 @@
+"""Continual-learning summaries of an accuracy matrix a[i][j] (model after task i, eval set j).
+
+All are pure functions of a square (T × T) list of lists or array.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def final_average(a) -> float:
+    """Mean over tasks of the final model's score (AR in CLL-CLIP, final Rm per task)."""
+    a = np.asarray(a, float)
+    return float(a[-1].mean())
+
+
+def average_incremental(a) -> float:
+    """Mean over i of the mean of a[i][j] for j <= i (average accuracy along the stream)."""
+    a = np.asarray(a, float)
+    return float(np.mean([a[i, : i + 1].mean() for i in range(len(a))]))
+
+
+def forgetting(a) -> float:
+    """Max-based forgetting: mean over j < T-1 of max_{i < T-1} a[i][j] - a[T-1][j]."""
+    a = np.asarray(a, float)
+    t = len(a)
+    if t < 2:
+        return 0.0
+    return float(np.mean([a[: t - 1, j].max() - a[t - 1, j] for j in range(t - 1)]))
+
+
+def bwt(a) -> float:
+    """Backward transfer: mean over j < T-1 of a[T-1][j] - a[j][j] (negative = forgetting)."""
+    a = np.asarray(a, float)
+    t = len(a)
+    if t < 2:
+        return 0.0
+    return float(np.mean([a[t - 1, j] - a[j, j] for j in range(t - 1)]))
+
+
+def ctp_bwt(so_far, final) -> float:
+    """CTP's eval.py "BWT" on cumulative pools: sum_i (m(θ_i, D≤i) - m(θ_T, D≤i)) / (n-1),
+    where so_far[i] = m(θ_i, D≤i) and final[i] = m(θ_T, D≤i). Positive = forgetting."""
+    so_far, final = np.asarray(so_far, float), np.asarray(final, float)
+    n = len(so_far)
+    return float((so_far - final).sum() / (n - 1)) if n > 1 else 0.0

@@ -1,0 +1,104 @@
+"""Evaluate a CLIP model on a benchmark's evaluation sets after each task.
+
+Per task i it fills:
+- `matrix[set][metric][i][j]`: cross-modal retrieval (and zero-shot accuracy) on task j's
+  items of `set` ("test": unseen items in the training styles; "unseen_style": every item in the
+  held-out styles), for every j (including j > i);
+- `cumulative[i]`: CTP's cumulative pools (tasks <= i): TR/IR@K, Rm on "test", and multi-modal
+  mAP@N (query vs gallery, positives = same class; fused feature = normalised sum of the
+  normalised image and text features) in both normalisers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from vlcp.config import EvalCfg
+from vlcp.data.benchmark import PairSet
+from vlcp.eval.retrieval import cross_modal, mean_average_precision
+from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
+from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
+
+
+@dataclass
+class Encoded:
+    image: torch.Tensor       # [M, D] normalised
+    text: torch.Tensor        # [N, D] normalised
+    pairs: PairSet
+
+
+@torch.no_grad()
+def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512) -> Encoded:
+    mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
+    img, txt = [], []
+    for s in range(0, len(pairs.images), batch_size):
+        x = (pairs.images[s:s + batch_size].permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+        img.append(model.encode_image(x.to(device), normalize=True).float().cpu())
+    for s in range(0, len(pairs.texts), batch_size):
+        txt.append(model.encode_text(tokenizer(pairs.texts[s:s + batch_size]).to(device), normalize=True).float().cpu())
+    d = model.text_projection.shape[1] if hasattr(model, "text_projection") else 0
+    cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, d)  # noqa: E731
+    return Encoded(cat(img), cat(txt), pairs)
+
+
+def _retrieval(enc: Encoded, tasks: list[int], ks) -> dict[str, float]:
+    p = enc.pairs
+    keep_t = torch.isin(p.tasks, torch.tensor(tasks))
+    keep_i = keep_t[p.image_text]
+    return cross_modal(enc.image[keep_i], enc.text[keep_t], p.image_text[keep_i],
+                       torch.arange(len(p.texts))[keep_t], ks)
+
+
+def _fused(enc: Encoded) -> torch.Tensor:
+    return F.normalize(enc.image + enc.text[enc.pairs.image_text], dim=-1)
+
+
+class Evaluator:
+    """Holds the evaluation sets and fills results rows after each task."""
+
+    def __init__(self, sets: dict[str, PairSet], query: PairSet, gallery: PairSet,
+                 class_names: list[str], num_tasks: int, cfg: EvalCfg):
+        self.sets, self.query, self.gallery = sets, query, gallery
+        self.class_names, self.num_tasks, self.cfg = class_names, num_tasks, cfg
+
+    def __call__(self, model, tokenizer, device, task: int) -> dict:
+        model.eval()
+        ks = tuple(self.cfg.ks)
+        row: dict = {"matrix": {}, "cumulative": {}}
+        classnames = [c.replace("-", " ") for c in self.class_names]
+        weights = zeroshot_weights(model, tokenizer, classnames, self.cfg.zeroshot_templates, device).float().cpu()
+        for name, pairs in self.sets.items():
+            enc = encode(model, tokenizer, pairs, device, self.cfg.batch_size)
+            cells = [_retrieval(enc, [j], ks) for j in range(self.num_tasks)]
+            for j in range(self.num_tasks):
+                keep = pairs.image_tasks == j
+                cells[j]["ZS@1"] = topk_accuracy(enc.image[keep], weights, pairs.image_labels[keep], (1,))[1]
+            row["matrix"][name] = {m: [c[m] for c in cells] for m in cells[0]}
+            row["cumulative"][name] = _retrieval(enc, list(range(task + 1)), ks)
+        q = encode(model, tokenizer, self.query.of_tasks(range(task + 1)), device, self.cfg.batch_size)
+        g = encode(model, tokenizer, self.gallery.of_tasks(range(task + 1)), device, self.cfg.batch_size)
+        for norm, tag in (("hits", "mAP"), ("standard", "mAP_std")):
+            maps = mean_average_precision(_fused(q), _fused(g), q.pairs.image_labels, g.pairs.image_labels,
+                                          ks, normalizer=norm)
+            row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
+        model.train()
+        return row
+
+    def final_pools(self, model, tokenizer, device) -> list[dict]:
+        """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT)."""
+        model.eval()
+        enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size)
+        q = encode(model, tokenizer, self.query, device, self.cfg.batch_size)
+        g = encode(model, tokenizer, self.gallery, device, self.cfg.batch_size)
+        out = []
+        for i in range(self.num_tasks):
+            cell = _retrieval(enc, list(range(i + 1)), tuple(self.cfg.ks))
+            qi, gi = q.pairs.image_tasks <= i, g.pairs.image_tasks <= i
+            maps = mean_average_precision(_fused(q)[qi], _fused(g)[gi], q.pairs.image_labels[qi],
+                                          g.pairs.image_labels[gi], tuple(self.cfg.ks), normalizer="hits")
+            out.append(cell | {f"mAP@{n}": v for n, v in maps.items()})
+        model.train()
+        return out

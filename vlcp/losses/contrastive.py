@@ -1,0 +1,45 @@
+"""The CLIP contrastive loss, gather-aware (open_clip's design, as pure functions).
+
+Under DDP each rank holds B local pairs; features are all-gathered *with gradients*
+(`torch.distributed.nn.all_gather`) and each rank scores its own rows against all columns
+("local loss", labels offset by rank·B). Averaged over ranks (DDP's gradient averaging) this is
+exactly the loss and gradient of one process on the global batch. At world size 1 it is the
+plain symmetric InfoNCE.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+
+def world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def gather_features(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate `x` over ranks (rank order), keeping gradients flowing to every rank."""
+    rank, size = world()
+    if size == 1:
+        return x
+    import torch.distributed.nn  # noqa: F401  (not imported by torch.distributed)
+
+    return torch.cat(torch.distributed.nn.all_gather(x), dim=0)
+
+
+def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor,
+              extra_text: torch.Tensor | None = None) -> torch.Tensor:
+    """Symmetric InfoNCE over the (global) batch.
+
+    `extra_text`: optional extra text features used as negatives in the image→text direction
+    only (e.g. IncCLIP's pseudo texts); they are local to each rank.
+    """
+    rank, _ = world()
+    all_img, all_txt = gather_features(image_features), gather_features(text_features)
+    labels = torch.arange(image_features.shape[0], device=image_features.device) + rank * image_features.shape[0]
+    txt_cols = all_txt if extra_text is None else torch.cat([all_txt, extra_text], 0)
+    logits_i2t = logit_scale * image_features @ txt_cols.T
+    logits_t2i = logit_scale * text_features @ all_img.T
+    return (F.cross_entropy(logits_i2t, labels) + F.cross_entropy(logits_t2i, labels)) / 2

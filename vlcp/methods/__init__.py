@@ -1,0 +1,27 @@
+"""Continual methods, one file each, registered by name."""
+from __future__ import annotations
+
+from vlcp.errors import ConfigError
+from vlcp.methods.base import Batch, Method, TaskContext
+
+_REGISTRY: dict[str, type[Method]] = {}
+
+
+def register(cls: type[Method]) -> type[Method]:
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_method(name: str) -> type[Method]:
+    if name not in _REGISTRY:
+        raise ConfigError(f"method.name: unknown method {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def available_methods() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+from vlcp.methods import er, jointt, seqf  # noqa: E402,F401  (register the built-in methods)
+
+__all__ = ["Batch", "Method", "TaskContext", "available_methods", "get_method", "register"]

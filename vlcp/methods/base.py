@@ -1,0 +1,81 @@
+"""The hook base every continual method builds on (design §6).
+
+The loop (`vlcp.train.loop`) calls, per task: `before_task` → for each step
+(`make_batch` → `loss` → backward → `after_backward` → optimizer step → `after_step`) →
+`after_task`. A method overrides only the hooks it needs; `state_dict`/`load_state_dict` carry
+its state across a resume; `extra_cost` reports extra forward/backward passes per step (MAFs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from vlcp.losses import clip_loss
+
+
+@dataclass
+class NoArgs:
+    """A method without fields of its own."""
+
+
+@dataclass
+class TaskContext:
+    """What hooks may read (and, for `pool`, change) during one task."""
+    task: int                          # index of the current task in the stream
+    num_tasks: int
+    train_set: Any                     # PairSet of every task's training pairs
+    task_ids: list[torch.Tensor]       # per task: indices into train_set
+    pool: torch.Tensor                 # indices the loop samples this task's batches from
+    materialize: Any                   # ids -> Batch (images, tokens), with augmentation
+    generator: torch.Generator         # per-task, per-seed sampling generator
+    step: int = 0                      # step within the task
+    extras: dict = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    images: torch.Tensor   # float [B, 3, S, S], normalised
+    tokens: torch.Tensor   # long [B, ctx]
+    ids: torch.Tensor      # long [B]: indices into the train set
+
+
+class Method:
+    name: ClassVar[str] = "base"
+    Config: ClassVar[type] = NoArgs
+
+    def __init__(self, cfg: Any = None, seed: int = 0):
+        self.cfg = cfg if cfg is not None else self.Config()
+        self.seed = seed
+
+    # -- hooks ---------------------------------------------------------------------------
+    def before_task(self, model: torch.nn.Module, ctx: TaskContext) -> None:
+        pass
+
+    def make_batch(self, ids: torch.Tensor, ctx: TaskContext) -> Batch:
+        return ctx.materialize(ids)
+
+    def loss(self, model: torch.nn.Module, batch: Batch, ctx: TaskContext) -> dict[str, torch.Tensor]:
+        img, txt, scale = model(batch.images, batch.tokens)[:3]
+        return {"clip": clip_loss(img, txt, scale)}
+
+    def after_backward(self, model: torch.nn.Module, ctx: TaskContext) -> None:
+        pass
+
+    def after_step(self, model: torch.nn.Module, batch: Batch, ctx: TaskContext) -> None:
+        pass
+
+    def after_task(self, model: torch.nn.Module, ctx: TaskContext) -> None:
+        pass
+
+    # -- state and cost ------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def extra_cost(self) -> float:
+        """Extra forward+backward passes per step relative to plain fine-tuning."""
+        return 0.0

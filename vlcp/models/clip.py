@@ -1,0 +1,47 @@
+"""CLIP models through open_clip: vlcp's tiny configs (random init) or any open_clip name
+with a pretrained tag or a local weights file. Nothing is downloaded unless the user asks for a
+tag and has not set HF_HUB_OFFLINE."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import open_clip
+import torch
+
+from vlcp.errors import VlcpError
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+OPENAI_MEAN = open_clip.OPENAI_DATASET_MEAN
+OPENAI_STD = open_clip.OPENAI_DATASET_STD
+
+
+def register_configs() -> None:
+    """Make vlcp's model configs (`vlcp-tiny`, `vlcp-small`) known to open_clip (idempotent)."""
+    if "vlcp-tiny" not in open_clip.list_models():
+        open_clip.add_model_config(CONFIG_DIR)
+
+
+def _looks_like_path(s: str) -> bool:
+    return os.sep in s or s.endswith((".pt", ".pth", ".bin", ".safetensors"))
+
+
+def create_clip(name: str, pretrained: str | None = None, device: str | torch.device = "cpu"):
+    """Return (model, tokenizer). `pretrained`: None (random init), a tag, or a local file."""
+    register_configs()
+    if name not in open_clip.list_models():
+        raise VlcpError(f"model.name: unknown open_clip model {name!r}")
+    if pretrained and _looks_like_path(pretrained) and not os.path.exists(pretrained):
+        raise VlcpError(f"model.pretrained: {pretrained} not found; put the weights file there "
+                        "(see README, 'Running at paper scale')")
+    if pretrained and not _looks_like_path(pretrained):
+        tags = open_clip.list_pretrained_tags_by_model(name)
+        if pretrained not in tags:
+            raise VlcpError(f"model.pretrained: {pretrained!r} is not a tag of {name} (tags: {', '.join(tags) or 'none'})")
+    try:
+        model = open_clip.create_model(name, pretrained=pretrained, device=device)
+    except Exception as e:  # hub offline, corrupt file, ...
+        if pretrained is None:
+            raise
+        raise VlcpError(f"model.pretrained: could not load {pretrained!r} for {name}: {e}") from None
+    return model, open_clip.get_tokenizer(name)

@@ -1,0 +1,1 @@
+"""Tables, plots and claims ledgers as pure functions of `results.json` files."""

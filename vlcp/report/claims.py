@@ -1,0 +1,51 @@
+"""The claims ledger: each claim is a check over our runs, with its numbers and spread.
+
+Verdicts: "confirmed" (holds for the seed means and beyond the seed spread), "inconclusive"
+(holds for the means but within the spread), "not confirmed" (does not hold). Claims that our
+runs do not confirm are shown as such; hiding them is a defect."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vlcp.utils import write_json
+
+
+@dataclass
+class Claim:
+    claim: str
+    verdict: str
+    evidence: str
+    source: str = ""
+
+
+def greater(a, b) -> str:
+    """Verdict for "a > b" from per-seed values of a and b."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    gap = a.mean() - b.mean()
+    spread = np.sqrt((a.std(ddof=1) ** 2 if len(a) > 1 else 0) + (b.std(ddof=1) ** 2 if len(b) > 1 else 0))
+    if gap <= 0:
+        return "not confirmed"
+    return "confirmed" if gap > spread else "inconclusive"
+
+
+def ordered(values: dict[str, list[float]], order: list[str]) -> Claim:
+    """Claim that the seed means follow `order` (first is best)."""
+    verdicts = [greater(values[order[i]], values[order[i + 1]]) for i in range(len(order) - 1)]
+    verdict = ("not confirmed" if "not confirmed" in verdicts
+               else "inconclusive" if "inconclusive" in verdicts else "confirmed")
+    ev = ", ".join(f"{k} {np.mean(values[k]):.1f} ± {np.std(values[k], ddof=1) if len(values[k]) > 1 else 0:.1f}"
+                   for k in order)
+    return Claim(" > ".join(order), verdict, ev)
+
+
+def write_claims(path: str | Path, report: str, claims: list[Claim]) -> None:
+    write_json(path, {"report": report, "claims": [asdict(c) for c in claims]})
+
+
+def claims_frame(claims: list[Claim]):
+    import pandas as pd
+
+    return pd.DataFrame([asdict(c) for c in claims])

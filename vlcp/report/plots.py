@@ -1,0 +1,113 @@
+"""Figures from results and prepared data (matplotlib/seaborn; each returns its Figure)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from vlcp.report.results import curve, matrix  # noqa: E402
+
+
+def contact_sheet(meta: dict, images: dict[str, np.ndarray], per_group: int = 6, seed: int = 0):
+    """Rows = groups (tasks), columns = `per_group` emoji in each style."""
+    rng = np.random.default_rng(seed)
+    styles = meta["styles"]
+    groups = meta["groups"]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(1.1 * per_group * len(styles), 1.3 * len(groups)))
+    for ax, g in zip(np.atleast_1d(axes), groups):
+        idx = [i for i, it in enumerate(meta["items"]) if it["group"] == g]
+        pick = sorted(rng.choice(idx, size=min(per_group, len(idx)), replace=False))
+        row = np.concatenate([np.concatenate([images[s][i] for i in pick], axis=1) for s in styles], axis=1)
+        ax.imshow(row)
+        ax.set_xticks([(k + 0.5) * per_group * images[styles[0]].shape[1] for k in range(len(styles))])
+        ax.set_xticklabels(styles if g == groups[0] else [""] * len(styles))
+        ax.xaxis.set_ticks_position("top")
+        ax.set_yticks([])
+        ax.set_ylabel(g, rotation=0, ha="right", va="center")
+    fig.tight_layout()
+    return fig
+
+
+def group_sizes(meta: dict):
+    """Items per group (stacked by split) and subgroup sizes (long tail)."""
+    import pandas as pd
+
+    df = pd.DataFrame(meta["items"])
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4))
+    df.groupby(["group", "split"]).size().unstack(fill_value=0).loc[meta["groups"]].plot.barh(
+        stacked=True, ax=a)
+    a.invert_yaxis()
+    a.set_xlabel("emoji (items)")
+    a.set_title("items per task (Unicode group), by split")
+    sizes = df.groupby("subgroup").size().sort_values(ascending=False)
+    b.bar(range(len(sizes)), sizes.values)
+    b.set_yscale("log")
+    b.set_xlabel(f"{len(sizes)} subgroups (classes), by size")
+    b.set_ylabel("items")
+    b.set_title("class sizes")
+    fig.tight_layout()
+    return fig
+
+
+def cumulative_curves(runs: dict[str, list[dict]], metrics=("Rm", "mAP@10"), tasks: list[str] | None = None):
+    """CTP Fig. 4: each model θ_i on the merged test pools of tasks 0..i (mean ± std over seeds)."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4))
+    for ax, m in zip(np.atleast_1d(axes), metrics):
+        for exp, rs in runs.items():
+            mu, sd = curve(rs, m)
+            x = np.arange(1, len(mu) + 1)
+            ax.plot(x, mu, marker="o", label=exp)
+            ax.fill_between(x, mu - sd, mu + sd, alpha=0.2)
+        ax.set_xlabel("task")
+        ax.set_ylabel(f"{m} on tasks ≤ i (%)")
+        ax.set_xticks(range(1, len(mu) + 1))
+        if tasks:
+            ax.set_xticklabels([t.split(" ")[0] for t in tasks], rotation=45, ha="right")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def task_curves(runs: dict[str, list[dict]], eval_set: str = "unseen_style", metric: str = "Rm",
+                tasks_to_show=(0, 1, 2)):
+    """How the score on early tasks evolves as later tasks train (forgetting made visible)."""
+    fig, axes = plt.subplots(1, len(tasks_to_show), figsize=(5 * len(tasks_to_show), 3.6), sharey=True)
+    for ax, j in zip(np.atleast_1d(axes), tasks_to_show):
+        for exp, rs in runs.items():
+            v = np.asarray([matrix(r, eval_set, metric)[:, j] for r in rs])
+            x = np.arange(1, v.shape[1] + 1)
+            ax.plot(x, v.mean(0), marker=".", label=exp)
+            ax.fill_between(x, v.mean(0) - v.std(0), v.mean(0) + v.std(0), alpha=0.2)
+        ax.axvline(j + 1, color="grey", ls=":")
+        ax.set_title(f"task {j + 1}: {rs[0]['tasks'][j]}")
+        ax.set_xlabel("after training task")
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel(f"{metric} ({eval_set}) %")
+    np.atleast_1d(axes)[0].legend()
+    fig.tight_layout()
+    return fig
+
+
+def matrices(runs: dict[str, list[dict]], eval_set: str = "unseen_style", metric: str = "Rm"):
+    """Seed-mean accuracy matrix a[i][j] per method."""
+    fig, axes = plt.subplots(1, len(runs), figsize=(5.2 * len(runs), 4.4))
+    vmax = max(np.mean([matrix(r, eval_set, metric) for r in rs], 0).max() for rs in runs.values())
+    for ax, (exp, rs) in zip(np.atleast_1d(axes), runs.items()):
+        a = np.mean([matrix(r, eval_set, metric) for r in rs], 0)
+        sns.heatmap(a, ax=ax, annot=True, fmt=".0f", vmin=0, vmax=vmax, cbar=False, cmap="viridis",
+                    annot_kws={"size": 7})
+        ax.set_title(f"{exp}: {metric} on {eval_set}")
+        ax.set_xlabel("eval task j")
+        ax.set_ylabel("after task i")
+    fig.tight_layout()
+    return fig
+
+
+def save(fig, path: str | Path) -> None:
+    fig.savefig(path, dpi=110, bbox_inches="tight")

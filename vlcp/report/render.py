@@ -1,0 +1,30 @@
+"""Execute a parameterised notebook with papermill and convert it to HTML, atomically."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from vlcp.errors import VlcpError
+from vlcp.utils import atomic_path
+
+
+def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
+                    parameters: dict | None = None, cwd: str | Path = ".") -> tuple[Path, Path]:
+    """reports/<name>.ipynb (executed) and reports/<name>.html (code hidden); both or neither."""
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    notebook = Path(notebook)
+    if not notebook.exists():
+        raise VlcpError(f"{notebook}: notebook not found")
+    reports = Path(reports_dir)
+    out_nb, out_html = reports / f"{notebook.stem}.ipynb", reports / f"{notebook.stem}.html"
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    with atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:
+        papermill.execute_notebook(str(notebook), str(tmp_nb), parameters=parameters or {},
+                                   cwd=str(cwd), progress_bar=False, kernel_name="python3")
+        exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+        body, _ = exporter.from_notebook_node(nbformat.read(tmp_nb, as_version=4))
+        tmp_html.write_text(body, encoding="utf-8")
+    return out_nb, out_html

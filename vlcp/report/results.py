@@ -1,0 +1,88 @@
+"""Load run results and summarise them across seeds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vlcp.errors import VlcpError
+from vlcp.eval import continual
+from vlcp.utils import read_json
+
+RETRIEVAL = ["TR@1", "TR@5", "TR@10", "IR@1", "IR@5", "IR@10", "Rm"]
+MAP = ["mAP@1", "mAP@5", "mAP@10"]
+MAP_STD = ["mAP_std@1", "mAP_std@5", "mAP_std@10"]
+
+
+def load_runs(runs_dir: str | Path, experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
+    """{experiment: [results of each seed]}; a missing file is an error naming it."""
+    out = {}
+    for exp in experiments:
+        out[exp] = []
+        for s in seeds:
+            path = Path(runs_dir) / exp / f"seed{s}" / "results.json"
+            if not path.exists():
+                raise VlcpError(f"{path}: missing; run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
+            out[exp].append(read_json(path))
+    return out
+
+
+def mean_std(values) -> tuple[float, float]:
+    v = np.asarray(values, float)
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+
+
+def fmt(m: float, s: float) -> str:
+    return f"{m:.1f} ± {s:.1f}"
+
+
+def final_metrics(r: dict) -> dict[str, float]:
+    """The final model on the whole stream's pools (the last cumulative row)."""
+    return r["cumulative"][-1]["test"]
+
+
+def final_table(runs: dict[str, list[dict]], metrics=RETRIEVAL + MAP + MAP_STD) -> pd.DataFrame:
+    rows = {}
+    for exp, rs in runs.items():
+        rows[exp] = {m: fmt(*mean_std([final_metrics(r)[m] for r in rs])) for m in metrics}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def matrix(r: dict, eval_set: str = "unseen_style", metric: str = "Rm") -> np.ndarray:
+    return np.asarray(r["matrix"][eval_set][metric], float)
+
+
+def continual_table(runs: dict[str, list[dict]], eval_set: str = "unseen_style", metric: str = "Rm") -> pd.DataFrame:
+    """Final average, average incremental, forgetting, BWT of a[i][j] and CTP's cumulative BWT."""
+    rows = {}
+    for exp, rs in runs.items():
+        vals = {
+            "final avg": [continual.final_average(matrix(r, eval_set, metric)) for r in rs],
+            "avg incremental": [continual.average_incremental(matrix(r, eval_set, metric)) for r in rs],
+            "forgetting": [continual.forgetting(matrix(r, eval_set, metric)) for r in rs],
+            "BWT": [continual.bwt(matrix(r, eval_set, metric)) for r in rs],
+            "CTP BWT (cum. Rm)": [continual.ctp_bwt([c["test"]["Rm"] for c in r["cumulative"]],
+                                                    [c["Rm"] for c in r["final_cumulative"]]) for r in rs],
+        }
+        rows[exp] = {k: fmt(*mean_std(v)) for k, v in vals.items()}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def curve(rs: list[dict], metric: str = "Rm", key: str = "cumulative") -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std over seeds of the cumulative-pool metric after each task."""
+    v = np.asarray([[c["test"][metric] for c in r[key]] for r in rs], float)
+    return v.mean(0), v.std(0, ddof=1) if len(v) > 1 else np.zeros(v.shape[1])
+
+
+def timing_table(runs: dict[str, list[dict]]) -> pd.DataFrame:
+    rows = {}
+    for exp, rs in runs.items():
+        train = [sum(t["seconds"] for t in r["train"]) for r in rs]
+        ev = [sum(t["eval_seconds"] for t in r["train"]) for r in rs]
+        rows[exp] = {"train s": fmt(*mean_std(train)), "eval s": fmt(*mean_std(ev)),
+                     "samples": int(np.mean([sum(t["samples"] for t in r["train"]) for r in rs])),
+                     "samples/s": f"{np.mean([sum(t['samples'] for t in r['train']) / s for r, s in zip(rs, train)]):.0f}",
+                     "GFLOPs/step": f"{rs[0].get('flops_per_step', 0) / 1e9:.2f}",
+                     "peak MB": f"{max(t['peak_memory_mb'] for r in rs for t in r['train']):.0f}"}
+    return pd.DataFrame.from_dict(rows, orient="index")

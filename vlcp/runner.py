@@ -1,0 +1,162 @@
+"""Run one experiment (config + seed) over its task stream and write `results.json`.
+
+`run_experiment` is what `vlcp run` calls: it builds the benchmark, model and method, trains
+task by task through `vlcp.train.loop.train_task`, evaluates after every task, checkpoints after
+every task (atomic) and resumes from the last finished task when a matching checkpoint exists.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+import vlcp
+from vlcp.config import ExperimentCfg
+from vlcp.data.benchmark import load_benchmark
+from vlcp.errors import VlcpError
+from vlcp.eval.evaluate import Evaluator
+from vlcp.methods import get_method
+from vlcp.methods.base import TaskContext
+from vlcp.models.clip import create_clip
+from vlcp.train import budget
+from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
+from vlcp.train.loop import Materializer, autocast, train_task
+from vlcp.utils import atomic_path, config_hash, derive_seed, seed_everything, write_json
+
+RESULTS_FORMAT = 1
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise VlcpError("train.device: cuda requested but no GPU is available")
+    return torch.device(name)
+
+
+def _versions() -> dict:
+    import open_clip
+    return {"vlcp": vlcp.__version__, "torch": torch.__version__, "open_clip": open_clip.__version__,
+            "python": platform.python_version(), "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine()}
+
+
+def _save_checkpoint(path: Path, state: dict) -> None:
+    if is_main():
+        with atomic_path(path) as tmp:
+            torch.save(state, tmp)
+    barrier()
+
+
+def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
+                   resume: bool = True, stop_after_task: int | None = None) -> dict:
+    """Train and evaluate; returns the results dict (also written to out_dir/results.json).
+
+    The checkpoint after each task (model + method state + results so far) goes to
+    `ckpt_dir/checkpoint.pt` (default: out_dir); after the last task it holds the final model.
+    `stop_after_task`: stop (as if interrupted) after finishing that task, leaving only the
+    checkpoint; a later call resumes from it."""
+    out_dir = Path(out_dir)
+    device = pick_device(cfg.train.device)
+    init_distributed(str(device))
+    rank, world = rank_and_size()
+    torch.set_num_threads(cfg.train.num_threads)
+    seed_everything(derive_seed(cfg.seed, "init"))
+
+    bench = load_benchmark(cfg.data)
+    tasks = bench.task_names
+    train = bench.pairs("train", cfg.data.train_styles)
+    sets = {"test": bench.pairs("test", cfg.data.train_styles)}
+    if cfg.data.unseen_styles:
+        sets["unseen_style"] = bench.pairs(("train", "val", "test", "query"), cfg.data.unseen_styles)
+    evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), train,
+                          bench.class_names, len(tasks), cfg.eval)
+
+    model, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device)
+    ctx_len = tokenizer.context_length
+    tokens = tokenizer([c for caps in train.captions for c in caps]).view(len(train.captions), -1, ctx_len)
+    materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment)
+    task_ids = [(train.image_tasks == t).nonzero().squeeze(1) for t in range(len(tasks))]
+    steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
+    method = get_method(cfg.method.name)(get_method(cfg.method.name).Config(**cfg.method.args),
+                                        seed=derive_seed(cfg.seed, "method"))
+
+    chash = config_hash(cfg.to_dict())
+    ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"
+    results = {
+        "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
+        "config_hash": chash, "tasks": tasks, "task_sizes": [len(i) for i in task_ids],
+        "steps_per_task": steps, "world_size": world, "device": str(device), "versions": _versions(),
+        "zero_shot": None, "matrix": {}, "cumulative": [], "train": [],
+    }
+    start = 0
+    if resume and ckpt_path.exists():
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        if state.get("config_hash") == chash:
+            model.load_state_dict(state["model"])
+            method.load_state_dict(state["method"])
+            results, start = state["results"], state["task"] + 1
+            if is_main():
+                print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({tasks[state['task']]})")
+        elif is_main():
+            print(f"{ckpt_path}: checkpoint is from another config; starting over")
+
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    if results["zero_shot"] is None and is_main():  # the model before any task: the curves' start
+        results["zero_shot"] = evaluator(unwrap(model), tokenizer, device, 0)["matrix"]
+
+    for t in range(start, len(tasks)):
+        gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "task", t))
+        ctx = TaskContext(task=t, num_tasks=len(tasks), train_set=train, task_ids=task_ids,
+                          pool=task_ids[t], materialize=lambda ids, g=gen: materializer(ids, g), generator=gen)
+        if "flops_per_step" not in results:
+            results["flops_per_step"] = _measure_flops(model, method, ctx, cfg, device)
+        budget.reset_peak_memory(device)
+        t0 = time.time()
+        stats = train_task(model, method, ctx, steps[t], cfg.train, device,
+                           desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)} {tasks[t]}")
+        method.after_task(unwrap(model), ctx)
+        seconds = time.time() - t0
+        t1 = time.time()
+        row = evaluator(unwrap(model), tokenizer, device, t) if is_main() else None
+        for name, metrics in (row or {}).get("matrix", {}).items():
+            for m, vals in metrics.items():
+                results["matrix"].setdefault(name, {}).setdefault(m, []).append(vals)
+        if row:
+            results["cumulative"].append(row["cumulative"])
+        results["train"].append({"task": tasks[t], "steps": steps[t], "seconds": round(seconds, 3),
+                                 "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
+                                 "loss": stats["loss"], "terms": stats["terms"],
+                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
+        if is_main() and row:
+            c = row["cumulative"]["test"]
+            print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)} {tasks[t]}: loss {stats['loss']:.3f} "
+                  f"cumulative Rm {c['Rm']:.1f} mAP@10 {c['mAP@10']:.1f} ({seconds:.0f}s)", flush=True)
+        _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
+                                     "method": method.state_dict(), "results": results})
+        if stop_after_task is not None and t >= stop_after_task and t < len(tasks) - 1:
+            return results
+
+    if is_main():
+        results["final_cumulative"] = evaluator.final_pools(unwrap(model), tokenizer, device)
+        write_json(out_dir / "results.json", results)
+    barrier()
+    return results
+
+
+def _measure_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:
+    """FLOPs of one training step's forward + backward (method loss included)."""
+    gen_state = ctx.generator.get_state()
+    ids = ctx.pool[torch.randint(0, len(ctx.pool), (cfg.train.batch_size,), generator=ctx.generator)]
+    batch = ctx.materialize(ids)
+    ctx.generator.set_state(gen_state)  # the measurement must not shift the run's random stream
+
+    def step():
+        with autocast(device, cfg.train.precision):
+            loss = sum(method.loss(model, batch, ctx).values())
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+    return budget.flops_per_step(step)

@@ -1,0 +1,101 @@
+"""The one training loop: step-based, one task at a time, the method's hooks around each step.
+
+`train_task` runs `steps` AdamW steps on batches drawn from `ctx.pool`, with a per-task cosine
+schedule (warmup, restart every task, optimizer state reset per task), gradient clipping,
+logit-scale clamping, optional bf16 autocast, and a tqdm bar.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+from tqdm import tqdm
+
+from vlcp.config import TrainCfg
+from vlcp.methods.base import Batch, Method, TaskContext
+from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
+from vlcp.train.distributed import all_reduce_mean, is_main, local_slice, unwrap
+from vlcp.train.schedules import cosine_with_warmup
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainCfg) -> torch.optim.Optimizer:
+    """AdamW; no weight decay on gains, biases, embeddings' positional terms and logit scale."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or "logit_scale" in n or "positional" in n or n.endswith("_token") else decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=True)
+
+
+class Materializer:
+    """Global batch ids -> this rank's Batch: random caption variant, random shift (augment),
+    CLIP normalisation. Random draws are made for the whole global batch, then sliced, so the
+    result does not depend on the world size."""
+
+    def __init__(self, images: torch.Tensor, image_text: torch.Tensor, tokens: torch.Tensor,
+                 device: torch.device, augment: bool, pad: int = 2):
+        self.images, self.image_text, self.tokens = images, image_text, tokens  # tokens [N, K, ctx]
+        self.device, self.augment, self.pad = device, augment, pad
+        self.mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
+        self.std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
+
+    def __call__(self, ids: torch.Tensor, generator: torch.Generator) -> Batch:
+        n = len(ids)
+        variant = torch.randint(0, self.tokens.shape[1], (n,), generator=generator)
+        shift = torch.randint(0, 2 * self.pad + 1, (n, 2), generator=generator)
+        sl = local_slice(n)
+        ids, variant, shift = ids[sl], variant[sl], shift[sl]
+        x = self.images[ids].permute(0, 3, 1, 2).float() / 255.0
+        if self.augment and self.pad:
+            s = x.shape[-1]
+            padded = torch.nn.functional.pad(x, (self.pad,) * 4, value=1.0)
+            x = torch.stack([padded[i, :, dy:dy + s, dx:dx + s] for i, (dy, dx) in enumerate(shift.tolist())])
+        x = (x - self.mean) / self.std
+        tok = self.tokens[self.image_text[ids], variant]
+        return Batch(x.to(self.device, non_blocking=True), tok.to(self.device, non_blocking=True), ids)
+
+
+def autocast(device: torch.device, precision: str):
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: int, cfg: TrainCfg,
+               device: torch.device, desc: str = "train") -> dict:
+    """Train one task; returns {"loss": mean total loss, "samples": samples seen, per-term means}."""
+    method.before_task(unwrap(model), ctx)
+    opt = make_optimizer(model, cfg)
+    sums: dict[str, float] = {}
+    bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
+               leave=False, mininterval=1.0)
+    for step in bar:
+        ctx.step = step
+        lr = cosine_with_warmup(step, steps, cfg.lr, cfg.warmup_steps, cfg.lr * cfg.min_lr_ratio)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        ids = ctx.pool[torch.randint(0, len(ctx.pool), (cfg.batch_size,), generator=ctx.generator)]
+        batch = method.make_batch(ids, ctx)
+        with autocast(device, cfg.precision):
+            terms = method.loss(model, batch, ctx)
+        loss = sum(terms.values())
+        if not math.isfinite(loss.item()):
+            raise FloatingPointError(f"{desc}: loss is {loss.item()} at step {step} (lower train.lr?)")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        method.after_backward(unwrap(model), ctx)
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        with torch.no_grad():
+            unwrap(model).logit_scale.clamp_(0, math.log(100))
+        method.after_step(unwrap(model), batch, ctx)
+        for k, v in terms.items():
+            sums[k] = sums.get(k, 0.0) + all_reduce_mean(v.detach().float()).item()
+        if step % 10 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}")
+    method_terms = {k: v / max(steps, 1) for k, v in sums.items()}
+    return {"loss": sum(method_terms.values()), "terms": method_terms, "samples": steps * cfg.batch_size}
