@@ -97,3 +97,14 @@ def test_chunking_does_not_change_results():
     a = mean_average_precision(img[:50], txt, cls[:50], cls, chunk=3)
     b = mean_average_precision(img[:50], txt, cls[:50], cls, chunk=500)
     assert all(math.isclose(a[k], b[k]) for k in a)
+
+
+def test_memo_tokenizer_matches_tokenizer():
+    import open_clip
+    from vlcp.eval.evaluate import MemoTokenizer
+    tok = open_clip.SimpleTokenizer(context_length=24)
+    memo = MemoTokenizer(tok)
+    texts = ["an emoji of a cat", "a dog", "an emoji of a cat"]
+    assert torch.equal(memo(texts), tok(texts))
+    assert torch.equal(memo(["a dog"]), tok(["a dog"]))   # served from the cache
+    assert len(memo._rows) == 2 and memo([]).shape == (0, tok.context_length)

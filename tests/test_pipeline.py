@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_tiny_dvc_repro(tmp_path):
-    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp"):
+    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "benchmarks"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())

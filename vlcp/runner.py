@@ -58,6 +58,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     `ckpt_dir/checkpoint.pt` (default: out_dir); after the last task it holds the final model.
     `stop_after_task`: stop (as if interrupted) after finishing that task, leaving only the
     checkpoint; a later call resumes from it."""
+    started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)
     init_distributed(str(device))
@@ -142,6 +143,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
 
     if is_main():
         results["final_cumulative"] = evaluator.final_pools(unwrap(model), tokenizer, device)
+        results["wall_seconds"] = round(time.time() - started, 2)  # this call (a resumed run: since resuming)
         write_json(out_dir / "results.json", results)
     barrier()
     return results

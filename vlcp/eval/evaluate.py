@@ -56,6 +56,22 @@ def _fused(enc: Encoded) -> torch.Tensor:
     return F.normalize(enc.image + enc.text[enc.pairs.image_text], dim=-1)
 
 
+class MemoTokenizer:
+    """Tokenizes each distinct text once: evaluation re-encodes the same texts (and zero-shot
+    prompts) after every task, and open_clip's BPE tokenizer is pure Python."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.context_length = tokenizer, tokenizer.context_length
+        self._rows: dict[str, torch.Tensor] = {}
+
+    def __call__(self, texts: str | list[str]) -> torch.Tensor:
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self._rows]
+        if new:
+            self._rows.update(zip(new, self.tokenizer(new)))
+        return torch.stack([self._rows[t] for t in texts]) if texts else torch.zeros(0, self.context_length, dtype=torch.long)
+
+
 class Evaluator:
     """Holds the evaluation sets and fills results rows after each task."""
 
@@ -63,9 +79,16 @@ class Evaluator:
                  class_names: list[str], num_tasks: int, cfg: EvalCfg):
         self.sets, self.query, self.gallery = sets, query, gallery
         self.class_names, self.num_tasks, self.cfg = class_names, num_tasks, cfg
+        self._memo: MemoTokenizer | None = None
+
+    def _tokenizer(self, tokenizer) -> MemoTokenizer:
+        if self._memo is None or self._memo.tokenizer is not tokenizer:
+            self._memo = MemoTokenizer(tokenizer)
+        return self._memo
 
     def __call__(self, model, tokenizer, device, task: int) -> dict:
         model.eval()
+        tokenizer = self._tokenizer(tokenizer)
         ks = tuple(self.cfg.ks)
         row: dict = {"matrix": {}, "cumulative": {}}
         classnames = [c.replace("-", " ") for c in self.class_names]
@@ -90,6 +113,7 @@ class Evaluator:
     def final_pools(self, model, tokenizer, device) -> list[dict]:
         """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT)."""
         model.eval()
+        tokenizer = self._tokenizer(tokenizer)
         enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size)
         q = encode(model, tokenizer, self.query, device, self.cfg.batch_size)
         g = encode(model, tokenizer, self.gallery, device, self.cfg.batch_size)
