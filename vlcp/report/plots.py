@@ -1,16 +1,14 @@
-"""Figures from results and prepared data (matplotlib/seaborn; each returns its Figure)."""
+"""Figures from results and prepared data (matplotlib/seaborn; each returns its Figure). The backend
+is the caller's: inline in notebooks, Agg (matplotlib's fallback) on a headless machine."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from vlcp.report.results import curve, matrix  # noqa: E402
+from vlcp.report.results import curve, matrix
 
 
 def contact_sheet(meta: dict, images: dict[str, np.ndarray], per_group: int = 6, seed: int = 0):

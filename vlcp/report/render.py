@@ -1,6 +1,7 @@
 """Execute a parameterised notebook with papermill and convert it to HTML, atomically."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -20,11 +21,27 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
         raise VlcpError(f"{notebook}: notebook not found")
     reports = Path(reports_dir)
     out_nb, out_html = reports / f"{notebook.stem}.ipynb", reports / f"{notebook.stem}.html"
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    with atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:
+    # the kernel inherits our environment: an MPLBACKEND=Agg there would silently drop every figure
+    with _environ(MPLBACKEND="module://matplotlib_inline.backend_inline"), \
+            atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:
         papermill.execute_notebook(str(notebook), str(tmp_nb), parameters=parameters or {},
                                    cwd=str(cwd), progress_bar=False, kernel_name="python3")
         exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
         body, _ = exporter.from_notebook_node(nbformat.read(tmp_nb, as_version=4))
         tmp_html.write_text(body, encoding="utf-8")
     return out_nb, out_html
+
+
+@contextlib.contextmanager
+def _environ(**values: str):
+    """Set environment variables for the duration of the block, then restore them."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
