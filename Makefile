@@ -7,7 +7,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export DVC_NO_ANALYTICS ?= 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install test repro lab clean
+.PHONY: install test repro bench lab clean
 install:  ## create .venv with the pinned toolchain and vlcp (editable)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
@@ -19,6 +19,10 @@ test:     ## the test suite (CPU, a few minutes)
 
 repro:    ## the whole study: dvc repro
 	$(BIN)/dvc repro
+
+bench:    ## re-measure performance (about 15 min): throughput and eval memory, then the whole dvc repro
+	$(BIN)/dvc repro --force benchmarks/dvc.yaml
+	$(BIN)/python benchmarks/pipeline.py
 
 lab:      ## JupyterLab on the notebooks
 	$(BIN)/jupyter lab notebooks

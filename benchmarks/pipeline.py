@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from vlcp.utils import write_json  # noqa: E402
+
+from common import provenance  # noqa: E402  (benchmarks/common.py)
 
 
 def timed_repro(cwd: Path, env: dict) -> tuple[float, dict[str, float], str]:
@@ -58,14 +59,10 @@ def main() -> None:
         env["PYTHONPATH"] = str(clone)
         total, stages, _ = timed_repro(clone, env)
         noop, _, noop_log = timed_repro(clone, env)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                            capture_output=True).stdout.strip()
     write_json(args.out, {
         "what": "dvc repro from scratch in a fresh clone (default params.yaml), then a no-op dvc repro",
         "total_seconds": total, "noop_seconds": noop, "noop_up_to_date": "up to date" in noop_log,
-        "stages": stages, "cpus": os.cpu_count(), "machine": platform.machine(),
-        "processor": platform.processor(), "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d"), "commit": commit,
+        "stages": stages, **provenance(),
     })
     print(f"dvc repro {total / 60:.1f} min, no-op {noop:.1f} s -> {args.out}")
 

@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_tiny_dvc_repro(tmp_path):
-    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "benchmarks"):
+    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "benchmarks/results"):
         src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)  # results only: no bench stages
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["seeds"] = [0]
     params["defaults"]["data"]["styles"] = ["twemoji", "noto-mono", "openmoji"]
@@ -36,8 +36,11 @@ def test_tiny_dvc_repro(tmp_path):
     html = (tmp_path / "reports" / "overview.html").read_text()
     assert "Claims ledger" in html and "SeqF vs ER vs JointT" in html
     assert "Traceback" not in html and "Error" not in html.split("Claims ledger")[0][-2000:]
+    assert html.count("data:image/png") >= 5          # contact sheet, sizes, curves, task curves, matrices
+    perf = (tmp_path / "reports" / "performance.html").read_text()
+    assert "Traceback" not in perf and perf.count("data:image/png") >= 3
     index = (tmp_path / "reports" / "index.html").read_text()
-    assert "overview.html" in index and "final Rm orders JointT &gt; ER &gt; SeqF" in index
+    assert "overview.html" in index and "performance.html" in index and "final Rm orders JointT &gt; ER &gt; SeqF" in index
     assert any(v in index for v in ("confirmed", "inconclusive", "not confirmed"))
     assert (tmp_path / "dvc.lock").exists()
 

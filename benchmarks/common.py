@@ -1,0 +1,26 @@
+"""Provenance every benchmark JSON carries: where, when and on which commit it was measured."""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def git_commit(root: Path = ROOT) -> str:
+    """Short HEAD of `root`, with "-dirty" when tracked files differ from it ("" outside git)."""
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=root, text=True, capture_output=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD")
+    return head + ("-dirty" if head and git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def provenance() -> dict:
+    import torch
+
+    return {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "date": time.strftime("%Y-%m-%d"), "commit": git_commit()}
