@@ -11,11 +11,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def git_commit(root: Path = ROOT) -> str:
-    """Short HEAD of `root`, with "-dirty" when tracked files differ from it ("" outside git)."""
+    """Short HEAD of `root`, with "-dirty" when tracked files other than the benchmarks' own
+    outputs differ from it ("" outside git)."""
     def git(*a):
         return subprocess.run(["git", *a], cwd=root, text=True, capture_output=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD")
-    return head + ("-dirty" if head and git("status", "--porcelain", "--untracked-files=no") else "")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":!benchmarks/results", ":!benchmarks/dvc.lock")
+    return head + ("-dirty" if head and dirty else "")
 
 
 def provenance() -> dict:
