@@ -21,9 +21,18 @@ def git_commit(root: Path = ROOT) -> str:
     return head + ("-dirty" if head and dirty else "")
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo; platform.processor() is empty there)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        return platform.processor()
+
+
 def provenance() -> dict:
     import torch
 
-    return {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+    return {"machine": platform.machine(), "processor": cpu_model(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "torch": torch.__version__,
             "date": time.strftime("%Y-%m-%d"), "commit": git_commit()}
