@@ -22,13 +22,13 @@ def emoji_root(tmp_path_factory):
     return root
 
 
-def tiny_experiment(root, method="seqf", steps=12, **method_args):
+def tiny_experiment(root, method="seqf", steps=12, model="vlcp-tiny", **method_args):
     from vlcp.config import experiment_from_dict
 
     return experiment_from_dict({
         "name": f"test-{method}", "seed": 0,
         "data": {"root": str(root), "tasks": SMALL_TASKS},
-        "model": {"name": "vlcp-tiny"},
+        "model": {"name": model},
         "method": {"name": method, **method_args},
         "train": {"steps": steps, "batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1},
         "eval": {"batch_size": 256},

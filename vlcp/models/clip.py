@@ -45,3 +45,20 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
             raise
         raise VlcpError(f"model.pretrained: could not load {pretrained!r} for {name}: {e}") from None
     return model, open_clip.get_tokenizer(name)
+
+
+def encode_text_embeddings(model, embeddings: torch.Tensor, pool_tokens: torch.Tensor,
+                           normalize: bool = True) -> torch.Tensor:
+    """open_clip's `CLIP.encode_text` from token *embeddings* [B, ctx, width] instead of token ids,
+    so texts can be optimised in embedding space (IncCLIP's pseudo texts). `pool_tokens` are
+    token ids whose end-of-text position selects the pooled feature, as `encode_text` does."""
+    from open_clip.transformer import text_global_pool
+
+    cast_dtype = model.transformer.get_cast_dtype()
+    x = embeddings.to(cast_dtype) + model.positional_embedding.to(cast_dtype)
+    x = model.transformer(x, attn_mask=model.attn_mask)
+    x = model.ln_final(x)
+    x = text_global_pool(x, pool_tokens, model.text_pool_type, eos_token_id=getattr(model, "text_eos_id", None))
+    if model.text_projection is not None:
+        x = model.text_projection(x) if isinstance(model.text_projection, torch.nn.Linear) else x @ model.text_projection
+    return torch.nn.functional.normalize(x, dim=-1) if normalize else x
