@@ -15,13 +15,14 @@ Pretraining", ECCV 2022): ER's reservoir replay plus
 
 Choices the paper leaves open (its formulas did not survive in our copy of the text), all
 config fields: pseudo texts are conditioned on the batch's replayed pairs (up to `pseudo_batch`
-of them, so generation adds no image forward passes); a mixed text is pooled at the end-of-text position
-of its dominant source text; the distillation teacher uses its own learned logit scale unless
+of them, so generation adds no image forward passes); a mixed text is pooled at the end-of-text
+position of its dominant source text; the distillation teacher uses its own learned logit scale unless
 `kd_scale` is set; the weight-norm reference is the model as it enters the second task (the first
 task trains from scratch, where norms grow by design), over every parameter with ≥ 2 dims.
-Ablations: `kd_weight: 0` (no distillation), `pseudo_iters: 0` with `pseudo: false` (no
-pseudo texts), `s_min: -1, s_max: -1` (naive inversion: minimise the cosine instead of a hard
-band), `wnc_ratio: null` (no clipping).
+Ablations: `kd_weight: 0` (no distillation), `pseudo: false` (no pseudo texts),
+`pseudo_iters: 0` (pseudo texts left as the initial mixtures, not optimised), `s_min: -1,
+s_max: -1` (naive inversion: minimise the cosine instead of a hard band), `wnc_ratio: null`
+(no clipping).
 """
 from __future__ import annotations
 
