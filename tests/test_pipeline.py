@@ -1,5 +1,6 @@
-"""A tiny end-to-end `dvc repro` of the real pipeline (3 tasks, few steps, one seed) in a scratch
-git repo: data prepare -> runs -> papermill overview notebook -> HTML -> index; then a no-op."""
+"""A tiny end-to-end `dvc repro` of the real pipeline (3 groups, few steps, one seed) in a scratch
+git repo: data prepare -> runs (spine and IncCLIP study) -> papermill notebooks -> HTML -> index;
+then a no-op."""
 import os
 import shutil
 import subprocess
@@ -39,7 +40,12 @@ def test_tiny_dvc_repro(tmp_path):
     assert html.count("data:image/png") >= 5          # contact sheet, sizes, curves, task curves, matrices
     perf = (tmp_path / "reports" / "performance.html").read_text()
     assert "Traceback" not in perf and perf.count("data:image/png") >= 3
+    inc = (tmp_path / "reports" / "incclip_ablations.html").read_text()
+    assert "Claims ledger" in inc and "Traceback" not in inc and inc.count("data:image/png") >= 2
+    for exp in params["report"]["incclip"]["experiments"]:
+        assert (tmp_path / "runs-incclip" / exp / "seed0" / "results.json").exists()
     index = (tmp_path / "reports" / "index.html").read_text()
+    assert "incclip_ablations.html" in index and "IncCLIP beats every baseline" in index
     assert "overview.html" in index and "performance.html" in index and "final Rm orders JointT &gt; ER &gt; SeqF" in index
     assert any(v in index for v in ("confirmed", "inconclusive", "not confirmed"))
     assert (tmp_path / "dvc.lock").exists()

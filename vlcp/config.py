@@ -20,6 +20,7 @@ from vlcp.errors import ConfigError
 
 BENCHMARKS = ("emoji",)
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
+STREAMS = ("group", "class", "instance")
 
 
 @dataclass
@@ -48,8 +49,10 @@ class DataCfg:
     max_version: float = 15.1
     seed: int = 0
     split: SplitCfg = field(default_factory=SplitCfg)
-    tasks: list[str] = field(default_factory=list)  # empty = all groups in Unicode order
-    reverse: bool = False
+    tasks: list[str] = field(default_factory=list)  # groups to use; empty = all, in Unicode order
+    stream: str = "group"            # group: one task per group | class: class chunks | instance: random chunks
+    num_tasks: int = 0               # class/instance streams: number of chunks (>= 2)
+    reverse: bool = False            # reverse the task order
     captions_per_item: int = 8
 
     def __post_init__(self):
@@ -66,6 +69,12 @@ class DataCfg:
             raise ConfigError(f"train_styles/unseen_styles: style {missing[0]!r} is not in styles")
         if self.image_size < 8:
             raise ConfigError(f"image_size: must be >= 8, got {self.image_size}")
+        if self.stream not in STREAMS:
+            raise ConfigError(f"stream: unknown stream {self.stream!r}; known: {', '.join(STREAMS)}")
+        if self.stream != "group" and self.num_tasks < 2:
+            raise ConfigError(f"num_tasks: the {self.stream} stream needs num_tasks >= 2, got {self.num_tasks}")
+        if self.stream == "group" and self.num_tasks:
+            raise ConfigError("num_tasks: the group stream has one task per group; use data.tasks to pick groups")
         if self.captions_per_item < 1:
             raise ConfigError(f"captions_per_item: must be >= 1, got {self.captions_per_item}")
 
@@ -126,6 +135,7 @@ class EvalCfg:
     ks: list[int] = field(default_factory=lambda: [1, 5, 10])
     zeroshot_templates: list[str] = field(default_factory=lambda: [
         "an emoji of {}.", "a {} emoji.", "an icon of {}.", "{}"])
+    heldout: bool = False            # after each task, also the held-out suite (Evaluator.heldout)
 
 
 @dataclass

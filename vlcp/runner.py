@@ -73,7 +73,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     if cfg.data.unseen_styles:
         sets["unseen_style"] = bench.pairs(("train", "val", "test", "query"), cfg.data.unseen_styles)
     evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), train,
-                          bench.class_names, len(tasks), cfg.eval)
+                          bench.class_names, len(tasks), cfg.eval, bench.group_names)
 
     model, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device)
     ctx_len = tokenizer.context_length
@@ -128,6 +128,8 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                 results["matrix"].setdefault(name, {}).setdefault(m, []).append(vals)
         if row:
             results["cumulative"].append(row["cumulative"])
+            if "heldout" in row:
+                results.setdefault("heldout", []).append(row["heldout"])
         results["train"].append({"task": tasks[t], "steps": steps[t], "seconds": round(seconds, 3),
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
                                  "loss": stats["loss"], "terms": stats["terms"],

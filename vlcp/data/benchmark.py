@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from vlcp.config import DataCfg
+from vlcp.data.streams import assign_tasks
 from vlcp.errors import VlcpError
 from vlcp.utils import read_json
 
@@ -25,6 +26,7 @@ class PairSet:
     labels: torch.Tensor       # long [N]: class (subgroup) id per item
     tasks: torch.Tensor        # long [N]: task id per item
     items: torch.Tensor        # long [N]: benchmark item id
+    groups: torch.Tensor | None = None   # long [N]: group id per item (a coarser class)
 
     def __len__(self) -> int:
         return len(self.images)
@@ -32,6 +34,10 @@ class PairSet:
     @property
     def image_labels(self) -> torch.Tensor:
         return self.labels[self.image_text]
+
+    @property
+    def image_groups(self) -> torch.Tensor:
+        return self.groups[self.image_text]
 
     @property
     def image_tasks(self) -> torch.Tensor:
@@ -44,7 +50,8 @@ class PairSet:
         idx = keep.nonzero().squeeze(1).tolist()
         return PairSet(self.images[img_keep], new_id[self.image_text[img_keep]],
                        [self.texts[i] for i in idx], [self.captions[i] for i in idx],
-                       self.labels[keep], self.tasks[keep], self.items[keep])
+                       self.labels[keep], self.tasks[keep], self.items[keep],
+                       None if self.groups is None else self.groups[keep])
 
     def of_tasks(self, task_ids) -> "PairSet":
         return self.select_texts(torch.isin(self.tasks, torch.as_tensor(list(task_ids))))
@@ -70,13 +77,9 @@ class EmojiBenchmark:
         if self.meta["image_size"] != cfg.image_size:
             raise VlcpError(f"data.image_size: {cfg.image_size} but {root} was prepared at "
                             f"{self.meta['image_size']}; re-run `vlcp data prepare`")
-        groups = self.meta["groups"]
-        order = list(cfg.tasks) or groups
-        unknown = [t for t in order if t not in groups]
-        if unknown:
-            raise VlcpError(f"data.tasks: unknown task {unknown[0]!r}; known: {', '.join(groups)}")
-        self.task_names = list(reversed(order)) if cfg.reverse else list(order)
+        self.item_task, self.task_names = assign_tasks(self.items, self.meta["groups"], self.meta["subgroups"], cfg)
         self.class_names = self.meta["subgroups"]
+        self.group_names = self.meta["groups"]
 
     @property
     def items(self) -> list[dict]:
@@ -88,10 +91,11 @@ class EmojiBenchmark:
     def pairs(self, split: str | tuple[str, ...], styles: list[str]) -> PairSet:
         """Items of the selected tasks in `split`, with one image per style."""
         splits = (split,) if isinstance(split, str) else split
-        task_of = {g: i for i, g in enumerate(self.task_names)}
+        task_of = self.item_task
         class_of = {c: i for i, c in enumerate(self.class_names)}
-        sel = [i for i, it in enumerate(self.items) if it["split"] in splits and it["group"] in task_of]
-        sel.sort(key=lambda i: task_of[self.items[i]["group"]])  # task-major order
+        group_of = {g: i for i, g in enumerate(self.group_names)}
+        sel = [i for i, it in enumerate(self.items) if it["split"] in splits and task_of[i] >= 0]
+        sel.sort(key=lambda i: task_of[i])  # task-major order (stable: benchmark order within a task)
         imgs = np.concatenate([self._images[s][sel] for s in styles]) if sel else \
             np.zeros((0, self.cfg.image_size, self.cfg.image_size, 3), np.uint8)
         n = len(sel)
@@ -101,7 +105,8 @@ class EmojiBenchmark:
             texts=[self.items[i]["captions"][0] for i in sel],
             captions=[self.items[i]["captions"] for i in sel],
             labels=torch.tensor([class_of[self.items[i]["subgroup"]] for i in sel], dtype=torch.long),
-            tasks=torch.tensor([task_of[self.items[i]["group"]] for i in sel], dtype=torch.long),
+            tasks=torch.tensor([task_of[i] for i in sel], dtype=torch.long),
+            groups=torch.tensor([group_of[self.items[i]["group"]] for i in sel], dtype=torch.long),
             items=torch.tensor(sel, dtype=torch.long),
         )
 

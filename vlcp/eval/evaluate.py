@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from vlcp.config import EvalCfg
 from vlcp.data.benchmark import PairSet
+from vlcp.data.procedural import render_shapes
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
@@ -29,13 +30,18 @@ class Encoded:
     pairs: PairSet
 
 
-@torch.no_grad()
-def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512) -> Encoded:
+def _normalise(images: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, S, S, 3] -> float [N, 3, S, S] with CLIP's normalisation."""
     mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
+    return (images.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+
+
+@torch.no_grad()
+def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512) -> Encoded:
     img, txt = [], []
     for s in range(0, len(pairs.images), batch_size):
-        x = (pairs.images[s:s + batch_size].permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+        x = _normalise(pairs.images[s:s + batch_size])
         img.append(model.encode_image(x.to(device), normalize=True).float().cpu())
     for s in range(0, len(pairs.texts), batch_size):
         txt.append(model.encode_text(tokenizer(pairs.texts[s:s + batch_size]).to(device), normalize=True).float().cpu())
@@ -76,10 +82,12 @@ class Evaluator:
     """Holds the evaluation sets and fills results rows after each task."""
 
     def __init__(self, sets: dict[str, PairSet], query: PairSet, gallery: PairSet,
-                 class_names: list[str], num_tasks: int, cfg: EvalCfg):
+                 class_names: list[str], num_tasks: int, cfg: EvalCfg, group_names: list[str] = ()):
         self.sets, self.query, self.gallery = sets, query, gallery
         self.class_names, self.num_tasks, self.cfg = class_names, num_tasks, cfg
+        self.group_names = list(group_names)
         self._memo: MemoTokenizer | None = None
+        self._shape_set = None
 
     def _tokenizer(self, tokenizer) -> MemoTokenizer:
         if self._memo is None or self._memo.tokenizer is not tokenizer:
@@ -93,8 +101,9 @@ class Evaluator:
         row: dict = {"matrix": {}, "cumulative": {}}
         classnames = [c.replace("-", " ") for c in self.class_names]
         weights = zeroshot_weights(model, tokenizer, classnames, self.cfg.zeroshot_templates, device).float().cpu()
+        encoded = {}
         for name, pairs in self.sets.items():
-            enc = encode(model, tokenizer, pairs, device, self.cfg.batch_size)
+            enc = encoded[name] = encode(model, tokenizer, pairs, device, self.cfg.batch_size)
             cells = [_retrieval(enc, [j], ks) for j in range(self.num_tasks)]
             for j in range(self.num_tasks):
                 keep = pairs.image_tasks == j
@@ -107,8 +116,42 @@ class Evaluator:
             maps = mean_average_precision(_fused(q), _fused(g), q.pairs.image_labels, g.pairs.image_labels,
                                           ks, normalizer=norm)
             row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
+        if self.cfg.heldout:
+            row["heldout"] = self.heldout(model, tokenizer, device, encoded)
         model.train()
         return row
+
+    @torch.no_grad()
+    def heldout(self, model, tokenizer, device, encoded: dict[str, Encoded]) -> dict:
+        """IncCLIP-style held-out evaluation of one model: zero-shot classification (prompt
+        ensembles over `zeroshot_templates`, top-1 %) by subgroup and by group on every set
+        (unseen items in the training styles, every item in the unseen styles) and by shape and
+        colour on the procedural shapes; zero-shot retrieval (TR/IR@K, Rm) on each whole set."""
+        out: dict = {"classification": {}, "retrieval": {}}
+        templates = self.cfg.zeroshot_templates
+        names = lambda cs: [c.replace("-", " ") for c in cs]  # noqa: E731
+        for tag, classes, attr in (("subgroup", self.class_names, "image_labels"),
+                                   ("group", self.group_names, "image_groups")):
+            if not classes:
+                continue
+            w = zeroshot_weights(model, tokenizer, names(classes), templates, device).float().cpu()
+            for name, enc in encoded.items():
+                out["classification"][f"{name}/{tag}"] = topk_accuracy(enc.image, w, getattr(enc.pairs, attr), (1,))[1]
+        shapes = self._shapes(encoded)
+        x = _normalise(torch.from_numpy(shapes.images)).to(device)
+        feats = model.encode_image(x, normalize=True).float().cpu()
+        for tag, classes in shapes.classes.items():
+            w = zeroshot_weights(model, tokenizer, classes, templates, device).float().cpu()
+            out["classification"][f"shapes/{tag}"] = topk_accuracy(feats, w, torch.from_numpy(shapes.labels[tag]), (1,))[1]
+        for name, enc in encoded.items():
+            out["retrieval"][name] = _retrieval(enc, sorted(set(enc.pairs.tasks.tolist())), tuple(self.cfg.ks))
+        return out
+
+    def _shapes(self, encoded):
+        if self._shape_set is None:
+            size = next(iter(encoded.values())).pairs.images.shape[1]
+            self._shape_set = render_shapes(size, per_class=4, seed=0)
+        return self._shape_set
 
     def final_pools(self, model, tokenizer, device) -> list[dict]:
         """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT)."""

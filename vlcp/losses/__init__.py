@@ -1,4 +1,6 @@
 from vlcp.losses.contrastive import clip_loss, gather_features
-from vlcp.losses.distillation import cross_modal_kd, kl_rows, score_band_loss
+from vlcp.losses.distillation import (cosine_distill, cross_modal_kd, geodesic_distill, geodesic_flow_kernel, kl_rows,
+                                      margin_ranking, relation_distill, score_band_loss)
 
-__all__ = ["clip_loss", "cross_modal_kd", "gather_features", "kl_rows", "score_band_loss"]
+__all__ = ["clip_loss", "cosine_distill", "cross_modal_kd", "gather_features", "geodesic_distill",
+           "geodesic_flow_kernel", "kl_rows", "margin_ranking", "relation_distill", "score_band_loss"]

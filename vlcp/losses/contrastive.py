@@ -30,11 +30,13 @@ def gather_features(x: torch.Tensor) -> torch.Tensor:
 
 
 def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor,
-              extra_text: torch.Tensor | None = None) -> torch.Tensor:
+              extra_text: torch.Tensor | None = None, anchors: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric InfoNCE over the (global) batch.
 
     `extra_text`: optional extra text features used as negatives in the image→text direction
     only (e.g. IncCLIP's pseudo texts); they are local to each rank.
+    `anchors`: optional bool mask over the local rows; only those rows are anchors (their
+    losses are averaged), the others are negatives only (Co2L's asymmetric contrastive loss).
     """
     rank, _ = world()
     all_img, all_txt = gather_features(image_features), gather_features(text_features)
@@ -42,4 +44,7 @@ def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_s
     txt_cols = all_txt if extra_text is None else torch.cat([all_txt, extra_text], 0)
     logits_i2t = logit_scale * image_features @ txt_cols.T
     logits_t2i = logit_scale * text_features @ all_img.T
-    return (F.cross_entropy(logits_i2t, labels) + F.cross_entropy(logits_t2i, labels)) / 2
+    if anchors is None:
+        return (F.cross_entropy(logits_i2t, labels) + F.cross_entropy(logits_t2i, labels)) / 2
+    rows = (F.cross_entropy(logits_i2t, labels, reduction="none") + F.cross_entropy(logits_t2i, labels, reduction="none")) / 2
+    return rows[anchors].sum() / anchors.sum().clamp_min(1)

@@ -31,3 +31,78 @@ def cross_modal_kd(img: torch.Tensor, txt: torch.Tensor, old_img: torch.Tensor, 
 def score_band_loss(scores: torch.Tensor, s_min: float, s_max: float) -> torch.Tensor:
     """Mean of relu(s - s_max) + relu(s_min - s): pushes each score into [s_min, s_max]."""
     return (F.relu(scores - s_max) + F.relu(s_min - scores)).mean()
+
+
+# --------------------------------------------------------------- baselines adapted to CLIP
+
+def cosine_distill(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """UCIR's less-forget constraint: mean over rows of 1 - cos(new_i, old_i)."""
+    return (1 - F.cosine_similarity(new, old, dim=-1)).mean()
+
+
+def margin_ranking(img: torch.Tensor, txt: torch.Tensor, rows: torch.Tensor, margin: float = 0.5,
+                   k: int = 2) -> torch.Tensor:
+    """UCIR's inter-class separation, for image→text matching: for each image row in `rows`
+    (bool [B]; UCIR: the replayed old samples), its paired text's cosine must beat each of the
+    k hardest other texts of the batch by `margin`: mean of relu(margin - s_pos + s_neg)."""
+    if not rows.any():
+        return img.sum() * 0
+    sims = img[rows] @ txt.T                                        # [R, B]
+    idx = rows.nonzero().squeeze(1)
+    pos = sims.gather(1, idx[:, None])
+    neg = sims.scatter(1, idx[:, None], float("-inf")).topk(min(k, sims.shape[1] - 1), dim=1).values
+    return F.relu(margin - pos + neg).mean()
+
+
+def _orth_complement(p: torch.Tensor) -> torch.Tensor:
+    q, _ = torch.linalg.qr(torch.cat([p, torch.eye(p.shape[0], dtype=p.dtype, device=p.device)], 1))
+    return q[:, p.shape[1]:]
+
+
+def geodesic_flow_kernel(p1: torch.Tensor, p2: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """The geodesic flow kernel Q (D×D) between the subspaces with orthonormal bases p1, p2
+    (D×d), closed form of Gong et al. (CVPR 2012), as GeoDL (Simon et al., CVPR 2021) uses it:
+    x^T Q y integrates <Φ(t)^T x, Φ(t)^T y> over t in [0, 1] along the geodesic Φ from span(p1)
+    to span(p2). This is the integral itself (half the Λs as Gong et al. print them), so equal
+    subspaces give the projection Q = p1 p1^T."""
+    r1 = _orth_complement(p1)
+    u1, gamma, vh = torch.linalg.svd(p1.T @ p2)
+    gamma = gamma.clamp(-1, 1)
+    theta = torch.arccos(gamma).clamp_min(eps)
+    # R1^T P2 = -U2 Σ V^T with Σ = sin θ
+    b = r1.T @ p2 @ vh.T                                            # (D-d)×d = -U2 diag(sin θ)
+    sin = torch.sin(theta)
+    u2 = -b / sin.clamp_min(eps)
+    u2 = torch.where(sin > eps, u2, torch.zeros_like(u2))
+    l1 = 0.5 * (1 + torch.sin(2 * theta) / (2 * theta))
+    l2 = 0.5 * (torch.cos(2 * theta) - 1) / (2 * theta)
+    l3 = 0.5 * (1 - torch.sin(2 * theta) / (2 * theta))
+    a, c = p1 @ u1, r1 @ u2                                        # D×d each
+    return (a * l1) @ a.T + (a * l2) @ c.T + (c * l2) @ a.T + (c * l3) @ c.T
+
+
+def _subspace(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Orthonormal basis (D×dim) of the top right-singular directions of a batch x (B×D)."""
+    return torch.linalg.svd(x, full_matrices=False)[2][:dim].T
+
+
+def geodesic_distill(new: torch.Tensor, old: torch.Tensor, dim: int = 8) -> torch.Tensor:
+    """GeoDL's distillation: 1 - the similarity of each sample's old and new features along the
+    geodesic between the old and new batch subspaces, x_old^T Q x_new / (‖x_old‖_Q ‖x_new‖_Q),
+    averaged over the batch. Q is built from detached features (a fixed metric per step)."""
+    dim = min(dim, new.shape[0], new.shape[1])
+    q = geodesic_flow_kernel(_subspace(old.detach().float(), dim), _subspace(new.detach().float(), dim)).to(new)
+    num = ((old @ q) * new).sum(1)
+    den = ((old @ q) * old).sum(1).clamp_min(1e-8).sqrt() * ((new @ q) * new).sum(1).clamp_min(1e-8).sqrt()
+    return (1 - num / den).mean()
+
+
+def relation_distill(new: torch.Tensor, old: torch.Tensor, t_new: float = 0.2, t_old: float = 0.01) -> torch.Tensor:
+    """Co2L's instance-wise relation distillation: each sample's softmax over its similarities
+    to the other samples of the batch (self excluded), old model (temperature t_old) as the
+    target for the new (t_new), by KL (Co2L's cross-entropy minus the constant entropy)."""
+    n = new.shape[0]
+    off = ~torch.eye(n, dtype=torch.bool, device=new.device)
+    s_new = (new @ new.T / t_new)[off].view(n, n - 1)
+    s_old = (old @ old.T / t_old)[off].view(n, n - 1)
+    return kl_rows(s_new, s_old)

@@ -18,7 +18,9 @@ config fields: pseudo texts are conditioned on the batch's replayed pairs (up to
 of them, so generation adds no image forward passes); a mixed text is pooled at the end-of-text
 position of its dominant source text; the distillation teacher uses its own learned logit scale unless
 `kd_scale` is set; the weight-norm reference is the model as it enters the second task (the first
-task trains from scratch, where norms grow by design), over every parameter with ≥ 2 dims.
+task trains from scratch, where norms grow by design), over every parameter with ≥ 2 dims; the
+bound is 1.0 × that norm: with AdamW's decoupled weight decay our norms grow by at most ~10 %
+over a stream (measured), so the 1.2 we first chose never clipped anything.
 Ablations: `kd_weight: 0` (no distillation), `pseudo: false` (no pseudo texts),
 `pseudo_iters: 0` (pseudo texts left as the initial mixtures, not optimised), `s_min: -1,
 s_max: -1` (naive inversion: minimise the cosine instead of a hard band), `wnc_ratio: null`
@@ -26,7 +28,6 @@ s_max: -1` (naive inversion: minimise the cosine instead of a hard band), `wnc_r
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -34,20 +35,20 @@ import torch
 from vlcp.errors import ConfigError
 from vlcp.losses import clip_loss, cross_modal_kd, score_band_loss
 from vlcp.methods import register
-from vlcp.methods.er import ER
+from vlcp.methods.teacher import TeacherER
 from vlcp.models.clip import encode_text_embeddings
 from vlcp.train.distributed import unwrap
 from vlcp.utils import derive_seed
 
 
 @register
-class IncCLIP(ER):
+class IncCLIP(TeacherER):
     name = "incclip"
 
     @dataclass
-    class Config(ER.Config):
+    class Config(TeacherER.Config):
         pseudo: bool = True              # generate pseudo negative texts
-        pseudo_batch: int | None = 32    # pseudo texts per step (at most one per replayed pair); None: one per pair
+        pseudo_batch: int | None = 16    # pseudo texts per step (at most one per replayed pair); None: one per pair
         pseudo_iters: int = 3            # SGD iterations per batch
         pseudo_lr: float = 0.5           # SGD learning rate on token embeddings
         s_min: float = 0.1               # hard: cosine with its image at least this ...
@@ -56,7 +57,7 @@ class IncCLIP(ER):
         mix_high: float = 1.0
         kd_weight: float = 1.0           # weight of the multi-modal distillation loss
         kd_scale: float | None = None    # teacher logit scale (1/temperature); None: the teacher's own
-        wnc_ratio: float | None = 1.2    # weight-norm clipping bound relative to the reference; None: off
+        wnc_ratio: float | None = 1.0    # weight-norm clipping bound relative to the reference; None: off
 
         def __post_init__(self):
             super().__post_init__()
@@ -77,16 +78,13 @@ class IncCLIP(ER):
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)
-        self.old: torch.nn.Module | None = None       # the previous-step model (derived, not saved)
         self.ref_norms: dict[str, torch.Tensor] | None = None
         self.gen = torch.Generator().manual_seed(derive_seed(seed, "incclip"))
 
     # -- hooks ---------------------------------------------------------------------------
     def before_task(self, model, ctx):
-        super().before_task(model, ctx)
-        self.old = None
+        super().before_task(model, ctx)   # self.old: the previous-step model
         if ctx.task > 0:
-            self.old = copy.deepcopy(model).eval().requires_grad_(False)
             if self.ref_norms is None:
                 self.ref_norms = {n: p.detach().norm().clone() for n, p in model.named_parameters() if p.ndim >= 2}
 
@@ -94,9 +92,8 @@ class IncCLIP(ER):
         img, txt, scale = model(batch.images, batch.tokens)[:3]
         if self.old is None:
             return {"clip": clip_loss(img, txt, scale)}
-        with torch.no_grad():
-            old_img, old_txt, old_scale = self.old(batch.images, batch.tokens)[:3]
-        n_replay = len(batch.ids) - len(ctx.extras["current_ids"])   # ER puts replayed pairs last
+        old_img, old_txt, old_scale = self.teacher(batch)
+        n_replay = int(self.replayed(batch, ctx).sum())              # replayed pairs come last
         n_pseudo = min(n_replay, self.cfg.pseudo_batch or n_replay)
         extra = old_extra = None
         if self.cfg.pseudo and n_pseudo:

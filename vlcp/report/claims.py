@@ -21,24 +21,32 @@ class Claim:
     source: str = ""
 
 
-def greater(a, b) -> str:
-    """Verdict for "a > b" from per-seed values of a and b."""
+def greater(a, b, floor: float = 0.0) -> str:
+    """Verdict for "a > b" from per-seed values of a and b. `floor`: the smallest spread to
+    assume (a noise floor; with one seed there is no spread to measure)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     gap = a.mean() - b.mean()
     spread = np.sqrt((a.std(ddof=1) ** 2 if len(a) > 1 else 0) + (b.std(ddof=1) ** 2 if len(b) > 1 else 0))
+    spread = max(spread, floor)
     if gap <= 0:
         return "not confirmed"
     return "confirmed" if gap > spread else "inconclusive"
 
 
-def ordered(values: dict[str, list[float]], order: list[str]) -> Claim:
+def ordered(values: dict[str, list[float]], order: list[str], floor: float = 0.0) -> Claim:
     """Claim that the seed means follow `order` (first is best)."""
-    verdicts = [greater(values[order[i]], values[order[i + 1]]) for i in range(len(order) - 1)]
+    verdicts = [greater(values[order[i]], values[order[i + 1]], floor) for i in range(len(order) - 1)]
     verdict = ("not confirmed" if "not confirmed" in verdicts
                else "inconclusive" if "inconclusive" in verdicts else "confirmed")
-    ev = ", ".join(f"{k} {np.mean(values[k]):.1f} ± {np.std(values[k], ddof=1) if len(values[k]) > 1 else 0:.1f}"
+    ev = ", ".join(f"{k} {np.mean(values[k]):.1f}" + (f" ± {np.std(values[k], ddof=1):.1f}" if len(values[k]) > 1 else "")
                    for k in order)
     return Claim(" > ".join(order), verdict, ev)
+
+
+def combine(verdicts: list[str]) -> str:
+    """All confirmed -> confirmed; any not confirmed -> not confirmed; else inconclusive."""
+    return ("not confirmed" if "not confirmed" in verdicts
+            else "inconclusive" if "inconclusive" in verdicts else "confirmed")
 
 
 def write_claims(path: str | Path, report: str, claims: list[Claim]) -> None:

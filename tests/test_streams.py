@@ -1,0 +1,71 @@
+"""Task streams (group / class / instance) and the held-out evaluation suite."""
+import numpy as np
+import pytest
+
+from vlcp.config import DataCfg
+from vlcp.data.benchmark import load_benchmark
+from vlcp.data.procedural import render_shapes
+from vlcp.data.streams import assign_tasks
+from vlcp.errors import ConfigError, VlcpError
+
+ITEMS = [{"group": g, "subgroup": s} for g, s, n in
+         (("A", "a1", 4), ("A", "a2", 2), ("B", "b1", 3), ("B", "b2", 1), ("C", "c1", 6)) for _ in range(n)]
+GROUPS, SUBGROUPS = ["A", "B", "C"], ["a1", "a2", "b1", "b2", "c1"]
+
+
+def test_group_stream_is_one_task_per_group_in_order():
+    task, names = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(tasks=["C", "A"]))
+    assert names == ["C", "A"]
+    assert task.tolist() == [1] * 6 + [-1] * 4 + [0] * 6
+
+
+def test_class_stream_keeps_classes_whole_contiguous_and_balanced():
+    # sizes 4, 2, 3, 1, 6 (16 items); halves by the middle item: a1 (2/16), a2 (5/16), b1 (7.5/16) -> 0;
+    # b2 (9.5/16), c1 (13/16) -> 1
+    task, names = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="class", num_tasks=2))
+    assert task.tolist() == [0] * 9 + [1] * 7
+    assert names == ["a1…b1", "b2…c1"]
+    rev, rnames = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="class", num_tasks=2, reverse=True))
+    assert rev.tolist() == [1] * 9 + [0] * 7 and rnames == names[::-1]
+
+
+def test_instance_stream_is_seeded_equal_chunks():
+    a, names = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="instance", num_tasks=4, seed=0))
+    b, _ = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="instance", num_tasks=4, seed=0))
+    c, _ = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="instance", num_tasks=4, seed=1))
+    assert names == ["chunk 1", "chunk 2", "chunk 3", "chunk 4"]
+    assert np.bincount(a).tolist() == [4, 4, 4, 4]
+    assert (a == b).all() and not (a == c).all()
+
+
+def test_stream_config_errors_name_the_field():
+    with pytest.raises(ConfigError, match="stream"):
+        DataCfg(stream="topic")
+    with pytest.raises(ConfigError, match="num_tasks"):
+        DataCfg(stream="class")
+    with pytest.raises(ConfigError, match="num_tasks"):
+        DataCfg(num_tasks=3)
+    with pytest.raises(VlcpError, match="num_tasks"):
+        assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="class", num_tasks=6))
+
+
+def test_class_stream_on_the_real_benchmark(emoji_root):
+    bench = load_benchmark(DataCfg(root=str(emoji_root), stream="class", num_tasks=4))
+    train = bench.pairs("train", ["twemoji"])
+    sizes = np.bincount(train.tasks.numpy())
+    assert len(sizes) == 4 and sizes.min() > 0.7 * sizes.max()
+    for c in train.labels.unique():   # each class lives in exactly one task, in every split
+        everything = bench.pairs(("train", "val", "test", "query"), ["twemoji"])
+        assert everything.tasks[everything.labels == c].unique().numel() == 1
+    assert train.groups is not None and train.image_groups.shape == train.image_labels.shape
+
+
+def test_shapes_are_deterministic_and_labelled():
+    a, b = render_shapes(16, per_class=2, seed=0), render_shapes(16, per_class=2, seed=0)
+    assert a.images.shape == (6 * 6 * 2, 16, 16, 3) and (a.images == b.images).all()
+    assert np.bincount(a.labels["shape"]).tolist() == [12] * 6
+    assert np.bincount(a.labels["colour"]).tolist() == [12] * 6
+    # a red shape is mostly red where it is not white
+    red = a.images[a.labels["colour"] == 0].reshape(-1, 3).astype(int)
+    ink = red[red.sum(1) < 600]
+    assert (ink[:, 0] > ink[:, 2] + 60).mean() > 0.8
