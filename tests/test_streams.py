@@ -29,6 +29,13 @@ def test_class_stream_keeps_classes_whole_contiguous_and_balanced():
     assert rev.tolist() == [1] * 9 + [0] * 7 and rnames == names[::-1]
 
 
+def test_class_stream_leaves_no_chunk_empty_when_one_class_dominates():
+    items = [{"group": "A", "subgroup": s} for s, n in (("a", 1), ("b", 1), ("c", 1), ("d", 100)) for _ in range(n)]
+    task, names = assign_tasks(items, ["A"], ["a", "b", "c", "d"], DataCfg(stream="class", num_tasks=3))
+    assert names == ["a…b", "c", "d"]
+    assert task.tolist() == [0, 0, 1] + [2] * 100
+
+
 def test_instance_stream_is_seeded_equal_chunks():
     a, names = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="instance", num_tasks=4, seed=0))
     b, _ = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="instance", num_tasks=4, seed=0))

@@ -54,9 +54,14 @@ def _class_chunks(items, used, subgroups, n):
     classes = [c for c in subgroups if sizes[c]]
     if len(classes) < n:
         raise VlcpError(f"data.num_tasks: {n} chunks but only {len(classes)} classes")
-    total, before, chunk_of = sum(sizes.values()), 0, {}
-    for c in classes:   # a class goes to the chunk its middle item falls in
-        chunk_of[c] = min(n - 1, int(n * (before + sizes[c] / 2) / total))
+    total, before, k, chunk_of = sum(sizes.values()), 0, 0, {}
+    for i, c in enumerate(classes):
+        # next chunk when this class's middle item passes the chunk's share of the items, or
+        # when the classes left are just enough to give every later chunk one
+        if i and k < n - 1 and (
+                before + sizes[c] / 2 > (k + 1) * total / n or len(classes) - i <= n - 1 - k):
+            k += 1
+        chunk_of[c] = k
         before += sizes[c]
     task = np.array([chunk_of[it["subgroup"]] if used[i] else -1 for i, it in enumerate(items)], dtype=np.int64)
     names = []
