@@ -97,3 +97,25 @@ def test_model_errors():
         create_clip("ViT-Nope")
     with pytest.raises(VlcpError, match="model.pretrained: /no/such/weights.pt not found"):
         create_clip("vlcp-tiny", "/no/such/weights.pt")
+
+
+def test_profile_model_aliases_pick_the_profiles_model():
+    from vlcp.config import resolve_experiment
+
+    params = {"profile": "big",
+              "profiles": {"tiny": {"model_aliases": {"resnet": "vlcp-tiny-rn"}},
+                           "big": {"model": {"name": "ViT-B-16", "pretrained": "w.bin"}, "model_aliases": {"resnet": "RN50"}}},
+              "experiments": {"ic": {"model": {"name": "resnet", "pretrained": None}}, "plain": {}}}
+    cfg = resolve_experiment(params, "ic")
+    assert cfg.model.name == "RN50" and cfg.model.pretrained is None
+    assert resolve_experiment(params, "plain").model.name == "ViT-B-16"
+    assert resolve_experiment({**params, "profile": "tiny"}, "ic").model.name == "vlcp-tiny-rn"
+
+
+def test_model_built_for_the_data_image_size():
+    import torch
+
+    from vlcp.models.clip import create_clip
+
+    model, _ = create_clip("vlcp-tiny-rn", image_size=64)     # its config says 32
+    assert model.encode_image(torch.zeros(2, 3, 64, 64)).shape == (2, 128)

@@ -1,7 +1,9 @@
 """Typed, validated experiment configs.
 
 An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]` <
-`experiments[name]` < CLI `--set key=value` overrides. Every field is typed; an unknown field,
+`experiments[name]` < CLI `--set key=value` overrides. A profile's `model_aliases` map a model
+name an experiment uses (e.g. `resnet`) to that profile's model (a tiny config on CPU, RN50 at
+paper scale), so one experiment definition serves every profile. Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
 Method-specific fields live under `method:` and are validated by the method's own `Config`.
 """
@@ -245,11 +247,16 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
     experiments = params.get("experiments") or {}
     if name not in experiments:
         raise ConfigError(f"experiment: unknown experiment {name!r}; known: {', '.join(experiments) or 'none'}")
-    raw = deep_merge(params.get("defaults") or {}, _profile(params))
+    profile = dict(_profile(params))
+    aliases = profile.pop("model_aliases", None) or {}
+    raw = deep_merge(params.get("defaults") or {}, profile)
     raw = deep_merge(raw, experiments[name] or {})
     for o in overrides:
         raw = deep_merge(raw, parse_override(o))
     raw = deep_merge(raw, {"name": name, "seed": seed})
+    model = raw.get("model") or {}
+    if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
+        raw["model"] = {**model, "name": aliases[model["name"]]}
     return experiment_from_dict(raw)
 
 

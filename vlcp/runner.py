@@ -75,7 +75,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), train,
                           bench.class_names, len(tasks), cfg.eval, bench.group_names)
 
-    model, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device)
+    model, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
     ctx_len = tokenizer.context_length
     tokens = tokenizer([c for caps in train.captions for c in caps]).view(len(train.captions), -1, ctx_len)
     materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment)

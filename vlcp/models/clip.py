@@ -26,8 +26,11 @@ def _looks_like_path(s: str) -> bool:
     return os.sep in s or s.endswith((".pt", ".pth", ".bin", ".safetensors"))
 
 
-def create_clip(name: str, pretrained: str | None = None, device: str | torch.device = "cpu"):
-    """Return (model, tokenizer). `pretrained`: None (random init), a tag, or a local file."""
+def create_clip(name: str, pretrained: str | None = None, device: str | torch.device = "cpu",
+                image_size: int | None = None):
+    """Return (model, tokenizer). `pretrained`: None (random init), a tag, or a local file.
+    `image_size`: build the image tower for this input size (open_clip's `force_image_size`;
+    pretrained ViT position embeddings are interpolated by open_clip on load)."""
     register_configs()
     if name not in open_clip.list_models():
         raise VlcpError(f"model.name: unknown open_clip model {name!r}")
@@ -39,7 +42,7 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
         if pretrained not in tags:
             raise VlcpError(f"model.pretrained: {pretrained!r} is not a tag of {name} (tags: {', '.join(tags) or 'none'})")
     try:
-        model = open_clip.create_model(name, pretrained=pretrained, device=device)
+        model = open_clip.create_model(name, pretrained=pretrained, device=device, force_image_size=image_size)
     except Exception as e:  # hub offline, corrupt file, ...
         if pretrained is None:
             raise
