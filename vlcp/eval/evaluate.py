@@ -117,16 +117,18 @@ class Evaluator:
                                           ks, normalizer=norm)
             row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
         if self.cfg.heldout:
-            row["heldout"] = self.heldout(model, tokenizer, device, encoded)
+            row["heldout"] = self.heldout(model, tokenizer, device, encoded, subgroup_weights=weights)
         model.train()
         return row
 
     @torch.no_grad()
-    def heldout(self, model, tokenizer, device, encoded: dict[str, Encoded]) -> dict:
+    def heldout(self, model, tokenizer, device, encoded: dict[str, Encoded],
+                subgroup_weights: torch.Tensor | None = None) -> dict:
         """IncCLIP-style held-out evaluation of one model: zero-shot classification (prompt
         ensembles over `zeroshot_templates`, top-1 %) by subgroup and by group on every set
         (unseen items in the training styles, every item in the unseen styles) and by shape and
-        colour on the procedural shapes; zero-shot retrieval (TR/IR@K, Rm) on each whole set."""
+        colour on the procedural shapes; zero-shot retrieval (TR/IR@K, Rm) on each whole set.
+        `subgroup_weights`: the subgroup classifier when the caller has already built it."""
         out: dict = {"classification": {}, "retrieval": {}}
         templates = self.cfg.zeroshot_templates
         names = lambda cs: [c.replace("-", " ") for c in cs]  # noqa: E731
@@ -134,7 +136,8 @@ class Evaluator:
                                    ("group", self.group_names, "image_groups")):
             if not classes:
                 continue
-            w = zeroshot_weights(model, tokenizer, names(classes), templates, device).float().cpu()
+            w = subgroup_weights if tag == "subgroup" and subgroup_weights is not None else \
+                zeroshot_weights(model, tokenizer, names(classes), templates, device).float().cpu()
             for name, enc in encoded.items():
                 out["classification"][f"{name}/{tag}"] = topk_accuracy(enc.image, w, getattr(enc.pairs, attr), (1,))[1]
         shapes = self._shapes(encoded)
