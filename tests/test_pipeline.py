@@ -1,5 +1,5 @@
 """A tiny end-to-end `dvc repro` of the real pipeline (3 groups, few steps, one seed) in a scratch
-git repo: data prepare -> runs (spine and IncCLIP study) -> papermill notebooks -> HTML -> index;
+git repo: data prepare -> runs (spine, IncCLIP and CLL-CLIP studies) -> papermill notebooks -> HTML -> index;
 then a no-op."""
 import os
 import shutil
@@ -23,6 +23,10 @@ def test_tiny_dvc_repro(tmp_path):
     params["defaults"]["data"]["styles"] = ["twemoji", "noto-mono", "openmoji"]
     params["profiles"]["tiny"]["train"].update(steps=12, batch_size=16, num_threads=1, progress=False)
     params["profiles"]["tiny"]["data"]["tasks"] = ["Smileys & Emotion", "Activities", "Flags"]
+    params["profiles"]["tiny"]["data"]["num_languages"] = 3           # the CLL-CLIP stream: en + 2
+    for name, exp in params["experiments"].items():
+        if name.startswith("cll-"):
+            exp["train"] = {**(exp.get("train") or {}), "steps": 12 if name == "cll-base" else 6, "batch_size": 16}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path))
@@ -44,7 +48,12 @@ def test_tiny_dvc_repro(tmp_path):
     assert "Claims ledger" in inc and "Traceback" not in inc and inc.count("data:image/png") >= 2
     for exp in params["report"]["incclip"]["experiments"]:
         assert (tmp_path / "runs-incclip" / exp / "seed0" / "results.json").exists()
+    cll = (tmp_path / "reports" / "cllclip_teir.html").read_text()
+    assert "Claims ledger" in cll and "Traceback" not in cll and cll.count("data:image/png") >= 5
+    for exp in params["report"]["cllclip"]["experiments"]:
+        assert (tmp_path / "runs-cllclip" / exp / "seed0" / "results.json").exists()
     index = (tmp_path / "reports" / "index.html").read_text()
+    assert "cllclip_teir.html" in index and "TEIR improves AR and F of every method" in index
     assert "incclip_ablations.html" in index and "IncCLIP beats every baseline" in index
     assert "overview.html" in index and "performance.html" in index and "final Rm orders JointT &gt; ER &gt; SeqF" in index
     assert any(v in index for v in ("confirmed", "inconclusive", "not confirmed"))

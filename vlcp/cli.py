@@ -2,6 +2,7 @@
 
     vlcp data prepare [--params params.yaml]
     vlcp run EXPERIMENT --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...]
+    vlcp pretrain EXPERIMENT --out models/base.pt [--seed S] [--set ...]
     vlcp list
     vlcp report render notebooks/overview.ipynb [--reports reports]
     vlcp report index [--reports reports]
@@ -39,6 +40,25 @@ def cmd_run(args) -> None:
     ckpt = Path(args.checkpoints) / args.experiment / f"seed{args.seed}"
     run_experiment(cfg, out, ckpt, resume=not args.no_resume)
     print(f"wrote {out / 'results.json'}")
+
+
+def cmd_pretrain(args) -> None:
+    """Train an experiment and keep its final model as a weights file (a base CLIP for the
+    language stream): open_clip loads it with `model.pretrained: <file>`."""
+    import torch
+
+    from vlcp.config import load_params, resolve_experiment
+    from vlcp.runner import run_experiment
+    from vlcp.utils import atomic_path
+
+    cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
+    run_dir = Path(args.runs) / args.experiment / f"seed{args.seed}"
+    ckpt = Path(args.checkpoints) / args.experiment / f"seed{args.seed}"
+    run_experiment(cfg, run_dir, ckpt)
+    state = torch.load(ckpt / "checkpoint.pt", map_location="cpu", weights_only=False)["model"]
+    with atomic_path(args.out) as tmp:
+        torch.save(state, tmp)
+    print(f"wrote {args.out} (and {run_dir / 'results.json'})")
 
 
 def cmd_list(args) -> None:
@@ -84,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--checkpoints", default="checkpoints", help="where per-task checkpoints go")
     run.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     run.set_defaults(func=cmd_run)
+
+    pre = sub.add_parser("pretrain", help="train an experiment and save its final model as a weights file")
+    pre.add_argument("experiment")
+    pre.add_argument("--out", required=True, help="weights file to write, e.g. models/cll-base.pt")
+    pre.add_argument("--seed", type=int, default=0)
+    pre.add_argument("--params", default="params.yaml")
+    pre.add_argument("--runs", default="runs-cllclip", help="where the training run's results.json goes")
+    pre.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    pre.add_argument("--checkpoints", default="checkpoints")
+    pre.set_defaults(func=cmd_pretrain)
 
     lst = sub.add_parser("list", help="list experiments, methods and profiles")
     lst.add_argument("--params", default="params.yaml")

@@ -22,7 +22,7 @@ from vlcp.errors import ConfigError
 
 BENCHMARKS = ("emoji",)
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
-STREAMS = ("group", "class", "instance")
+STREAMS = ("group", "class", "instance", "language")
 
 
 @dataclass
@@ -52,9 +52,11 @@ class DataCfg:
     seed: int = 0
     split: SplitCfg = field(default_factory=SplitCfg)
     tasks: list[str] = field(default_factory=list)  # groups to use; empty = all, in Unicode order
-    stream: str = "group"            # group: one task per group | class: class chunks | instance: random chunks
+    stream: str = "group"            # group: one task per group | class: class chunks | instance: random chunks | language: one task per language (CLL-CLIP)
     num_tasks: int = 0               # class/instance streams: number of chunks (>= 2)
     reverse: bool = False            # reverse the task order
+    languages: list[str] = field(default_factory=list)  # language stream: CLDR codes in order; empty = en + the 35 others, seeded
+    num_languages: int = 0           # language stream: keep the first N of the order (0 = all); ignored by other streams
     captions_per_item: int = 8
 
     def __post_init__(self):
@@ -73,10 +75,14 @@ class DataCfg:
             raise ConfigError(f"image_size: must be >= 8, got {self.image_size}")
         if self.stream not in STREAMS:
             raise ConfigError(f"stream: unknown stream {self.stream!r}; known: {', '.join(STREAMS)}")
-        if self.stream != "group" and self.num_tasks < 2:
+        if self.stream in ("class", "instance") and self.num_tasks < 2:
             raise ConfigError(f"num_tasks: the {self.stream} stream needs num_tasks >= 2, got {self.num_tasks}")
+        if self.languages and self.stream != "language":
+            raise ConfigError("languages: only the language stream has languages (set data.stream: language)")
         if self.stream == "group" and self.num_tasks:
             raise ConfigError("num_tasks: the group stream has one task per group; use data.tasks to pick groups")
+        if self.num_languages < 0 or self.num_languages == 1:
+            raise ConfigError(f"num_languages: must be 0 (all) or >= 2, got {self.num_languages}")
         if self.captions_per_item < 1:
             raise ConfigError(f"captions_per_item: must be >= 1, got {self.captions_per_item}")
 
@@ -138,6 +144,7 @@ class EvalCfg:
     zeroshot_templates: list[str] = field(default_factory=lambda: [
         "an emoji of {}.", "a {} emoji.", "an icon of {}.", "{}"])
     heldout: bool = False            # after each task, also the held-out suite (Evaluator.heldout)
+    convergence: bool = False        # language stream: final training loss and empirical Fisher trace (CLL-CLIP Fig. 3)
 
 
 @dataclass
@@ -256,7 +263,8 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
     raw = deep_merge(raw, {"name": name, "seed": seed})
     model = raw.get("model") or {}
     if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
-        raw["model"] = {**model, "name": aliases[model["name"]]}
+        alias = aliases[model["name"]]   # a model name, or {name, pretrained}
+        raw["model"] = {**model, **(alias if isinstance(alias, dict) else {"name": alias})}
     return experiment_from_dict(raw)
 
 

@@ -58,6 +58,9 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     `ckpt_dir/checkpoint.pt` (default: out_dir); after the last task it holds the final model.
     `stop_after_task`: stop (as if interrupted) after finishing that task, leaving only the
     checkpoint; a later call resumes from it."""
+    if cfg.data.stream == "language":
+        from vlcp.runner_language import run_language_experiment
+        return run_language_experiment(cfg, out_dir, ckpt_dir, resume, stop_after_task)
     started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)

@@ -29,14 +29,26 @@ def gather_features(x: torch.Tensor) -> torch.Tensor:
     return torch.cat(torch.distributed.nn.all_gather(x), dim=0)
 
 
+def _gather_ids(x: torch.Tensor) -> torch.Tensor:
+    _, size = world()
+    if size == 1:
+        return x
+    out = [torch.empty_like(x) for _ in range(size)]
+    dist.all_gather(out, x)
+    return torch.cat(out)
+
+
 def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor,
-              extra_text: torch.Tensor | None = None, anchors: torch.Tensor | None = None) -> torch.Tensor:
+              extra_text: torch.Tensor | None = None, anchors: torch.Tensor | None = None,
+              pair_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric InfoNCE over the (global) batch.
 
     `extra_text`: optional extra text features used as negatives in the image→text direction
     only (e.g. IncCLIP's pseudo texts); they are local to each rank.
     `anchors`: optional bool mask over the local rows; only those rows are anchors (their
     losses are averaged), the others are negatives only (Co2L's asymmetric contrastive loss).
+    `pair_ids`: optional long [B]; rows with equal ids are all positives of each other, with
+    the target mass split evenly (CLFM's multi-positive targets: one image, several captions).
     """
     rank, _ = world()
     all_img, all_txt = gather_features(image_features), gather_features(text_features)
@@ -44,6 +56,14 @@ def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_s
     txt_cols = all_txt if extra_text is None else torch.cat([all_txt, extra_text], 0)
     logits_i2t = logit_scale * image_features @ txt_cols.T
     logits_t2i = logit_scale * text_features @ all_img.T
+    if pair_ids is not None:
+        same = (pair_ids[:, None] == _gather_ids(pair_ids)[None, :]).float()
+        if extra_text is not None:
+            same_i2t = torch.cat([same, same.new_zeros(len(same), len(extra_text))], 1)
+        else:
+            same_i2t = same
+        soft = lambda s: s / s.sum(1, keepdim=True)  # noqa: E731
+        return (F.cross_entropy(logits_i2t, soft(same_i2t)) + F.cross_entropy(logits_t2i, soft(same))) / 2
     if anchors is None:
         return (F.cross_entropy(logits_i2t, labels) + F.cross_entropy(logits_t2i, labels)) / 2
     rows = (F.cross_entropy(logits_i2t, labels, reduction="none") + F.cross_entropy(logits_t2i, labels, reduction="none")) / 2

@@ -1,6 +1,6 @@
 """The hook base every continual method builds on (design §6).
 
-The loop (`vlcp.train.loop`) calls, per task: `before_task` → for each step
+The loop (`vlcp.train.loop`) calls, per task: `before_task` → `make_optimizer` → for each step
 (`make_batch` → `loss` → backward → `after_backward` → optimizer step → `after_step`) →
 `after_task`. A method overrides only the hooks it needs; `state_dict`/`load_state_dict` carry
 its state across a resume; `extra_cost` reports extra forward/backward passes per step (MAFs).
@@ -13,11 +13,22 @@ from typing import Any, ClassVar
 import torch
 
 from vlcp.losses import clip_loss
+from vlcp.train.optim import make_optimizer
 
 
 @dataclass
 class NoArgs:
     """A method without fields of its own."""
+
+
+def compose_configs(*bases: type) -> type:
+    """One Config dataclass with the fields of every base (a method built from two: ER's
+    buffer + CLL-CLIP's objectives), running each base's own validation."""
+    def post_init(self):
+        for b in bases:
+            if hasattr(b, "__post_init__"):
+                b.__post_init__(self)
+    return dataclass(type("Config", bases, {"__post_init__": post_init}))
 
 
 @dataclass
@@ -59,6 +70,10 @@ class Method:
     def loss(self, model: torch.nn.Module, batch: Batch, ctx: TaskContext) -> dict[str, torch.Tensor]:
         img, txt, scale = model(batch.images, batch.tokens)[:3]
         return {"clip": clip_loss(img, txt, scale)}
+
+    def make_optimizer(self, model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
+        """The task's optimizer (built after `before_task`); default AdamW."""
+        return make_optimizer(model, cfg)
 
     def after_backward(self, model: torch.nn.Module, ctx: TaskContext) -> None:
         pass

@@ -40,10 +40,12 @@ class ER(Method):
         return ctx.materialize(ids)
 
     def after_step(self, model, batch, ctx):
+        super().after_step(model, batch, ctx)
         self.buffer.add(ctx.extras.pop("current_ids"))
 
     def state_dict(self):
-        return {"buffer": self.buffer.state_dict()}
+        return super().state_dict() | {"buffer": self.buffer.state_dict()}
 
     def load_state_dict(self, state):
+        super().load_state_dict(state)
         self.buffer.load_state_dict(state["buffer"])

@@ -15,19 +15,9 @@ from tqdm import tqdm
 from vlcp.config import TrainCfg
 from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
+from vlcp.train.optim import make_optimizer  # noqa: F401  (re-exported)
 from vlcp.train.distributed import all_reduce_mean, is_main, local_slice, unwrap
 from vlcp.train.schedules import cosine_with_warmup
-
-
-def make_optimizer(model: torch.nn.Module, cfg: TrainCfg) -> torch.optim.Optimizer:
-    """AdamW; no weight decay on gains, biases, embeddings' positional terms and logit scale."""
-    decay, no_decay = [], []
-    for n, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        (no_decay if p.ndim < 2 or "logit_scale" in n or "positional" in n or n.endswith("_token") else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=True)
 
 
 class Materializer:
@@ -68,7 +58,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
                device: torch.device, desc: str = "train") -> dict:
     """Train one task; returns {"loss": mean total loss, "samples": samples seen, per-term means}."""
     method.before_task(unwrap(model), ctx)
-    opt = make_optimizer(model, cfg)
+    opt = method.make_optimizer(model, cfg)
     sums: dict[str, float] = {}
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
                leave=False, mininterval=1.0)

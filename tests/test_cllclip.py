@@ -1,0 +1,168 @@
+"""CLL-CLIP + TEIR: vocabulary growth, TEIR's scales and optimizer, the language stream, methods."""
+import numpy as np
+import open_clip
+import pytest
+import torch
+
+from vlcp.config import experiment_from_dict
+from vlcp.data.bpe import Vocab, train_bpe
+from vlcp.data.languages import XM3600, captions, language_order
+from vlcp.errors import ConfigError
+from vlcp.models.token_embedding import ExpandableEmbedding
+from vlcp.report import cllclip as cl
+from vlcp.runner import run_experiment
+from vlcp.train.optim import RowScaledAdamW, RowScaledSGD, teir_scales
+
+
+@pytest.fixture(scope="module")
+def clip_vocab():
+    return Vocab.from_open_clip(open_clip.get_tokenizer("ViT-B-32"))
+
+
+def test_vocab_matches_open_clip_and_grows_with_stable_ids(clip_vocab):
+    tok = open_clip.get_tokenizer("ViT-B-32")
+    texts = ["an emoji of grinning face: smile", "Hello, World! it's 3 cats", "猫の顔: ねこ"]
+    ids, eot = clip_vocab.encode(texts, 24)
+    assert torch.equal(ids, tok(texts, context_length=24))
+    assert torch.equal(eot, (ids == clip_vocab.eot).int().argmax(1))
+    vocab, merges = train_bpe(["ปุ่มกดเลข: สาม"] * 20 + ["หน้ายิ้ม: ยิ้ม"] * 20, 400)
+    grown = clip_vocab.merge(vocab, merges)
+    assert grown.tokens[: len(clip_vocab)] == clip_vocab.tokens and len(grown) > len(clip_vocab)
+    assert grown.merges[: len(clip_vocab.merges)] == clip_vocab.merges
+    new_ids, new_eot = grown.encode(["ปุ่มกดเลข"], 24)
+    assert new_ids[0, new_eot[0]] == grown.eot and (new_ids[0, 1:new_eot[0]] >= len(clip_vocab)).any()
+    assert torch.equal(grown.encode(texts[:1], 24)[0], ids[:1])      # English unchanged by the new merges
+    assert grown.merge(vocab, merges).tokens == grown.tokens          # idempotent
+
+
+def test_teir_scales_hand_computed():
+    used = torch.tensor([True, True, False, True, True])
+    counts = torch.tensor([1.0, 3.0, 2.0, 0.0, 1.0])
+    lam = teir_scales(used, counts, special=[4])
+    assert lam.tolist() == pytest.approx([0.5, 0.25, 0.0, 1.0, 0.0])
+
+
+def test_row_scaled_sgd_is_equation_5():
+    w0 = torch.randn(3, 2)
+    p = torch.nn.Parameter(w0.clone())
+    g = torch.randn(3, 2)
+    lam = torch.tensor([0.0, 0.5, 1.0])
+    opt = RowScaledSGD([{"params": [p], "weight_decay": 0.0}], lr=0.1, row_param=p, row_decay=0.2, grad_scale=lam, decay_scale=lam)
+    p.grad = g.clone()
+    opt.step()
+    expected = (1 - 0.1 * 0.2 * lam[:, None]) * w0 - 0.1 * lam[:, None] * g
+    assert torch.allclose(p.detach(), expected)
+    assert torch.equal(p.detach()[0], w0[0])                       # λ = 0: the row is untouched
+
+
+def test_row_scaled_adamw_without_scales_is_adamw():
+    torch.manual_seed(0)
+    a, b = torch.nn.Parameter(torch.randn(4, 3)), None
+    b = torch.nn.Parameter(a.detach().clone())
+    ref = torch.optim.AdamW([b], lr=0.1, weight_decay=0.3, eps=1e-6)
+    ours = RowScaledAdamW([{"params": [a], "weight_decay": 0.0}], lr=0.1, eps=1e-6, row_param=a, row_decay=0.3)
+    for _ in range(3):
+        g = torch.randn(4, 3)
+        a.grad, b.grad = g.clone(), g.clone()
+        ours.step()
+        ref.step()
+    assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_expandable_embedding_keeps_rows():
+    e = ExpandableEmbedding(torch.randn(5, 4))
+    old = e.weight.detach().clone()
+    e.expand(1000, mean=0.3, std=0.1, generator=torch.Generator().manual_seed(0))
+    assert e.weight.shape == (1005, 4) and torch.equal(e.weight[:5].detach(), old)
+    assert e.weight[5:].mean().item() == pytest.approx(0.3, abs=0.01) and e.weight[5:].std().item() == pytest.approx(0.1, abs=0.01)
+
+
+def test_language_order_and_captions():
+    order = language_order(seed=0)
+    assert order[0] == "en" and sorted(order) == sorted(XM3600) and len(order) == 36
+    assert order == language_order(seed=0) and order != language_order(seed=1)
+    with pytest.raises(ConfigError, match="data.languages: unknown language 'xx'"):
+        language_order(["en", "xx"])
+    caps = captions("Hund", ("Tier", "Hund", "Haustier"), np.random.default_rng(0))
+    assert caps[0] == "Hund: Tier, Haustier" and caps[1] == "Hund" and len(caps) == 4
+
+
+def test_ar_and_forgetting_hand_computed():
+    nan = None
+    r = {"matrix": {"in_domain": {"IR@1": [[10, nan, nan], [6, 20, nan], [4, 12, 30]]}}}
+    a = cl.accuracy_matrix(r, "in_domain", "IR@1")
+    assert cl.ar(a) == pytest.approx((4 + 12 + 30) / 3)
+    assert cl.forgetting(a) == pytest.approx(((10 - 4) + (20 - 12)) / 2)
+    assert cl.ar_curve(a).tolist() == pytest.approx([10, 13, 46 / 3])
+
+
+def cll_experiment(root, method, steps=9, **args):
+    return experiment_from_dict({
+        "name": f"test-{method}", "seed": 0,
+        "data": {"root": str(root), "stream": "language", "languages": ["en", "de", "ja"]},
+        "model": {"name": "vlcp-tiny"},
+        "method": {"name": method, "vocab_size": 400, **args},
+        "train": {"steps": steps, "steps_split": "equal", "batch_size": 16, "lr": 0.01, "progress": False,
+                  "device": "cpu", "num_threads": 1, "min_lr_ratio": 1.0, "warmup_steps": 0},
+        "eval": {"batch_size": 256, "convergence": True},
+    })
+
+
+def test_language_stream_end_to_end_with_teir(emoji_root, tmp_path):
+    r = run_experiment(cll_experiment(emoji_root, "cllclip", teir=True), tmp_path)
+    assert r["languages"] == ["en", "de", "ja"] and len(r["train"]) == 3
+    m = r["matrix"]["in_domain"]["IR@1"]
+    assert m[0][1] is None and m[0][0] is not None and all(v is not None for v in m[-1])
+    assert r["vocab_sizes"][0] < r["vocab_sizes"][1] < r["vocab_sizes"][2]
+    assert set(r["train"][0]["terms"]) == {"cm", "cl"} and r["convergence"]["fisher_trace"] > 0
+    assert "out_domain" in r["matrix"] and len(r["zero_shot"]["in_domain"]["IR@1"]) == 3
+
+
+def test_teir_keeps_unused_rows_intact(emoji_root, tmp_path):
+    """With TEIR (λ = 0 for tokens no task uses) CLIP's unused vocabulary rows end exactly at
+    their initial values; plain AdamW's weight decay shrinks every row (CLFM's forgetting channel)."""
+    from vlcp.models.clip import create_clip
+    from vlcp.utils import derive_seed, seed_everything
+
+    seed_everything(derive_seed(0, "init"))            # the runner's init of the base model
+    init = create_clip("vlcp-tiny")[0].token_embedding.weight.detach()
+    final = {}
+    for tag, args in (("teir", {"teir": True}), ("plain", {})):
+        run_experiment(cll_experiment(emoji_root, "cllclip", **args), tmp_path / tag, tmp_path / tag)
+        model = torch.load(tmp_path / tag / "checkpoint.pt", weights_only=False)["model"]
+        final[tag] = model.embedding.weight.detach()[: len(init)]
+    same = lambda w: (w == init).all(1).float().mean().item()  # noqa: E731
+    assert same(final["teir"]) > 0.9 and same(final["plain"]) < 0.01
+
+
+@pytest.mark.parametrize("method,args", [("cll-er", {"buffer_size": 30}), ("cll-der", {"buffer_size": 30}),
+                                         ("cll-oewc", {"fisher_batches": 2}), ("cll-mla", {}), ("cll-ptuning", {}),
+                                         ("cll-lora", {}), ("cll-dualprompt", {}), ("cll-codaprompt", {}), ("cll-joint", {})])
+def test_every_language_method_runs(emoji_root, tmp_path, method, args):
+    r = run_experiment(cll_experiment(emoji_root, method, steps=6, teir=True, **args), tmp_path)
+    assert all(np.isfinite(t["loss"]) for t in r["train"])
+    if r["needs_task_id"]:
+        assert "in_domain_no_id" in r["matrix"]
+    if method == "cll-oewc":
+        assert "ewc" in r["train"][-1]["terms"]
+    if method == "cll-joint":
+        assert len(r["train"]) == 1
+
+
+def test_per_language_modules_get_gradients(emoji_root, tmp_path):
+    for method in ("cll-lora", "cll-mla", "cll-ptuning"):
+        run_experiment(cll_experiment(emoji_root, method, steps=6), tmp_path / method, tmp_path / method)
+        model = torch.load(tmp_path / method / "checkpoint.pt", weights_only=False)["model"]
+        named = {n: p for n, p in model.named_parameters() if "lang_ja" in n}
+        assert named, method
+        moved = [n for n, p in named.items() if p.detach().abs().sum() > 0 and ("lora_B" in n or "up" in n or "ptuning" in n)]
+        assert moved, f"{method}: the latest language's modules did not train"
+
+
+def test_language_resume_equals_uninterrupted(emoji_root, tmp_path):
+    cfg = cll_experiment(emoji_root, "cll-er", buffer_size=30, teir=True)
+    full = run_experiment(cfg, tmp_path / "a")
+    run_experiment(cfg, tmp_path / "b", stop_after_task=0)
+    resumed = run_experiment(cfg, tmp_path / "b")
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds")}  # noqa: E731
+    assert strip(resumed) == strip(full)

@@ -1,0 +1,98 @@
+"""CLL-CLIP's expandable vocabulary: CLIP's byte-level BPE, grown per language with stable ids.
+
+`Vocab.from_open_clip` rebuilds open_clip's CLIP tokenizer (same vocab, merges and ids) as a
+`tokenizers` BPE model with CLIP's normaliser and pre-tokeniser (as transformers' CLIP converter
+does). `train_bpe` learns a language's own BPE vocab from its captions with the same pipeline (as
+CLFM's `CLIPTokenizerFast.train_new_from_iterator`). `Vocab.merge` is the paper's
+V_t = V_{t-1} ∪ V̂_t: tokens not yet known are appended (existing ids never change) and the new
+merges follow the old ones (old merges keep priority). `encode` writes [SOT] tokens [EOT] padded
+with 0 and returns each row's end-of-text position explicitly: after expansion EOT is no longer
+the largest id, so CLIP's argmax pooling would be wrong.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
+SUFFIX = "</w>"
+
+
+def _pipeline(model: models.BPE) -> Tokenizer:
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "),
+                                           normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(SPLIT), behavior="removed", invert=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def train_bpe(lines: list[str], vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A language's own BPE vocab (token -> id) and merges, learned from `lines`."""
+    tok = _pipeline(models.BPE(end_of_word_suffix=SUFFIX, continuing_subword_prefix=""))
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, end_of_word_suffix=SUFFIX,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(lines, trainer)
+    model = json.loads(tok.to_str())["model"]
+    return model["vocab"], [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+
+
+@dataclass
+class Vocab:
+    tokens: list[str]                    # id -> token string (ids are stable)
+    merges: list[tuple[str, str]]        # by priority
+    sot: int
+    eot: int
+
+    @classmethod
+    def from_open_clip(cls, tokenizer) -> "Vocab":
+        """open_clip's SimpleTokenizer (CLIP's BPE) as a Vocab with identical ids."""
+        tokens = [None] * len(tokenizer.encoder)
+        for t, i in tokenizer.encoder.items():
+            tokens[i] = t
+        merges = [m for m, _ in sorted(tokenizer.bpe_ranks.items(), key=lambda kv: kv[1])]
+        return cls(tokens, merges, tokenizer.sot_token_id, tokenizer.eot_token_id)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @cached_property
+    def tokenizer(self) -> Tokenizer:
+        vocab = {t: i for i, t in enumerate(self.tokens)}
+        return _pipeline(models.BPE(vocab=vocab, merges=list(self.merges), end_of_word_suffix=SUFFIX,
+                                    continuing_subword_prefix="", fuse_unk=False))
+
+    def merge(self, vocab: dict[str, int], merges: list[tuple[str, str]]) -> "Vocab":
+        """V ∪ V̂: append unknown tokens (in V̂'s id order) and unknown merges."""
+        known = set(self.tokens)
+        new = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if t not in known]
+        have = set(self.merges)
+        return Vocab(self.tokens + new, self.merges + [m for m in merges if m not in have], self.sot, self.eot)
+
+    def encode(self, texts: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens long [B, ctx]: SOT ids EOT, 0-padded and truncated like open_clip; EOT index [B])."""
+        out = torch.zeros(len(texts), context_length, dtype=torch.long)
+        eot = torch.zeros(len(texts), dtype=torch.long)
+        for r, enc in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
+            ids = [self.sot, *enc.ids[: context_length - 2], self.eot]
+            out[r, : len(ids)] = torch.tensor(ids)
+            eot[r] = len(ids) - 1
+        return out, eot
+
+    def ids_used(self, texts: list[str]) -> torch.Tensor:
+        """Sorted unique token ids the texts use (special tokens excluded)."""
+        used = {i for enc in self.tokenizer.encode_batch(list(texts), add_special_tokens=False) for i in enc.ids}
+        return torch.tensor(sorted(used), dtype=torch.long)
+
+    def state_dict(self) -> dict:
+        return {"tokens": self.tokens, "merges": [list(m) for m in self.merges], "sot": self.sot, "eot": self.eot}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Vocab":
+        return cls(list(state["tokens"]), [tuple(m) for m in state["merges"]], state["sot"], state["eot"])

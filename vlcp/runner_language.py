@@ -1,0 +1,209 @@
+"""Run one experiment on the language stream (CLL-CLIP's continual language learning).
+
+Like `vlcp.runner`, but the model is `CLLText` over a frozen base CLIP and training never
+touches pixels: the base CLIP's image features (every item in every style) and English text
+features (every caption variant) are computed once per run (cached teacher features, as CLFM's
+.npy caches), and a batch is (image feature, English feature, foreign caption tokens). Each
+task's languages come from `method.plan` (one per task; joint training: all in one). After every
+task, every learned language is evaluated (`vlcp.eval.language`); methods that need the task
+identity (†) are evaluated with the oracle language and, as `<set>_no_id`, with the latest
+task's modules. Checkpoints (whole model, method state, results) are atomic, per task, resumable.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from vlcp.config import ExperimentCfg
+from vlcp.data.benchmark import load_benchmark
+from vlcp.data.bpe import Vocab, train_bpe
+from vlcp.data.languages import VARIANTS, Examples, build_corpus, build_examples, coverage, language_order
+from vlcp.eval.evaluate import _normalise
+from vlcp.eval.language import LanguageEvaluator
+from vlcp.methods import get_method
+from vlcp.methods.base import TaskContext
+from vlcp.methods.cllclip import CLLCLIP, TextBatch
+from vlcp.models.clip import create_clip
+from vlcp.models.token_embedding import CLLText
+from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device
+from vlcp.errors import ConfigError
+from vlcp.train import budget
+from vlcp.train.loop import train_task
+from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
+
+ORACLE_FACTOR = 20   # oracle vocab size / per-language size (the paper: 200K vs 10K)
+
+
+@torch.no_grad()
+def cache_features(clip, tokenizer, images: dict, corpus, device, batch_size: int = 512):
+    """(normalised image features {style: [items, D]}, English text features [items, VARIANTS, D])."""
+    img = {}
+    for style, arr in images.items():
+        x = torch.from_numpy(arr)
+        img[style] = torch.cat([clip.encode_image(_normalise(x[s:s + batch_size]).to(device), normalize=True).float().cpu()
+                                for s in range(0, len(x), batch_size)])
+    texts = [c for caps in corpus.text["en"] for c in caps]
+    en = torch.cat([clip.encode_text(tokenizer(texts[s:s + batch_size]).to(device)).float().cpu()
+                    for s in range(0, len(texts), batch_size)])
+    return img, en.view(len(corpus.text["en"]), VARIANTS, -1)
+
+
+class TextMaterializer:
+    """Example ids -> TextBatch: a random training style's cached image feature, the caption
+    variant's cached English feature, and the foreign caption under the model's current vocab."""
+
+    def __init__(self, examples: Examples, images: torch.Tensor, english: torch.Tensor, model: CLLText, device):
+        self.examples, self.images, self.english = examples, images, english   # images [styles, items, D]
+        self.model, self.device = model, device
+
+    def __call__(self, ids: torch.Tensor, generator: torch.Generator) -> TextBatch:
+        ex = self.examples
+        style = torch.randint(0, len(self.images), (len(ids),), generator=generator)
+        item, variant = ex.item[ids], ex.variant[ids]
+        tokens, eot = self.model.encode(ex.texts(ids))
+        return TextBatch(self.images[style, item].to(self.device), self.english[item, variant].to(self.device),
+                         tokens, eot, ids, item.to(self.device), [ex.languages[i] for i in ex.lang[ids].tolist()])
+
+
+def train_vocabs(examples: Examples, languages: list[str], size: int, oracle: bool) -> dict:
+    """Each language's own BPE vocab from its training captions (+ the oracle vocab from all)."""
+    bpe = {lang: train_bpe(examples.texts(examples.of_language(lang)), size) for lang in languages}
+    if oracle:
+        bpe["oracle"] = train_bpe(examples.texts(torch.arange(len(examples))), size * ORACLE_FACTOR)
+    return bpe
+
+
+def evaluate(model, method, evaluator: LanguageEvaluator, languages, learned, oracle=True) -> dict:
+    model.eval()
+    out = evaluator(lambda lang, texts: method.encode_eval(model, lang, texts, oracle), languages, learned)
+    model.train()
+    return out
+
+
+def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: int = 128) -> dict:
+    """CLL-CLIP Fig. 3: the final model's mean training loss and the trace of the empirical
+    Fisher (mean over batches of the squared norm of the batch-loss gradient w.r.t. the
+    trainable parameters) on a seeded sample of every language's training examples."""
+    gen = torch.Generator().manual_seed(0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    losses, traces = [], []
+    for _ in range(batches):
+        ids = ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=gen)]
+        batch = ctx.materialize(ids, gen)
+        loss = sum(CLLCLIP.loss(method, model, batch, ctx).values())
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        losses.append(loss.item())
+        traces.append(sum(float((g.float() ** 2).sum()) for g in grads if g is not None))
+    return {"loss": sum(losses) / batches, "fisher_trace": sum(traces) / batches, "batches": batches,
+            "batch_size": batch_size}
+
+
+def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
+                            resume: bool = True, stop_after_task: int | None = None) -> dict:
+    started = time.time()
+    out_dir = Path(out_dir)
+    device = pick_device(cfg.train.device)
+    torch.set_num_threads(cfg.train.num_threads)
+    seed_everything(derive_seed(cfg.seed, "init"))
+    method_cls = get_method(cfg.method.name)
+    if not issubclass(method_cls, CLLCLIP):
+        raise ConfigError(f"method.name: {cfg.method.name!r} is not a language-stream method (cllclip and its family)")
+    method = method_cls(method_cls.Config(**cfg.method.args), seed=derive_seed(cfg.seed, "method"))
+
+    bench = load_benchmark(cfg.data)
+    items = bench.items
+    languages = language_order(cfg.data.languages, cfg.data.seed)
+    languages = languages[: cfg.data.num_languages or None]
+    corpus = build_corpus(items, languages, cfg.data.seed)
+    split = lambda s: [i for i, it in enumerate(items) if it["split"] == s]  # noqa: E731
+    train_items, test_items = split("train"), split("test")
+    examples = build_examples(corpus, train_items)
+    plan = method.plan(languages)
+
+    clip, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
+    clip.eval()
+    styles = cfg.data.train_styles + cfg.data.unseen_styles
+    img, english = cache_features(clip, tokenizer, {s: bench.images(s) for s in styles}, corpus, device)
+    pos = torch.arange(len(test_items))
+    test_idx = torch.tensor(test_items)
+    image_sets = {"in_domain": (torch.cat([img[s][test_idx] for s in cfg.data.train_styles]),
+                                pos.repeat(len(cfg.data.train_styles)))}
+    if cfg.data.unseen_styles:
+        image_sets["out_domain"] = (torch.cat([img[s][test_idx] for s in cfg.data.unseen_styles]),
+                                    pos.repeat(len(cfg.data.unseen_styles)))
+    evaluator = LanguageEvaluator(corpus, test_items, image_sets, cfg.eval.ks, cfg.eval.batch_size)
+
+    model = CLLText(clip, Vocab.from_open_clip(tokenizer)).to(device)
+    del clip
+    bpe = train_vocabs(examples, languages, method.cfg.vocab_size, method.cfg.oracle_vocab)
+    task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
+    steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
+    mat = TextMaterializer(examples, torch.stack([img[s] for s in cfg.data.train_styles]), english, model, device)
+
+    chash = config_hash(cfg.to_dict())
+    ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"
+    results = {
+        "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
+        "config_hash": chash, "stream": "language", "languages": languages,
+        "tasks": ["+".join(p) if len(p) < 4 else f"all {len(p)} languages" for p in plan],
+        "task_languages": plan, "task_sizes": [len(i) for i in task_ids], "steps_per_task": steps,
+        "coverage": {"train": coverage(corpus, train_items), "test": coverage(corpus, test_items)},
+        "needs_task_id": method.needs_task_id, "world_size": 1, "device": str(device), "versions": _versions(),
+        "zero_shot": None, "matrix": {}, "vocab_sizes": [], "train": [],
+    }
+    start = 0
+    if resume and ckpt_path.exists():
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        if state.get("config_hash") == chash:
+            model = state["model"].to(device)
+            mat.model = model
+            method.load_state_dict(state["method"])
+            results, start = state["results"], state["task"] + 1
+            print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
+        else:
+            print(f"{ckpt_path}: checkpoint is from another config; starting over")
+
+    if results["zero_shot"] is None:   # the base CLIP with its English vocab, on every language
+        results["zero_shot"] = evaluate(model, method, evaluator, languages, set(languages))
+
+    for t in range(start, len(plan)):
+        gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "task", t))
+        ctx = TaskContext(task=t, num_tasks=len(plan), train_set=examples, task_ids=task_ids, pool=task_ids[t],
+                          materialize=lambda ids, g=gen: mat(ids, g), generator=gen,
+                          extras={"languages": plan[t], "bpe": bpe})
+        budget.reset_peak_memory(device)
+        t0 = time.time()
+        stats = train_task(model, method, ctx, steps[t], cfg.train, device,
+                           desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(plan)} {results['tasks'][t]}")
+        method.after_task(model, ctx)
+        seconds = time.time() - t0
+        t1 = time.time()
+        learned = {lang for p in plan[: t + 1] for lang in p}
+        rows = {"": evaluate(model, method, evaluator, languages, learned, oracle=True)}
+        if method.needs_task_id:
+            rows["_no_id"] = evaluate(model, method, evaluator, languages, learned, oracle=False)
+        for suffix, row in rows.items():
+            for name, metrics in row.items():
+                for m, vals in metrics.items():
+                    results["matrix"].setdefault(name + suffix, {}).setdefault(m, []).append(vals)
+        results["vocab_sizes"].append(len(model.vocab))
+        results["train"].append({"task": results["tasks"][t], "steps": steps[t], "seconds": round(seconds, 3),
+                                 "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
+                                 "loss": stats["loss"], "terms": stats["terms"],
+                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
+        _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model,
+                                     "method": method.state_dict(), "results": results})
+        if stop_after_task is not None and t >= stop_after_task and t < len(plan) - 1:
+            return results
+
+    if cfg.eval.convergence and "convergence" not in results:
+        every = torch.cat([examples.of_language(lang) for lang in languages])
+        ctx = TaskContext(task=len(plan) - 1, num_tasks=len(plan), train_set=examples, task_ids=task_ids, pool=every,
+                          materialize=mat, generator=torch.Generator().manual_seed(0))
+        results["convergence"] = convergence(model, method, ctx)
+    results["wall_seconds"] = round(time.time() - started, 2)
+    write_json(out_dir / "results.json", results)
+    return results

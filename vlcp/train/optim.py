@@ -1,0 +1,80 @@
+"""Optimizers: the loop's default AdamW and TEIR's per-row scaled optimizers.
+
+TEIR (CLL-CLIP, eq. 5–6) rescales, for each row j of the token embedding, both the gradient and
+the L2 weight decay by λ_j:  θ_j ← (1 − α·β·λ_j)·θ_j − α·λ_j·∇L(θ_j); with a momentum
+optimizer "the scaling operation is still applied on β and ∇L directly". `RowScaled` does this
+as a thin mixin over an unmodified torch optimizer (no forked torch code): before the wrapped
+`step`, the row parameter's gradient is multiplied by `grad_scale` and its decoupled decay
+θ ← θ·(1 − lr·wd·decay_scale) is applied; the row parameter's own group has weight_decay 0.
+With `RowScaledSGD` (no moment normalisation) the gradient scale changes the step size, which
+separates the gradient effect from the decay effect (Adam divides most of a constant gradient
+scale out again).
+"""
+from __future__ import annotations
+
+import torch
+
+from vlcp.config import TrainCfg
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float, exclude=()) -> list[dict]:
+    """Decay for matrices; none for gains, biases, positional terms, logit scale, class tokens."""
+    skip = {id(p) for p in exclude}
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        if not p.requires_grad or id(p) in skip:
+            continue
+        (no_decay if p.ndim < 2 or "logit_scale" in n or "positional" in n or n.endswith("_token") else decay).append(p)
+    return [g for g in ({"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0})
+            if g["params"]]
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainCfg) -> torch.optim.Optimizer:
+    """The loop's default: AdamW (β2 and decay from the config, eps 1e-6)."""
+    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, cfg.beta2),
+                             eps=1e-6, fused=True)
+
+
+class RowScaled:
+    """Mixin: per-row gradient and decoupled weight-decay scales for one 2-D parameter.
+
+    `row_param` must sit in its own param group with weight_decay 0; `row_decay` is its
+    weight decay β; `grad_scale`/`decay_scale` are float [rows] (None = 1 for every row)."""
+
+    def __init__(self, params, *args, row_param: torch.Tensor, row_decay: float = 0.0,
+                 grad_scale: torch.Tensor | None = None, decay_scale: torch.Tensor | None = None, **kwargs):
+        super().__init__(params, *args, **kwargs)
+        self.row_param, self.row_decay = row_param, row_decay
+        # (not `grad_scale`: torch's optimizers read that attribute for AMP's GradScaler)
+        self.row_grad_scale, self.row_decay_scale = grad_scale, decay_scale
+        self._row_group = next(g for g in self.param_groups if any(p is row_param for p in g["params"]))
+        if self._row_group["weight_decay"]:
+            raise ValueError("RowScaled: the row parameter's group must have weight_decay 0")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        p = self.row_param
+        if p.grad is not None and self.row_grad_scale is not None:
+            p.grad.mul_(self.row_grad_scale.to(p.grad)[:, None])
+        if self.row_decay:
+            shrink = self._row_group["lr"] * self.row_decay
+            p.mul_(1 - shrink * (self.row_decay_scale.to(p)[:, None] if self.row_decay_scale is not None else 1.0))
+        return super().step(closure)
+
+
+class RowScaledAdamW(RowScaled, torch.optim.AdamW):
+    pass
+
+
+class RowScaledSGD(RowScaled, torch.optim.SGD):
+    pass
+
+
+def teir_scales(used: torch.Tensor, counts: torch.Tensor, special: list[int] = ()) -> torch.Tensor:
+    """TEIR's λ (eq. 6) per vocabulary row: 0 for tokens the current task does not use (old
+    tokens), 1/(c+1) for tokens it uses that earlier tasks used c times (c = 0 for new tokens,
+    so λ = 1), 0 for special tokens. `used`: bool [V]; `counts`: float [V]."""
+    lam = used.float() / (counts.float() + 1)
+    if len(special):
+        lam[torch.as_tensor(list(special))] = 0.0
+    return lam
