@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from vlcp.config import ExperimentCfg
 from vlcp.data.benchmark import load_benchmark

@@ -5,7 +5,6 @@ frozen, the language's own adapter active with the oracle (†), the latest one 
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from vlcp.errors import ConfigError
 from vlcp.methods import register
@@ -47,8 +46,7 @@ class CLLLoRA(PerLanguage):
         for layer in _lora_layers(model):   # only the new adapter trains
             for n, p in layer.named_parameters():
                 p.requires_grad_(name in n)
-        self.latest = name
-        self.modules_of(model)              # (keeps the bookkeeping ModuleDict; the adapters live in peft's layers)
+        self.latest = name                  # (peft's layers hold the adapters: no entry in model.extras)
 
     @staticmethod
     def activate(model, name):
@@ -70,6 +68,3 @@ class CLLLoRA(PerLanguage):
         if current is not None:
             self.activate(model, current if isinstance(current, str) else current[0])
         return out
-
-    def new_module(self, model) -> nn.Module:   # unused: peft owns the adapters
-        raise NotImplementedError

@@ -65,10 +65,7 @@ class CLLText(nn.Module):
         for m in (self.transformer, self.ln_final):
             m.requires_grad_(on)
         self.positional_embedding.requires_grad_(on)
-        if isinstance(self.text_projection, nn.Parameter):
-            self.text_projection.requires_grad_(on)
-        else:
-            self.text_projection.requires_grad_(on)
+        self.text_projection.requires_grad_(on)   # a Parameter or an nn.Linear: both take requires_grad_
 
     @property
     def width(self) -> int:
