@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from vlcp.losses import clip_loss
+from vlcp.losses import clip_loss, mlm_loss
 from vlcp.train.optim import make_optimizer
 
 
@@ -50,6 +50,28 @@ class Batch:
     images: torch.Tensor   # float [B, 3, S, S], normalised
     tokens: torch.Tensor   # long [B, ctx]
     ids: torch.Tensor      # long [B]: indices into the train set
+    mlm_input: torch.Tensor | None = None    # long [B, ctx]: masked tokens (models with an MLM head)
+    mlm_labels: torch.Tensor | None = None   # long [B, ctx]: original ids at masked positions, -100 elsewhere
+
+
+def model_outputs(model: torch.nn.Module, batch: Batch):
+    """The model's forward on a batch: (image features, text features, logit scale, ...), all
+    normalised. With MLM inputs (ALBEF) the output also carries `mlm_logits` [M, V] for the
+    M masked positions (row-major order of `mlm_labels != -100`)."""
+    if batch.mlm_input is None:
+        return model(batch.images, batch.tokens)
+    return model(batch.images, batch.tokens, batch.mlm_input, batch.mlm_labels != -100)
+
+
+def base_terms(model: torch.nn.Module, batch: Batch, out=None) -> dict[str, torch.Tensor]:
+    """The base loss every method shares: the contrastive loss ("clip"; ALBEF's ITA) plus, for
+    models with an MLM head, the masked-language-modelling loss ("mlm"). `out`: the batch's
+    `model_outputs` when the caller already has them."""
+    out = model_outputs(model, batch) if out is None else out
+    terms = {"clip": clip_loss(out[0], out[1], out[2])}
+    if batch.mlm_labels is not None:
+        terms["mlm"] = mlm_loss(out.mlm_logits, batch.mlm_labels)
+    return terms
 
 
 class Method:
@@ -68,8 +90,7 @@ class Method:
         return ctx.materialize(ids)
 
     def loss(self, model: torch.nn.Module, batch: Batch, ctx: TaskContext) -> dict[str, torch.Tensor]:
-        img, txt, scale = model(batch.images, batch.tokens)[:3]
-        return {"clip": clip_loss(img, txt, scale)}
+        return base_terms(model, batch)
 
     def make_optimizer(self, model: torch.nn.Module, cfg) -> torch.optim.Optimizer:
         """The task's optimizer (built after `before_task`); default AdamW."""
