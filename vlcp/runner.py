@@ -19,7 +19,7 @@ from vlcp.errors import VlcpError
 from vlcp.eval.evaluate import Evaluator
 from vlcp.methods import get_method
 from vlcp.methods.base import TaskContext
-from vlcp.models.clip import create_clip
+from vlcp.models import create_model
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
 from vlcp.train.loop import Materializer, autocast, train_task
@@ -78,10 +78,12 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), train,
                           bench.class_names, len(tasks), cfg.eval, bench.group_names)
 
-    model, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
-    ctx_len = tokenizer.context_length
-    tokens = tokenizer([c for caps in train.captions for c in caps]).view(len(train.captions), -1, ctx_len)
-    materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment)
+    corpus = [c for caps in train.captions for c in caps]
+    model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size, corpus)
+    tokens = tokenizer(corpus).view(len(train.captions), -1, tokenizer.context_length)
+    mask = tokenizer.masker() if hasattr(tokenizer, "masker") else None  # models with an MLM head
+    materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment, mask=mask)
+    plain = Materializer(train.images, train.image_text, tokens, device, augment=False)
     task_ids = [(train.image_tasks == t).nonzero().squeeze(1) for t in range(len(tasks))]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
     method = get_method(cfg.method.name)(get_method(cfg.method.name).Config(**cfg.method.args),
@@ -115,7 +117,9 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     for t in range(start, len(tasks)):
         gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "task", t))
         ctx = TaskContext(task=t, num_tasks=len(tasks), train_set=train, task_ids=task_ids,
-                          pool=task_ids[t], materialize=lambda ids, g=gen: materializer(ids, g), generator=gen)
+                          pool=task_ids[t], materialize=lambda ids, g=gen: materializer(ids, g), generator=gen,
+                          materialize_plain=lambda ids, g=torch.Generator().manual_seed(derive_seed(cfg.seed, "plain", t)):
+                          plain(ids, g))
         if "flops_per_step" not in results:
             results["flops_per_step"] = _measure_flops(model, method, ctx, cfg, device)
         budget.reset_peak_memory(device)

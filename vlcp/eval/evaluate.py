@@ -5,8 +5,9 @@ Per task i it fills:
   items of `set` ("test": unseen items in the training styles; "unseen_style": every item in the
   held-out styles), for every j (including j > i);
 - `cumulative[i]`: CTP's cumulative pools (tasks <= i): TR/IR@K, Rm on "test", and multi-modal
-  mAP@N (query vs gallery, positives = same class; fused feature = normalised sum of the
-  normalised image and text features) in both normalisers.
+  mAP@N (query vs gallery, positives = same class) in both normalisers. The multi-modal
+  feature is ALBEF's fused [CLS] of (image, its caption) for models with a fusion encoder, and
+  the normalised sum of the normalised image and text features for CLIP.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Encoded:
     image: torch.Tensor       # [M, D] normalised
     text: torch.Tensor        # [N, D] normalised
     pairs: PairSet
+    fused: torch.Tensor | None = None   # [M, D'] normalised multi-modal features (fusion models)
 
 
 def _normalise(images: torch.Tensor) -> torch.Tensor:
@@ -38,16 +40,23 @@ def _normalise(images: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512) -> Encoded:
-    img, txt = [], []
+def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512, fused: bool = False) -> Encoded:
+    """Features of every image and text of `pairs`; with `fused`, also the fusion encoder's
+    feature of each image with its caption (models that have one)."""
+    img, txt, mm = [], [], []
     for s in range(0, len(pairs.images), batch_size):
         x = _normalise(pairs.images[s:s + batch_size])
         img.append(model.encode_image(x.to(device), normalize=True).float().cpu())
     for s in range(0, len(pairs.texts), batch_size):
         txt.append(model.encode_text(tokenizer(pairs.texts[s:s + batch_size]).to(device), normalize=True).float().cpu())
+    if fused and hasattr(model, "encode_multimodal"):
+        for s in range(0, len(pairs.images), batch_size):
+            x = _normalise(pairs.images[s:s + batch_size]).to(device)
+            t = tokenizer([pairs.texts[i] for i in pairs.image_text[s:s + batch_size].tolist()]).to(device)
+            mm.append(model.encode_multimodal(x, t, normalize=True).float().cpu())
     d = model.text_projection.shape[1] if hasattr(model, "text_projection") else 0
     cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, d)  # noqa: E731
-    return Encoded(cat(img), cat(txt), pairs)
+    return Encoded(cat(img), cat(txt), pairs, cat(mm) if mm else None)
 
 
 def _retrieval(enc: Encoded, tasks: list[int], ks) -> dict[str, float]:
@@ -59,6 +68,8 @@ def _retrieval(enc: Encoded, tasks: list[int], ks) -> dict[str, float]:
 
 
 def _fused(enc: Encoded) -> torch.Tensor:
+    if enc.fused is not None:
+        return enc.fused
     return F.normalize(enc.image + enc.text[enc.pairs.image_text], dim=-1)
 
 
@@ -110,8 +121,8 @@ class Evaluator:
                 cells[j]["ZS@1"] = topk_accuracy(enc.image[keep], weights, pairs.image_labels[keep], (1,))[1]
             row["matrix"][name] = {m: [c[m] for c in cells] for m in cells[0]}
             row["cumulative"][name] = _retrieval(enc, list(range(task + 1)), ks)
-        q = encode(model, tokenizer, self.query.of_tasks(range(task + 1)), device, self.cfg.batch_size)
-        g = encode(model, tokenizer, self.gallery.of_tasks(range(task + 1)), device, self.cfg.batch_size)
+        q = encode(model, tokenizer, self.query.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
+        g = encode(model, tokenizer, self.gallery.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
         for norm, tag in (("hits", "mAP"), ("standard", "mAP_std")):
             maps = mean_average_precision(_fused(q), _fused(g), q.pairs.image_labels, g.pairs.image_labels,
                                           ks, normalizer=norm)
@@ -161,8 +172,8 @@ class Evaluator:
         model.eval()
         tokenizer = self._tokenizer(tokenizer)
         enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size)
-        q = encode(model, tokenizer, self.query, device, self.cfg.batch_size)
-        g = encode(model, tokenizer, self.gallery, device, self.cfg.batch_size)
+        q = encode(model, tokenizer, self.query, device, self.cfg.batch_size, fused=True)
+        g = encode(model, tokenizer, self.gallery, device, self.cfg.batch_size, fused=True)
         out = []
         for i in range(self.num_tasks):
             cell = _retrieval(enc, list(range(i + 1)), tuple(self.cfg.ks))

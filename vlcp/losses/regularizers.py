@@ -31,3 +31,40 @@ def merge_fisher(old: dict[str, torch.Tensor] | None, new: dict[str, torch.Tenso
     if not old:
         return dict(new)
     return {n: (gamma * pad_rows(old[n], f) if n in old else 0) + f for n, f in new.items()}
+
+
+def quadratic_penalty_grad(params: dict[str, torch.Tensor], anchors: dict[str, torch.Tensor],
+                           importance: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """∂/∂θ of `ewc_penalty(params, anchors, importance)`: 2·Ω·(θ − θ*) per anchored parameter
+    (SI/RWalk subtract it from θ.grad to recover the unregularised gradient without a second
+    backward)."""
+    return {n: 2 * pad_rows(importance[n], p) * (p.detach() - pad_rows(anchors[n], p))
+            for n, p in params.items() if n in anchors and n in importance}
+
+
+def merge_average(old: dict[str, torch.Tensor] | None, new: dict[str, torch.Tensor],
+                  task: int) -> dict[str, torch.Tensor]:
+    """The CTP code's running average of importances, F ← α·F_old + (1 − α)·F_new with
+    α = t/(t+1), t the index of the task just finished (0-based): after task t, F is the mean
+    of the t+1 per-task importances. Shapes padded to the new ones."""
+    if not old:
+        return dict(new)
+    alpha = task / (task + 1)
+    return {n: (alpha * pad_rows(old[n], f) if n in old else 0) + (1 - alpha) * f for n, f in new.items()}
+
+
+def add_importance(old: dict[str, torch.Tensor] | None, new: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """SI's accumulation Ω ← Ω_old + Ω_new (shapes padded to the new ones)."""
+    return merge_fisher(old, new, 1.0)
+
+
+def si_importance(w: torch.Tensor, delta: torch.Tensor, xi: float) -> torch.Tensor:
+    """SI's per-task importance (Zenke et al. 2017, Eq. 5): ω / (Δ² + ξ), with ω the path
+    integral −Σ g·δθ over the task and Δ the task's total parameter change."""
+    return w / (delta ** 2 + xi)
+
+
+def rwalk_score(w: torch.Tensor, fisher: torch.Tensor, delta: torch.Tensor, xi: float) -> torch.Tensor:
+    """RWalk's per-task parameter score (Chaudhry et al. 2018), in the CTP code's form:
+    relu(ω / (F·Δ² + ξ)) — negative scores are set to zero ("we care about positive influence")."""
+    return torch.relu(w / (fisher * delta ** 2 + xi))

@@ -42,6 +42,7 @@ class TaskContext:
     materialize: Any                   # ids -> Batch (images, tokens), with augmentation
     generator: torch.Generator         # per-task, per-seed sampling generator
     step: int = 0                      # step within the task
+    materialize_plain: Any = None      # ids -> Batch without augmentation or masking (task-end feature passes)
     extras: dict = field(default_factory=dict)
 
 

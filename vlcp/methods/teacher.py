@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from vlcp.methods.base import model_outputs
 from vlcp.methods.er import ER
 
 
@@ -25,6 +26,12 @@ class TeacherER(ER):
     def teacher(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The previous-step model's (image features, text features, logit scale) on a batch."""
         return self.old(batch.images, batch.tokens)[:3]
+
+    @torch.no_grad()
+    def teacher_outputs(self, batch):
+        """The previous-step model's full `model_outputs` on a batch (with `mlm_logits` at the
+        batch's masked positions when it has MLM inputs)."""
+        return model_outputs(self.old, batch)
 
     @staticmethod
     def replayed(batch, ctx) -> torch.Tensor:

@@ -3,12 +3,15 @@ ER's reservoir + CLIP loss + the less-forget constraint (1 - cosine between the 
 current model's image and text features of every batch sample, adaptive weight
 λ_base·sqrt(n_old/n_new)) + the margin ranking loss on replayed pairs (each replayed image's own
 text must beat its k hardest in-batch negatives by `margin`). CLIP's features are already
-cosine-normalised, which is UCIR's classifier change."""
+cosine-normalised, which is UCIR's classifier change. The base loss is the shared `base_terms`
+(CLIP loss; + MLM for models with an MLM head); `distill_terms` is the extension point LUCIR
+(`lucir.py`) builds on, and `lf_weight` its weighting."""
 from dataclasses import dataclass
 
 from vlcp.errors import ConfigError
-from vlcp.losses import clip_loss, cosine_distill, margin_ranking
+from vlcp.losses import cosine_distill, margin_ranking
 from vlcp.methods import register
+from vlcp.methods.base import base_terms, model_outputs
 from vlcp.methods.teacher import TeacherER
 
 
@@ -32,13 +35,21 @@ class UCIR(TeacherER):
                 raise ConfigError(f"k: must be >= 1, got {self.k}")
 
     def loss(self, model, batch, ctx):
-        img, txt, scale = model(batch.images, batch.tokens)[:3]
-        terms = {"clip": clip_loss(img, txt, scale)}
+        out = model_outputs(model, batch)
+        terms = base_terms(model, batch, out)
         if self.old is None:
             return terms
-        old_img, old_txt, _ = self.teacher(batch)
-        lam = self.adaptive_weight(self.cfg.lambda_base, ctx)
-        terms["lf"] = lam * (cosine_distill(img, old_img) + cosine_distill(txt, old_txt)) / 2
+        return terms | self.distill_terms(out, self.teacher_outputs(batch), batch, ctx)
+
+    def lf_weight(self, ctx) -> float:
+        """The less-forget weight: UCIR's adaptive λ_base·sqrt(n_old/n_new)."""
+        return self.adaptive_weight(self.cfg.lambda_base, ctx)
+
+    def distill_terms(self, out, old, batch, ctx) -> dict:
+        """The terms against the previous model (`out`, `old`: the current and previous model's
+        `model_outputs` on the batch). Subclasses add theirs after calling super()."""
+        img, txt = out[0], out[1]
+        terms = {"lf": self.lf_weight(ctx) * (cosine_distill(img, old[0]) + cosine_distill(txt, old[1])) / 2}
         if self.cfg.mr_weight:
             terms["mr"] = self.cfg.mr_weight * margin_ranking(img, txt, self.replayed(batch, ctx),
                                                               self.cfg.margin, self.cfg.k)

@@ -22,13 +22,15 @@ from vlcp.train.schedules import cosine_with_warmup
 
 class Materializer:
     """Global batch ids -> this rank's Batch: random caption variant, random shift (augment),
-    CLIP normalisation. Random draws are made for the whole global batch, then sliced, so the
-    result does not depend on the world size."""
+    CLIP normalisation, and for models with an MLM head (`mask`: tokens, generator -> (masked
+    input, labels), e.g. `vlcp.losses.mask_tokens` with the vocab's ids bound) BERT masking.
+    Random draws are made for the whole global batch, then sliced, so the result does not
+    depend on the world size."""
 
     def __init__(self, images: torch.Tensor, image_text: torch.Tensor, tokens: torch.Tensor,
-                 device: torch.device, augment: bool, pad: int = 2):
+                 device: torch.device, augment: bool, pad: int = 2, mask=None):
         self.images, self.image_text, self.tokens = images, image_text, tokens  # tokens [N, K, ctx]
-        self.device, self.augment, self.pad = device, augment, pad
+        self.device, self.augment, self.pad, self.mask = device, augment, pad, mask
         self.mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
         self.std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
 
@@ -36,16 +38,19 @@ class Materializer:
         n = len(ids)
         variant = torch.randint(0, self.tokens.shape[1], (n,), generator=generator)
         shift = torch.randint(0, 2 * self.pad + 1, (n, 2), generator=generator)
+        tok = self.tokens[self.image_text[ids], variant]
+        masked = self.mask(tok, generator) if self.mask is not None else None
         sl = local_slice(n)
-        ids, variant, shift = ids[sl], variant[sl], shift[sl]
+        ids, shift, tok = ids[sl], shift[sl], tok[sl]
         x = self.images[ids].permute(0, 3, 1, 2).float() / 255.0
         if self.augment and self.pad:
             s = x.shape[-1]
             padded = torch.nn.functional.pad(x, (self.pad,) * 4, value=1.0)
             x = torch.stack([padded[i, :, dy:dy + s, dx:dx + s] for i, (dy, dx) in enumerate(shift.tolist())])
         x = (x - self.mean) / self.std
-        tok = self.tokens[self.image_text[ids], variant]
-        return Batch(x.to(self.device, non_blocking=True), tok.to(self.device, non_blocking=True), ids)
+        to = lambda t: t.to(self.device, non_blocking=True)  # noqa: E731
+        mlm = (to(masked[0][sl]), to(masked[1][sl])) if masked is not None else (None, None)
+        return Batch(to(x), to(tok), ids, *mlm)
 
 
 def autocast(device: torch.device, precision: str):

@@ -1,0 +1,158 @@
+"""CTP (Zhu et al., ICCV 2023): compatible momentum contrast + topology preservation.
+
+Per task the method keeps a momentum model θc, re-initialised from θ(t−1) (the model as it
+enters the task), and a frozen reference copy of θ(t−1). After every optimizer step
+
+    θc ← m·θc + (1−m)·[w·θ(t−1) + (1−w)·θt]        (w = `prev_weight`)
+
+— the compatible update with w = ½ and m = 0.9 (Table 3's single-way updates: w = 1, only
+θ(t−1), which keeps θc = θ(t−1); w = 0, only θt, a plain EMA). At task 0 there is no θ(t−1):
+θc is an EMA of θt with `momentum_task0` = 0.995 (supplement E.1; "the same for all ablations").
+
+Loss = base (ITA + MLM) + L_CMC + L_c + L_s, every weight 1 as in the CTP code:
+- L_CMC (`cmc`): compatible momentum contrast — current features against θc's features of the
+  batch and a queue of `queue_size` older θc features per modality (never reset between
+  tasks), τ = 0.07; plus, for models with an MLM head, soft distillation of the MLM logits to
+  θc's (T = 1). Both come from θc, so the Table 2 switch covers both (the CTP code adds both in
+  CTP mode; at task 0 as well, where only these apply).
+- L_c (`cross_topology`): KL(θ(t−1) ‖ θt) of the image→text and text→image similarity rows.
+- L_s (`same_topology`): the same for image→image and text→text, with the self-similarity
+  masked to −1000 on both sides (`self_mask`; Table 3's "w/o P̂i2i & P̂t2t" turns it off).
+`queue: false` is Table 3's "w/o Q" (momentum contrast against the batch only).
+
+Queue: paper K = 1024 at a global batch of 512; here `queue_size` (default 256 at batch 128,
+the same 2× ratio). Queues are part of the method's state (checkpointed); θc and θ(t−1) are
+rebuilt from the checkpointed model at `before_task`.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from vlcp.errors import ConfigError
+from vlcp.losses import soft_distill
+from vlcp.losses.topology import momentum_contrast, topology_kl, update_queue
+from vlcp.methods import register
+from vlcp.methods.base import Method, base_terms, model_outputs
+
+
+def momentum_update(target: list[torch.Tensor], sources: list[tuple[float, list[torch.Tensor]]]) -> None:
+    """target ← Σ_k w_k·source_k in place, with target itself among the sources (weights sum to 1)."""
+    acc = None
+    for w, src in sources:
+        if w == 0:
+            continue
+        scaled = torch._foreach_mul(src, w)
+        acc = scaled if acc is None else torch._foreach_add(acc, scaled)
+    torch._foreach_copy_(target, acc)
+
+
+@register
+class CTP(Method):
+    name = "ctp"
+
+    @dataclass
+    class Config:
+        momentum: float = 0.9            # m for tasks >= 1 (supplement Table 2: 0.7 ... 0.995)
+        momentum_task0: float = 0.995    # m at task 0 (plain EMA; 0.9 made the CTP loss diverge)
+        prev_weight: float = 0.5         # share of (1 - m) given to θ(t-1): 0.5 compatible, 1 only θ(t-1), 0 only θt
+        queue_size: int = 256            # per modality; 0 = no queue
+        cmc: bool = True                 # L_CMC: momentum contrast (+ MLM distillation to θc)
+        cross_topology: bool = True      # L_c
+        same_topology: bool = True       # L_s
+        self_mask: bool = True           # L_s: mask the self-similarity with -1000
+        queue: bool = True               # use the queue in L_CMC (Table 3's "w/o Q": false)
+
+        def __post_init__(self):
+            for f in ("momentum", "momentum_task0", "prev_weight"):
+                if not 0 <= getattr(self, f) <= 1:
+                    raise ConfigError(f"{f}: must be in [0, 1], got {getattr(self, f)}")
+            if self.queue_size < 0:
+                raise ConfigError(f"queue_size: must be >= 0, got {self.queue_size}")
+
+    def __init__(self, cfg=None, seed=0):
+        super().__init__(cfg, seed)
+        self.momentum_model: torch.nn.Module | None = None
+        self.ref: torch.nn.Module | None = None
+        self.task = 0
+        self.queues: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.ptr = 0
+
+    def _use_queue(self) -> bool:
+        return self.cfg.queue and self.cfg.queue_size > 0
+
+    def before_task(self, model, ctx):
+        super().before_task(model, ctx)
+        frozen = lambda: copy.deepcopy(model).eval().requires_grad_(False)  # noqa: E731
+        self.momentum_model = frozen() if self.cfg.cmc else None
+        self.ref = frozen() if ctx.task > 0 and (self.cfg.cross_topology or self.cfg.same_topology
+                                                  or (self.cfg.cmc and self.cfg.prev_weight > 0)) else None
+        self.task = ctx.task
+
+    def _queues(self, like: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The (image, text) queues, created at first use: random unit vectors (seeded, so
+        every rank starts with the same queues), as in the CTP code."""
+        if not self._use_queue():
+            return None, None
+        if self.queues is None:
+            g = torch.Generator().manual_seed(self.seed)
+            self.queues = tuple(F.normalize(torch.randn(self.cfg.queue_size, like.shape[1], generator=g), dim=1)
+                                .to(like.device) for _ in range(2))
+        return self.queues
+
+    def loss(self, model, batch, ctx):
+        out = model_outputs(model, batch)
+        terms = base_terms(model, batch, out)
+        img, txt, scale = out[0], out[1], out[2]
+        if self.momentum_model is not None:
+            with torch.no_grad():
+                mom = model_outputs(self.momentum_model, batch)
+            terms["cmc"] = momentum_contrast(img, txt, mom[0], mom[1], scale, *self._queues(img))
+            if batch.mlm_input is not None:
+                terms["mlm_distill"] = soft_distill(out.mlm_logits, mom.mlm_logits)
+            ctx.extras["ctp_momentum_features"] = (mom[0], mom[1])
+        if self.ref is not None and (self.cfg.cross_topology or self.cfg.same_topology):
+            with torch.no_grad():
+                ref_img, ref_txt = self.ref(batch.images, batch.tokens)[:2]
+            if self.cfg.cross_topology:
+                terms["topo_cross"] = (topology_kl(img, txt, ref_img, ref_txt, scale)
+                                       + topology_kl(txt, img, ref_txt, ref_img, scale)) / 2
+            if self.cfg.same_topology:
+                m = self.cfg.self_mask
+                terms["topo_same"] = (topology_kl(img, img, ref_img, ref_img, scale, m)
+                                      + topology_kl(txt, txt, ref_txt, ref_txt, scale, m)) / 2
+        return terms
+
+    @torch.no_grad()
+    def after_step(self, model, batch, ctx):
+        super().after_step(model, batch, ctx)
+        feats = ctx.extras.pop("ctp_momentum_features", None)
+        if self.momentum_model is None:
+            return
+        if feats is not None and self._use_queue():  # enqueue the features this step contrasted against
+            ptr = update_queue(self.queues[0], self.ptr, feats[0])
+            update_queue(self.queues[1], self.ptr, feats[1])
+            self.ptr = ptr
+        mom = [p for p in self.momentum_model.parameters()]
+        cur = [p.detach() for p in model.parameters()]
+        if self.task == 0:   # no θ(t-1) yet: EMA of the current model
+            m = self.cfg.momentum_task0
+            momentum_update(mom, [(m, mom), (1 - m, cur)])
+        else:
+            m, w = self.cfg.momentum, self.cfg.prev_weight
+            prev = [p for p in self.ref.parameters()]
+            momentum_update(mom, [(m, mom), ((1 - m) * w, prev), ((1 - m) * (1 - w), cur)])
+
+    def extra_cost(self) -> float:
+        """θc's forward (with MLM) and θ(t-1)'s feature forward: about 1/3 of a training step each."""
+        return (1 / 3 if self.cfg.cmc else 0) + (1 / 3 if self.cfg.cross_topology or self.cfg.same_topology else 0)
+
+    def state_dict(self):
+        return super().state_dict() | {"queues": self.queues, "ptr": self.ptr}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.queues, self.ptr = state["queues"], state["ptr"]

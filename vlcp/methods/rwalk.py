@@ -1,0 +1,96 @@
+"""RWalk (Chaudhry et al. 2018), as the CTP code's baseline (train_RWalk.py): EWC's Fisher plus
+an SI-style path score.
+
+- F: the empirical Fisher at the end of each task (`EWC`'s, reduced across ranks), merged by
+  the CTP code's running average F ← α F_old + (1 − α) F_new, α = t/(t+1).
+- s: during each task (task 0 included) the path integral ω = −Σ g_unreg·δθ (SI's
+  `PathIntegral`); at the task end s_new = relu(ω / (F·Δ² + ξ)) with the merged F and the
+  task's change Δ, and s ← (s_old + s_new)/2 (s_old = 0 before the first task, as in the CTP
+  code and Chaudhry et al.'s averaging).
+- penalty: λ Σ (F + s)(θ − θ*)² (no ½, as the CTP code), reported as the terms "ewc"
+  (λ Σ F(θ−θ*)²) and "rwalk" (λ Σ s(θ−θ*)²).
+
+Paper constants (CTP code): λ = 1000, ξ = 0.1.
+
+Differences from the CTP code: one backward per step (the unregularised gradient is
+θ.grad minus the analytic gradient 2λ(F + s)(θ − θ*), as in `SI`); the Fisher is reduced
+across DDP ranks and uses `fisher_batches` batches instead of a full pass over the loader.
+Chaudhry et al. weight F·Δ² by ½ in the score's denominator; the CTP code (followed here)
+does not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vlcp.errors import ConfigError
+from vlcp.losses.regularizers import ewc_penalty, pad_rows, quadratic_penalty_grad, rwalk_score
+from vlcp.methods import register
+from vlcp.methods.ewc import EWC, trainable
+from vlcp.methods.si import PathIntegral
+
+
+@register
+class RWalk(EWC):
+    name = "rwalk"
+
+    @dataclass
+    class Config(EWC.Config):
+        ewc_lambda: float = 1000.0      # CTP code: λ = 1000 on Σ (F + s)(θ − θ*)²
+        fisher_merge: str = "average"   # CTP code: α = t/(t+1)
+        rwalk_xi: float = 0.1           # damping ξ; CTP code: 0.1
+
+        def __post_init__(self):
+            super().__post_init__()
+            if not self.rwalk_xi > 0:
+                raise ConfigError(f"rwalk_xi: must be > 0, got {self.rwalk_xi}")
+
+    def __init__(self, cfg=None, seed=0):
+        super().__init__(cfg, seed)
+        self.scores: dict[str, torch.Tensor] | None = None
+        self.rwalk_path = PathIntegral()
+
+    def _active(self) -> bool:
+        return bool(self.fisher) and self.cfg.ewc_lambda > 0
+
+    def before_task(self, model, ctx):
+        super().before_task(model, ctx)
+        self.rwalk_path.begin(trainable(model))
+
+    def loss(self, model, batch, ctx):
+        terms = super().loss(model, batch, ctx)   # base + "ewc" = λ Σ F (θ − θ*)²
+        if self._active() and self.scores:
+            terms["rwalk"] = self.cfg.ewc_lambda * ewc_penalty(trainable(model), self.anchors, self.scores)
+        return terms
+
+    def after_backward(self, model, ctx):
+        super().after_backward(model, ctx)
+        params = trainable(model)
+        pen = None
+        if self._active():
+            pen = quadratic_penalty_grad(params, self.anchors, self.fisher)
+            if self.scores:
+                for n, g in quadratic_penalty_grad(params, self.anchors, self.scores).items():
+                    pen[n] = pen[n] + g if n in pen else g
+            pen = {n: self.cfg.ewc_lambda * g for n, g in pen.items()}
+        self.rwalk_path.record_grad(params, pen)
+
+    def after_step(self, model, batch, ctx):
+        super().after_step(model, batch, ctx)
+        self.rwalk_path.record_step(trainable(model))
+
+    def after_task(self, model, ctx):
+        super().after_task(model, ctx)   # merged Fisher, anchors ← θ
+        params = trainable(model)
+        w, delta = self.rwalk_path.end(params)
+        new = {n: rwalk_score(w[n], pad_rows(self.fisher[n], w[n]), delta[n], self.cfg.rwalk_xi) for n in w}
+        old = self.scores or {}
+        self.scores = {n: (s + (pad_rows(old[n], s) if n in old else 0)) / 2 for n, s in new.items()}
+
+    def state_dict(self):
+        return super().state_dict() | {"scores": self.scores}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.scores = state["scores"]

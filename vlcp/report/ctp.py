@@ -1,0 +1,756 @@
+"""CTP's tables, Fig. 4 and claims ledger from our runs (pure functions of results dicts; the
+notebook `ctp_tables` lays them out beside the paper's numbers, from `refs/ctp_*.csv`).
+
+What is read from a run's `results.json`:
+- `cumulative[i]["test"]`: the model after task i on the merged test pools of tasks <= i (CTP's
+  protocol): TR@K, IR@K, Rm and mAP@N with CTP's "hits" normaliser (`mAP@N`) and the standard
+  min(N, |relevant|) one (`mAP_std@N`). The final row of a run is `cumulative[-1]["test"]`.
+- `final_cumulative[i]`: the final model on the pool of tasks <= i (CTP's eval.py "BWT":
+  sum_i (m(θ_i, D<=i) - m(θ_T, D<=i)) / (T - 1), positive = forgetting).
+- `train[i]["seconds"]` (training wall time, evaluation excluded) and `flops_per_step`.
+
+Definitions used by the tables and the ledger (all stated again in the notebook):
+- Mean ± std over seeds: sample std (ddof = 1); one seed shows no ±.
+- Time column: per seed, a method's total training seconds / SeqF's of the same seed (the same
+  run environment), then mean ± std over seeds; FLOPs column: FLOPs per step / SeqF's.
+- Verdicts (`vlcp.report.claims.greater`): a gap counts as "confirmed" when it exceeds the
+  spread (√(std_a² + std_b²) over seeds) or, for single-seed tables, the noise floor.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vlcp.eval.continual import ctp_bwt
+from vlcp.report.claims import Claim, combine, greater
+from vlcp.report.refs import paper_table
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL
+from vlcp.utils import read_json
+
+FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
+ABLATION = ["TR@1", "IR@1", "Rm", "mAP@1"]  # the columns of Tables 2-3 and supp. Table 2
+GROUPS = ("memory-free", "memory-buffer", "upper bound")
+
+# method key (experiment = "ctp-<key>", reversed order "ctp-rev-<key>") -> the paper's row name
+LABELS = {"jointt": "JointT", "seqf": "SeqF", "si": "SI", "mas": "MAS", "ewc": "EWC", "afec": "AFEC",
+          "lwf": "LWF", "rwalk": "RWalk", "ctp": "CTP", "mof": "MoF", "lucir": "LUCIR", "er": "ER",
+          "kmeans": "Kmeans", "icarl": "ICARL", "ctp-er": "CTP+ER"}
+PREFIX, REV_PREFIX = "ctp-", "ctp-rev-"
+
+# Table 2's rows in the paper's order: switches (L_CMC, L_c, L_s, ER)
+SWITCHES = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (1, 1, 0, 0), (1, 0, 1, 0), (1, 1, 1, 0), (1, 1, 1, 1)]
+COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")
+TABLE3_ROWS = ("only_prev", "only_cur", "no_queue", "no_selfmask", "ctp")
+
+# the paper's numbers the ledger's thresholds are anchored to (ctp.md §5.1-5.2, Table 1)
+PAPER_SEQF_HOURS, PAPER_CTP_HOURS = 3.4, 4.0
+PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
+PAPER_GAP = {"Rm": 23.22, "mAP@1": 1.65}                          # JointT - SeqF, §5.2
+PAPER_JOINTT = {"Rm": 80.08, "mAP@1": 63.79}                      # Table 1
+
+DEFAULT_STUDY = {
+    "runs": "runs-ctp",
+    "seeds": [0, 1, 2],
+    "ablation_seeds": [0],
+    "noise_floor": "auto",
+    "noise_floor_default": 1.0,
+    "time_tolerance": 1.1,
+    "time_target": PAPER_TIME_TARGET,
+    "tau_min": 0.6,
+    "gap": {"rm_min_frac": 0.5, "map_max_frac": 2.0},
+    "table1": {
+        "memory-free": ["ctp-seqf", "ctp-si", "ctp-mas", "ctp-ewc", "ctp-afec", "ctp-lwf", "ctp-rwalk", "ctp-ctp"],
+        "memory-buffer": ["ctp-mof", "ctp-lucir", "ctp-er", "ctp-kmeans", "ctp-icarl", "ctp-ctp-er"],
+        "upper bound": ["ctp-jointt"],
+    },
+    "reference": "ctp-seqf",
+    "ctp": "ctp-ctp",
+    "ctp_er": "ctp-ctp-er",
+    "table2": ["ctp-seqf", "ctp-abl-cmc", "ctp-abl-lc", "ctp-abl-cmc-lc", "ctp-abl-cmc-ls", "ctp-ctp", "ctp-ctp-er"],
+    "table3": {"only_prev": "ctp-only-prev", "only_cur": "ctp-only-cur", "no_queue": "ctp-no-queue",
+               "no_selfmask": "ctp-no-selfmask", "ctp": "ctp-ctp"},
+    "momentum": {0.7: "ctp-m0.7", 0.8: "ctp-m0.8", 0.9: "ctp-ctp", 0.99: "ctp-m0.99", 0.995: "ctp-m0.995"},
+    "reversed": ["seqf", "lwf", "ewc", "ctp", "er", "icarl", "ctp-er"],
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration and loading
+
+def study_config(params_file: str | Path | None = "params.yaml", **overrides) -> dict:
+    """DEFAULT_STUDY, updated by `report.ctp` of `params_file` (when the file and block exist),
+    then by the non-None `overrides` (the notebook's papermill parameters)."""
+    study = copy.deepcopy(DEFAULT_STUDY)
+    if params_file and Path(params_file).exists():
+        from vlcp.config import load_params
+
+        study.update((load_params(params_file).get("report") or {}).get("ctp") or {})
+    study.update({k: v for k, v in overrides.items() if v is not None})
+    study["momentum"] = {float(k): v for k, v in study["momentum"].items()}
+    return study
+
+
+def table1_experiments(study: dict) -> list[str]:
+    return [e for g in GROUPS for e in study["table1"].get(g, [])]
+
+
+def single_seed_experiments(study: dict) -> list[str]:
+    """Every experiment of Tables 2-3 and supp. Tables 2-3 (run with `ablation_seeds`)."""
+    exps = list(study["table2"]) + list(study["table3"].values()) + list(study["momentum"].values())
+    exps += [REV_PREFIX + m for m in study["reversed"]]
+    return list(dict.fromkeys(exps))
+
+
+def list_mismatch(study: dict) -> str:
+    """When params.yaml also lists the experiments flat for DVC's run matrices (`experiments`,
+    `ablation_experiments`), what those lists lack or add compared with the tables' ("" if none)."""
+    out = []
+    for key, want in (("experiments", table1_experiments(study)), ("ablation_experiments", single_seed_experiments(study))):
+        if key not in study:
+            continue
+        have = list(study[key])
+        if key == "ablation_experiments":   # Table 1's runs also serve the single-seed tables
+            want = [e for e in want if e not in table1_experiments(study)]
+        lack, extra = [e for e in want if e not in have], [e for e in have if e not in want]
+        if lack or extra:
+            out.append(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}")
+    return "; ".join(out)
+
+
+def load_available(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
+    """({experiment: [results of each seed found]}, {experiment: [missing seeds]}). Experiments
+    with no seed at all are left out of the first dict; nothing here raises for a missing run."""
+    runs, missing = {}, {}
+    for exp in dict.fromkeys(experiments):
+        found = []
+        for s in seeds:
+            path = Path(runs_dir) / exp / f"seed{s}" / "results.json"
+            if path.exists():
+                found.append(read_json(path))
+            else:
+                missing.setdefault(exp, []).append(s)
+        if found:
+            runs[exp] = found
+    return runs, missing
+
+
+def describe_missing(missing: dict[str, list[int]], experiments=None) -> str:
+    """'a (seeds 1, 2); b (seed 0)' for the experiments of `experiments` (all when None)."""
+    keep = [e for e in (experiments if experiments is not None else missing) if e in missing]
+    return "; ".join(f"{e} (seed{'s' if len(missing[e]) > 1 else ''} {', '.join(map(str, missing[e]))})"
+                     for e in dict.fromkeys(keep))
+
+
+def method_label(exp: str) -> str:
+    """'ctp-ctp-er' -> 'CTP+ER', 'ctp-rev-lwf' -> 'LWF'; other names are returned unchanged."""
+    for prefix in (REV_PREFIX, PREFIX):
+        if exp.startswith(prefix) and exp[len(prefix):] in LABELS:
+            return LABELS[exp[len(prefix):]]
+    return exp
+
+
+def group_of(study: dict, exp: str) -> str | None:
+    return next((g for g, exps in study["table1"].items() if exp in exps), None)
+
+
+# ----------------------------------------------------------------------------------------------
+# per-run quantities
+
+def final_row(r: dict, metrics=FINAL) -> dict[str, float]:
+    """The model after the last task on the whole stream's pools (the last cumulative row)."""
+    cell = r["cumulative"][-1]["test"]
+    return {m: float(cell[m]) for m in metrics if m in cell}
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and sample std (ddof 1; 0 for one value; NaN, NaN for none)."""
+    v = np.asarray([x for x in values if x is not None and not np.isnan(x)], float)
+    if len(v) == 0:
+        return float("nan"), float("nan")
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+
+
+def values(rs: list[dict], metric: str) -> list[float]:
+    """The final `metric` of every seed."""
+    return [final_row(r)[metric] for r in rs]
+
+
+def train_seconds(r: dict) -> float:
+    return float(sum(t["seconds"] for t in r["train"]))
+
+
+def flops_per_step(r: dict) -> float:
+    """FLOPs of one training step. When the runner records it per task (`train[i]["flops_per_step"]`)
+    the step-weighted mean over tasks is used; otherwise the run's `flops_per_step`, which the
+    runner measures once, on task 0's first step."""
+    per_task = [(t["flops_per_step"], t.get("steps", 1)) for t in r["train"] if t.get("flops_per_step")]
+    if per_task:
+        return float(sum(f * s for f, s in per_task) / sum(s for _, s in per_task))
+    return float(r.get("flops_per_step") or float("nan"))
+
+
+def _by_seed(rs: list[dict]) -> dict:
+    return {r.get("seed", i): r for i, r in enumerate(rs)}
+
+
+def time_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
+    """Per seed present in both: total training seconds / the reference's (same seed)."""
+    a, b = _by_seed(rs), _by_seed(ref)
+    return [train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0]
+
+
+def flop_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
+    a, b = _by_seed(rs), _by_seed(ref)
+    return [flops_per_step(a[s]) / flops_per_step(b[s]) for s in a if s in b]
+
+
+def run_bwt(r: dict, metric: str = "Rm") -> float:
+    """CTP's eval.py "BWT" on cumulative pools (positive = forgetting)."""
+    return ctp_bwt([c["test"][metric] for c in r["cumulative"]], [c[metric] for c in r["final_cumulative"]])
+
+
+# ----------------------------------------------------------------------------------------------
+# tables (numeric frames: columns (quantity, "mean" | "std"), plus ("seeds", "n"))
+
+def stats_frame(rows: dict, fn) -> pd.DataFrame:
+    """rows: {index: list of results (empty = missing)}; fn(rs) -> {quantity: [value per seed]}."""
+    out = {}
+    for key, rs in rows.items():
+        cells = {("seeds", "n"): len(rs or [])}
+        for q, vs in (fn(rs) if rs else {}).items():
+            m, s = mean_std(vs)
+            cells[(q, "mean")], cells[(q, "std")] = m, s
+        out[key] = cells
+    df = pd.DataFrame.from_dict(out, orient="index")
+    df.columns = pd.MultiIndex.from_tuples(df.columns)
+    if isinstance(next(iter(rows), None), tuple):
+        df.index = pd.MultiIndex.from_tuples(df.index)
+    return df
+
+
+def _finals(metrics):
+    return lambda rs: {m: values(rs, m) for m in metrics if m in final_row(rs[0])}
+
+
+def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference: str = "ctp-seqf",
+           metrics=FINAL) -> pd.DataFrame:
+    """Table 1 (paper layout): rows (group, method), the time and FLOP ratios to SeqF, and the final
+    retrieval metrics, mean and std over seeds. Missing runs keep their row (NaN, 0 seeds)."""
+    ref = runs.get(reference, [])
+
+    def fn(rs):
+        out = {"time × SeqF": time_ratios(rs, ref) if ref else [],
+               "FLOPs × SeqF": flop_ratios(rs, ref) if ref else []}
+        return out | _finals(metrics)(rs)
+
+    rows = {(g, method_label(e)): runs.get(e, []) for g in GROUPS for e in groups.get(g, [])}
+    return stats_frame(rows, fn)
+
+
+def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> pd.DataFrame:
+    """rows: {row label: experiment}; mean (and std) of the final metrics."""
+    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, _finals(metrics))
+
+
+SWITCH_INDEX = " ".join(COMPONENTS)   # the name of Table 2's index: "L_CMC L_c L_s ER"
+
+
+def switch_label(switches) -> str:
+    """(1, 1, 0, 0) or ("yes", "yes", "no", "no") -> "✓ ✓ × ×" (Table 2's row key)."""
+    return " ".join("✓" if s in (1, True, "yes", "✓") else "×" for s in switches)
+
+
+def table2_rows(experiments: list[str]) -> dict[str, str]:
+    """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment}, paper row order."""
+    return {switch_label(sw): e for sw, e in zip(SWITCHES, experiments)}
+
+
+def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION) -> pd.DataFrame:
+    """Table 2: rows keyed by the switches (L_CMC, L_c, L_s, ER), with the run's name."""
+    rows = table2_rows(experiments)
+    df = single_table(runs, rows, metrics)
+    df.index.name = SWITCH_INDEX
+    df.insert(0, ("run", ""), list(rows.values()))
+    return df
+
+
+def table3_rows(table3: dict[str, str]) -> dict[str, str]:
+    labels = paper_table("ctp_table3").set_index("row")["label"]
+    return {labels[k]: table3[k] for k in TABLE3_ROWS if k in table3}
+
+
+def momentum_rows(momentum: dict[float, str], table3: dict[str, str]) -> dict[str, str]:
+    """supp. Table 2's rows: the single-way updates, then m = ... (0.9 is CTP's default)."""
+    rows = {"only θ(t-1)": table3.get("only_prev"), "only θt": table3.get("only_cur")}
+    rows |= {f"m={m:g}": e for m, e in sorted(momentum.items())}
+    return {k: v for k, v in rows.items() if v}
+
+
+def reversed_rows(study: dict) -> dict[tuple, str]:
+    """{(group, label): ctp-rev-<m>} in Table 1's order."""
+    out = {}
+    for g in GROUPS:
+        for e in study["table1"].get(g, []):
+            key = e[len(PREFIX):] if e.startswith(PREFIX) else e
+            if key in study["reversed"]:
+                out[(g, method_label(e))] = REV_PREFIX + key
+    return out
+
+
+def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
+    """CTP-style BWT (Rm and mAP@1 on cumulative pools; positive = forgetting) per row."""
+    def fn(rs):
+        rs = [r for r in rs if r.get("final_cumulative")]
+        return {"BWT Rm": [run_bwt(r, "Rm") for r in rs], "BWT mAP@1": [run_bwt(r, "mAP@1") for r in rs]}
+    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, fn)
+
+
+def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 4: (mean, std) over seeds of `metric` on the cumulative pool after each task; index =
+    task number (1-based), columns = row labels (present runs only)."""
+    mean, std = {}, {}
+    for label, e in rows.items():
+        rs = runs.get(e)
+        if not rs:
+            continue
+        v = np.asarray([[c["test"][metric] for c in r["cumulative"]] for r in rs], float)
+        mean[label] = v.mean(0)
+        std[label] = v.std(0, ddof=1) if len(v) > 1 else np.zeros(v.shape[1])
+    idx = pd.RangeIndex(1, 1 + max((len(v) for v in mean.values()), default=0), name="task")
+    return (pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in mean.items()}, index=idx),
+            pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in std.items()}, index=idx))
+
+
+def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1")):
+    """Fig. 4: each method's model θ_i on the merged test pools of tasks <= i, mean over seeds
+    (band = ± std). Memory-free solid, memory-buffer dashed, the upper bound black."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    styles = {"memory-free": "-", "memory-buffer": "--", "upper bound": ":"}
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4))
+    tasks = next((rs[0]["tasks"] for rs in runs.values() if rs and "tasks" in rs[0]), None)
+    labels = [method_label(e) for e in table1_experiments(study)]
+    others = [x for x in labels if x not in ("CTP", "CTP+ER", "JointT")]
+    palette = dict(zip(others, sns.color_palette("husl", len(others)))) | {"CTP": "crimson", "CTP+ER": "darkred"}
+    for ax, metric in zip(np.atleast_1d(axes), metrics):
+        for g in GROUPS:
+            rows = {method_label(e): e for e in study["table1"].get(g, [])}
+            mean, std = curves(runs, rows, metric)
+            for label in mean.columns:
+                y, s = mean[label].to_numpy(), std[label].to_numpy()
+                colour = "k" if g == "upper bound" else palette.get(label)
+                width = 2.6 if label in ("CTP", "CTP+ER") else 1.3
+                ax.plot(mean.index, y, styles[g], marker="o", ms=3, color=colour, lw=width, label=label)
+                ax.fill_between(mean.index, y - s, y + s, color=colour, alpha=0.12)
+        ax.set_xlabel("after task i (evaluated on the tasks ≤ i)")
+        ax.set_ylabel(f"{metric} (%)")
+        if tasks:
+            ax.set_xticks(range(1, len(tasks) + 1), [t.split(" ")[0] for t in tasks], rotation=40, ha="right")
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------
+# formatting: ours beside the paper's
+
+def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """Numeric stats frame -> strings "mean ± std" ("mean" for one seed, "missing" for none, "—"
+    for a value that cannot be computed); columns without a "mean" (e.g. a run's name) pass through."""
+    cols = list(df.columns)
+    qs = [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]
+    n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
+    out = {}
+    for q in qs:
+        if (q, "mean") not in cols:
+            out[q] = df[next(c for c in cols if c[0] == q)].tolist()
+            continue
+        m = df[(q, "mean")].to_numpy(float)
+        sd = df[(q, "std")].to_numpy(float) if (q, "std") in cols else np.full(len(df), np.nan)
+        out[q] = ["missing" if k == 0 else "—" if np.isnan(a) else f"{a:.{digits}f}" if k == 1
+                  else f"{a:.{digits}f} ± {b:.{digits}f}" for k, a, b in zip(n, m, sd)]
+    return pd.DataFrame(out, index=df.index, dtype=object)
+
+
+def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
+    """Columns (quantity, "ours" | "paper") for each of `columns`; rows = ours' index; the paper's
+    frame must share that index (missing paper cells are blank)."""
+    cols = {}
+    for c in columns:
+        if c in ours.columns:
+            cols[(c, "ours")] = ours[c]
+        if c in paper.columns:
+            cols[(c, "paper")] = paper[c].reindex(ours.index).map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    return pd.DataFrame(cols, index=ours.index)
+
+
+def paper_table1(name: str = "ctp_table1") -> pd.DataFrame:
+    """The paper's Table 1 (or supp. Table 3) indexed (group, method); Table 1 adds the hours'
+    ratio to SeqF's 3.4 h."""
+    p = paper_table(name)
+    src = p.attrs["source"]
+    p = p.set_index(["group", "method"])
+    if "training_hours" in p.columns:
+        p = p.rename(columns={"training_hours": "hours"})
+        p["hours × SeqF"] = p["hours"] / PAPER_SEQF_HOURS
+    p.attrs["source"] = src
+    return p
+
+
+def paper_table2() -> pd.DataFrame:
+    p = paper_table("ctp_table2")
+    out = p.drop(columns=list(COMPONENTS))
+    out.index = pd.Index([switch_label(row) for row in p[list(COMPONENTS)].itertuples(index=False)], name=SWITCH_INDEX)
+    out.attrs["source"] = p.attrs["source"]
+    return out
+
+
+def paper_by_label(name: str) -> pd.DataFrame:
+    p = paper_table(name)
+    out = p.set_index("label")
+    out.attrs["source"] = p.attrs["source"]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# noise, ranking
+
+def noise_floor(runs: dict[str, list[dict]], experiments, metric: str = "Rm", setting="auto",
+                default: float = 1.0) -> tuple[float, str]:
+    """The floor for single-seed verdicts. A number in `setting` is used as is; "auto" measures it:
+    √2 × the pooled seed std of `metric` over the `experiments` with >= 2 seeds (the spread of a
+    difference of two single-seed values); `default` when no experiment has 2 seeds."""
+    if setting not in (None, "auto"):
+        return float(setting), "set in params (report.ctp.noise_floor)"
+    var = [np.var(values(runs[e], metric), ddof=1) for e in experiments if len(runs.get(e, [])) >= 2]
+    if not var:
+        return float(default), "default (no experiment with 2 seeds to measure it)"
+    return float(math.sqrt(2 * np.mean(var))), f"measured: √2 × pooled seed std of {metric} over {len(var)} Table 1 runs"
+
+
+def kendall_tau(x, y) -> float:
+    """Kendall's τ-b between two score lists over the same items (ties handled; NaN if undefined)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    conc = disc = tx = ty = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tx += 1
+            elif dy == 0:
+                ty += 1
+            elif dx == dy:
+                conc += 1
+            else:
+                disc += 1
+    denom = math.sqrt((conc + disc + tx) * (conc + disc + ty))
+    return (conc - disc) / denom if denom else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------
+# claims: each returns a Claim; missing runs -> "inconclusive" with "missing runs: ..." (unless
+# the runs present already refute the claim)
+
+def _ev(label: str, v: list[float]) -> str:
+    m, s = mean_std(v)
+    return f"{label} {m:.2f}" + (f" ± {s:.2f}" if len(v) > 1 else "")
+
+
+def _with_missing(verdict: str, evidence: str, missing: list[str]) -> tuple[str, str]:
+    if not missing:
+        return verdict, evidence
+    note = f"missing runs: {', '.join(missing)}"
+    return (verdict if verdict == "not confirmed" else "inconclusive"), (note + ("; " + evidence if evidence else ""))
+
+
+def claim_beats_all(runs, winner: str, others: list[str], metric: str = "Rm", floor: float = 0.0,
+                    text: str = "", source: str = "", names: dict[str, str] | None = None) -> Claim:
+    """`winner` beats every one of `others` on `metric` (each pair judged with `greater`); `names`:
+    display names of experiments (default: the paper's method names)."""
+    def label(e):
+        return (names or {}).get(e) or method_label(e)
+
+    text = text or f"{label(winner)} beats every one of {', '.join(map(label, others))} on {metric}"
+    missing = [e for e in [winner, *others] if not runs.get(e)]
+    if not runs.get(winner):
+        return Claim(text, *_with_missing("inconclusive", "", missing), source)
+    w = values(runs[winner], metric)
+    present = [e for e in others if runs.get(e)]
+    verdicts = [greater(w, values(runs[e], metric), floor) for e in present]
+    lost = [label(e) for e, v in zip(present, verdicts) if v == "not confirmed"]
+    within = [label(e) for e, v in zip(present, verdicts) if v == "inconclusive"]
+    ev = ", ".join([_ev(label(winner), w)] + [_ev(label(e), values(runs[e], metric)) for e in present])
+    ev += (f"; not beaten by: {', '.join(lost)}" if lost else "") + (f"; within the noise: {', '.join(within)}" if within else "")
+    if floor:
+        ev += f" (noise floor {floor:.2f})"
+    verdict = combine(verdicts) if verdicts else "inconclusive"
+    return Claim(text, *_with_missing(verdict, ev, missing), source)
+
+
+def group_means(runs, experiments: list[str], metric: str = "Rm") -> list[float]:
+    """Per seed (present in every experiment): the mean of `metric` over the experiments."""
+    by = [_by_seed(runs[e]) for e in experiments]
+    seeds = [s for s in by[0] if all(s in b for b in by)] if by else []
+    return [float(np.mean([final_row(b[s])[metric] for b in by])) for s in seeds]
+
+
+def claim_groups(runs, buffer: list[str], free: list[str], metric: str = "Rm", floor: float = 0.0) -> Claim:
+    """Memory-buffer methods beat memory-free ones: the per-seed mean over the memory-buffer group
+    beats the memory-free group's (judged with `greater`); the evidence also counts the pairs."""
+    text = f"memory-buffer methods beat memory-free ones on {metric} (group means)"
+    missing = [e for e in buffer + free if not runs.get(e)]
+    b, f = [e for e in buffer if runs.get(e)], [e for e in free if runs.get(e)]
+    if not b or not f:
+        return Claim(text, *_with_missing("inconclusive", "", missing), "Table 1, §5.2")
+    gb, gf = group_means(runs, b, metric), group_means(runs, f, metric)
+    if not gb or not gf:
+        return Claim(text, *_with_missing("inconclusive", "no seed common to every run of a group", missing), "Table 1, §5.2")
+    verdict = greater(gb, gf, floor)
+    mb = {e: np.mean(values(runs[e], metric)) for e in b}
+    mf = {e: np.mean(values(runs[e], metric)) for e in f}
+    wins = sum(mb[x] > mf[y] for x in b for y in f)
+    ev = (f"{_ev('memory-buffer mean', gb)} ({len(b)} methods) vs {_ev('memory-free mean', gf)} ({len(f)} methods); "
+          f"{wins}/{len(b) * len(f)} pairs of seed means have the memory-buffer method ahead")
+    return Claim(text, *_with_missing(verdict, ev, missing), "Table 1, §5.2")
+
+
+def claim_gap(runs, jointt: str, seqf: str, rm_min_frac: float = 0.5, map_max_frac: float = 2.0,
+              floor: float = 0.0) -> Claim:
+    """JointT - SeqF is large on Rm and small on mAP@1, relative to JointT's own score and anchored to
+    the paper's gaps (23.22 of 80.08 Rm = 29 %, 1.65 of 63.79 mAP@1 = 2.6 %): large = the Rm gap
+    >= rm_min_frac × 29 % of our JointT Rm; small = the mAP@1 gap <= map_max_frac × 2.6 % of our
+    JointT mAP@1. Per-seed gaps pair JointT and SeqF runs of the same seed."""
+    rel = {m: PAPER_GAP[m] / PAPER_JOINTT[m] for m in PAPER_GAP}
+    text = (f"the JointT–SeqF gap is large on Rm (≥ {rm_min_frac:g} × the paper's {100 * rel['Rm']:.0f} % of JointT) and "
+            f"small on mAP@1 (≤ {map_max_frac:g} × the paper's {100 * rel['mAP@1']:.1f} % of JointT)")
+    missing = [e for e in (jointt, seqf) if not runs.get(e)]
+    if missing:
+        return Claim(text, *_with_missing("inconclusive", "", missing), "§5.2, Fig. 4")
+    a, b = _by_seed(runs[jointt]), _by_seed(runs[seqf])
+    seeds = [s for s in a if s in b]
+    gaps = {m: [final_row(a[s])[m] - final_row(b[s])[m] for s in seeds] for m in PAPER_GAP}
+    top = {m: float(np.mean(values(runs[jointt], m))) for m in PAPER_GAP}
+    thr_rm = rm_min_frac * rel["Rm"] * top["Rm"]
+    thr_map = map_max_frac * rel["mAP@1"] * top["mAP@1"]
+    v_rm = greater(gaps["Rm"], [thr_rm], floor)
+    v_map = greater([thr_map], gaps["mAP@1"], floor)
+    ev = (f"Rm gap {_ev('', gaps['Rm']).strip()} (threshold ≥ {thr_rm:.2f}: {v_rm}), "
+          f"mAP@1 gap {_ev('', gaps['mAP@1']).strip()} (threshold ≤ {thr_map:.2f}: {v_map}); "
+          f"JointT Rm {top['Rm']:.2f}, mAP@1 {top['mAP@1']:.2f}; paper: 23.22 and 1.65")
+    return Claim(text, combine([v_rm, v_map]), ev, "§5.2, Fig. 4")
+
+
+def component_pairs(component: str) -> list[tuple[int, int]]:
+    """Table 2's row pairs (without, with) that differ only in `component`'s switch."""
+    k = COMPONENTS.index(component)
+    return [(i, j) for i, a in enumerate(SWITCHES) for j, b in enumerate(SWITCHES)
+            if a[k] == 0 and b[k] == 1 and all(a[x] == b[x] for x in range(4) if x != k)]
+
+
+def claim_component(runs, experiments: list[str], component: str, metric: str = "Rm", floor: float = 0.0) -> Claim:
+    """Adding `component` improves `metric` in every pair of Table 2 rows that differ only in it."""
+    text = f"adding {component} improves {metric} (every Table 2 row pair differing only in {component})"
+    pairs = component_pairs(component)
+    paper = paper_table("ctp_table2")[metric].tolist()
+    verdicts, ev, missing = [], [], []
+    for i, j in pairs:
+        a, b = experiments[i], experiments[j]
+        miss = [e for e in (a, b) if not runs.get(e)]
+        if miss:
+            missing += miss
+            continue
+        without, with_ = values(runs[a], metric), values(runs[b], metric)
+        verdicts.append(greater(with_, without, floor))
+        p = "" if pd.isna(paper[i]) or pd.isna(paper[j]) else f"; paper {paper[i]:.2f} → {paper[j]:.2f}"
+        ev.append(f"{a} {np.mean(without):.2f} → {b} {np.mean(with_):.2f} ({verdicts[-1]}{p})")
+    verdict = combine(verdicts) if verdicts else "inconclusive"
+    return Claim(text, *_with_missing(verdict, "; ".join(ev) + (f" (noise floor {floor:.2f})" if ev else ""),
+                                      list(dict.fromkeys(missing))), "Table 2")
+
+
+def claim_momentum_insensitive(runs, momentum: dict[float, str], metric: str = "Rm", floor: float = 0.0) -> Claim:
+    """Not sensitive to m: the range (max - min) of `metric` over the m values is within the noise
+    floor -> confirmed; over 2 × the floor -> not confirmed; in between -> inconclusive."""
+    text = f"CTP is not sensitive to the compatible momentum m ({metric} range over m within the noise)"
+    missing = [e for e in momentum.values() if not runs.get(e)]
+    present = {m: float(np.mean(values(runs[e], metric))) for m, e in sorted(momentum.items()) if runs.get(e)}
+    if len(present) < 2:
+        return Claim(text, *_with_missing("inconclusive", "fewer than 2 values of m", missing), "supp. Table 2")
+    spread = max(present.values()) - min(present.values())
+    verdict = "confirmed" if spread <= floor else "inconclusive" if spread <= 2 * floor else "not confirmed"
+    ev = (", ".join(f"m={m:g}: {v:.2f}" for m, v in present.items()) +
+          f"; range {spread:.2f} vs noise floor {floor:.2f} (paper: range 0.30)")
+    return Claim(text, *_with_missing(verdict, ev, missing), "supp. Table 2")
+
+
+def overhead(runs, ctp: str, reference: str, tolerance: float = 1.1, target: float = PAPER_TIME_TARGET) -> dict:
+    """CTP's training-time ratio to SeqF (per seed), its FLOP ratio, and the two targets."""
+    if not runs.get(ctp) or not runs.get(reference):
+        return {}
+    ratios = time_ratios(runs[ctp], runs[reference])
+    flops = flop_ratios(runs[ctp], runs[reference])
+    m, s = mean_std(ratios)
+    f = float(np.mean(flops)) if flops else float("nan")
+    return {"time ratios": ratios, "time ratio": m, "time ratio std": s, "FLOP ratio": f,
+            "FLOP target": f * tolerance, "tolerance": tolerance, "paper target": target,
+            "paper ratio": PAPER_CTP_HOURS / PAPER_SEQF_HOURS}
+
+
+def claim_time_overhead(runs, ctp: str, reference: str, tolerance: float = 1.1, target: float = PAPER_TIME_TARGET,
+                        floor: float = 0.0) -> Claim:
+    """CTP's time over SeqF is small: <= `target` (the paper's 4.0 h / 3.4 h) and <= its FLOP ratio ×
+    `tolerance` (its extra time is its extra arithmetic). Judged with `greater` over the per-seed
+    ratios (spread = their std, or `floor`)."""
+    text = f"CTP's training-time overhead over SeqF is small (≤ {target:.2f}× and ≤ its FLOP ratio × {tolerance:g})"
+    missing = [e for e in (ctp, reference) if not runs.get(e)]
+    o = overhead(runs, ctp, reference, tolerance, target)
+    if missing or not o.get("time ratios"):
+        return Claim(text, *_with_missing("inconclusive", "no seed common to both runs" if not missing else "", missing),
+                     "Table 1 hours, §5.2")
+    v_target = greater([target], o["time ratios"], floor)
+    v_flops = greater([o["FLOP target"]], o["time ratios"], floor) if not np.isnan(o["FLOP target"]) else "inconclusive"
+    ev = (f"time ratio {_ev('', o['time ratios']).strip()} over {len(o['time ratios'])} seed(s); "
+          f"≤ {target:.2f}: {v_target}; FLOP ratio {o['FLOP ratio']:.3f} × {tolerance:g} = {o['FLOP target']:.3f}: {v_flops}; "
+          f"paper 4.0 h / 3.4 h = {o['paper ratio']:.2f}")
+    return Claim(text, combine([v_target, v_flops]), ev, "Table 1 hours, §5.2")
+
+
+def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.DataFrame:
+    """Methods run in both orders (the upper bound excluded): mean `metric` and rank in each order,
+    with the paper's for the same methods."""
+    p1 = paper_table1("ctp_table1").reset_index().set_index("method")[metric]
+    p3 = paper_table1("ctp_supp_table3").reset_index().set_index("method")[metric]
+    rows = {}
+    for (g, label), rev in reversed_rows(study).items():
+        default = PREFIX + rev[len(REV_PREFIX):]
+        if g == "upper bound" or not runs_default.get(default) or not runs_reversed.get(rev):
+            continue
+        rows[label] = {"group": g, "default (ours)": np.mean(values(runs_default[default], metric)),
+                       "reversed (ours)": np.mean(values(runs_reversed[rev], metric)),
+                       "default (paper)": p1.get(label, np.nan), "reversed (paper)": p3.get(label, np.nan)}
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    for c in ("default (ours)", "reversed (ours)", "default (paper)", "reversed (paper)"):
+        if c in df:
+            df[f"rank {c}"] = df[c].rank(ascending=False, method="min")
+    return df
+
+
+def claim_ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm", floor: float = 0.0,
+                  tau_min: float = 0.6) -> Claim:
+    """The ranking survives the reversed order: Kendall τ-b between the default-order (seed means)
+    and reversed-order rankings of the methods run in both is >= tau_min (0 < τ < tau_min:
+    inconclusive; τ <= 0: not confirmed), and CTP / CTP+ER stay first among the memory-free /
+    memory-buffer methods of the reversed runs (each pair judged with `greater`)."""
+    text = (f"the ranking survives the reversed task order (Kendall τ ≥ {tau_min:g} on {metric}; "
+            f"CTP and CTP+ER stay first in their groups)")
+    rows = reversed_rows(study)
+    missing = [e for e in rows.values() if not runs_reversed.get(e)]
+    missing += [PREFIX + e[len(REV_PREFIX):] for e in rows.values() if not runs_default.get(PREFIX + e[len(REV_PREFIX):])]
+    df = ranking(runs_default, runs_reversed, study, metric)
+    verdicts, ev = [], []
+    if len(df) >= 3:
+        tau = kendall_tau(df["default (ours)"], df["reversed (ours)"])
+        paper = df.dropna(subset=["default (paper)", "reversed (paper)"])
+        ptau = kendall_tau(paper["default (paper)"], paper["reversed (paper)"]) if len(paper) >= 3 else float("nan")
+        verdicts.append("confirmed" if tau >= tau_min else "inconclusive" if tau > 0 else "not confirmed")
+        ev.append(f"τ = {tau:.2f} over {len(df)} methods ({verdicts[-1]}; paper, same methods: {ptau:.2f}); "
+                  f"reversed order: {' > '.join(df.sort_values('reversed (ours)', ascending=False).index)}")
+    else:
+        verdicts.append("inconclusive")
+        ev.append(f"only {len(df)} method(s) run in both orders (τ needs 3)")
+    for winner, g in ((study["ctp"], "memory-free"), (study["ctp_er"], "memory-buffer")):
+        w = REV_PREFIX + winner[len(PREFIX):]
+        others = [e for (gg, _), e in rows.items() if gg == g and e != w and runs_reversed.get(e)]
+        if not runs_reversed.get(w) or not others:
+            verdicts.append("inconclusive")
+            continue
+        vs = [greater(values(runs_reversed[w], metric), values(runs_reversed[e], metric), floor) for e in others]
+        verdicts.append(combine(vs))
+        ev.append(f"{method_label(winner)} first among the reversed {g} runs (vs {len(others)} other(s)): {verdicts[-1]}")
+    return Claim(text, *_with_missing(combine(verdicts), "; ".join(ev) + f" (noise floor {floor:.2f})",
+                                      list(dict.fromkeys(missing))), "supp. Table 3")
+
+
+def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float) -> list[Claim]:
+    """Every claim of the CTP paper we check, in the paper's order. runs1: Table 1 runs (seeds);
+    runs_abl: the single-seed tables' runs (ablation seeds); floor_single: their noise floor."""
+    t1 = study["table1"]
+    # Table 1's verdicts use the seed spread; a run with one seed has none, so then the floor applies
+    floor1 = floor_single if any(len(rs) < 2 for e, rs in runs1.items() if e in table1_experiments(study)) else 0.0
+    free = [e for e in t1.get("memory-free", []) if e not in (study["ctp"], study["reference"])]
+    buffer = [e for e in t1.get("memory-buffer", []) if e != study["ctp_er"]]
+    claims = [
+        claim_beats_all(runs1, study["ctp"], free + [study["reference"]], "Rm", floor1,
+                        "CTP beats every memory-free baseline on Rm", "Table 1, §5.2"),
+        claim_beats_all(runs1, study["ctp_er"], buffer, "Rm", floor1,
+                        "CTP+ER beats every memory-buffer baseline on Rm", "Table 1, §5.2"),
+        claim_groups(runs1, [e for e in t1.get("memory-buffer", [])],
+                     [e for e in t1.get("memory-free", []) if e != study["reference"]], "Rm", floor1),
+        claim_gap(runs1, (t1.get("upper bound") or ["ctp-jointt"])[0], study["reference"],
+                  study["gap"]["rm_min_frac"], study["gap"]["map_max_frac"], floor1),
+    ]
+    claims += [claim_component(runs_abl, study["table2"], c, "Rm", floor_single) for c in COMPONENTS]
+    t3 = study["table3"]
+    names3 = {e: k for k, e in table3_rows(t3).items()}
+    claims += [
+        claim_beats_all(runs_abl, t3["ctp"], [t3["only_prev"], t3["only_cur"]], "Rm", floor_single,
+                        "the compatible momentum update beats either single-way update on Rm", "Table 3", names3),
+        claim_beats_all(runs_abl, t3["ctp"], [t3["no_queue"]], "Rm", floor_single,
+                        "the momentum queue Q helps (CTP > w/o Q on Rm)", "Table 3", names3),
+        claim_beats_all(runs_abl, t3["ctp"], [t3["no_selfmask"]], "Rm", floor_single,
+                        "suppressing the same-modal self-similarity helps (CTP > w/o P̂i2i & P̂t2t on Rm)", "Table 3", names3),
+        claim_momentum_insensitive(runs_abl, study["momentum"], "Rm", floor_single),
+        claim_time_overhead(runs1, study["ctp"], study["reference"], study["time_tolerance"], study["time_target"]),
+        claim_ranking(runs1, runs_abl, study, "Rm", floor_single, study["tau_min"]),
+    ]
+    return claims
+
+
+# ----------------------------------------------------------------------------------------------
+# the setting, for the notebook's introduction
+
+def setting(runs: dict[str, list[dict]], study: dict) -> dict:
+    """Model, budget and buffer size as the runs recorded them (first run found)."""
+    r = next((rs[0] for rs in runs.values() if rs), None)
+    if r is None:
+        return {}
+    cfg = r.get("config", {})
+    buffer = None
+    for e in study["table1"].get("memory-buffer", []):
+        if runs.get(e):
+            m = runs[e][0].get("config", {}).get("method", {})
+            buffer = next((m[k] for k in ("buffer_size", "memory_size", "memory") if k in m), None)
+            if buffer is not None:
+                break
+    out = {"model": cfg.get("model", {}).get("name"), "steps": cfg.get("train", {}).get("steps"),
+            "batch size": cfg.get("train", {}).get("batch_size"), "lr": cfg.get("train", {}).get("lr"),
+            "tasks": len(r.get("tasks", [])), "buffer size (pairs)": buffer,
+            "training pairs": sum(r.get("task_sizes", [])) or None, "device": r.get("device")}
+    return {k: "—" if v is None else str(v) for k, v in out.items()}
+
+
+def method_notes(keys) -> dict[str, str]:
+    """Each method's module docstring (first paragraph), or why there is none."""
+    import warnings
+
+    with warnings.catch_warnings():        # tqdm.auto's "IProgress not found" inside a notebook
+        warnings.simplefilter("ignore")
+        from vlcp.methods import get_method
+
+    out = {}
+    for k in keys:
+        try:
+            cls = get_method(k)
+            doc = (__import__(cls.__module__, fromlist=["x"]).__doc__ or cls.__doc__ or "").strip()
+            out[k] = " ".join(doc.split("\n\n")[0].split()) or "(no docstring)"
+        except Exception as e:  # noqa: BLE001 - a method not (yet) registered is shown, not fatal
+            out[k] = f"(not available: {str(e).split(';')[0]})"
+    return out
