@@ -1,5 +1,5 @@
 """A tiny end-to-end `dvc repro` of the real pipeline (3 groups, few steps, one seed) in a scratch
-git repo: data prepare -> runs (spine, IncCLIP and CLL-CLIP studies) -> papermill notebooks -> HTML -> index;
+git repo: data prepare -> runs (spine, CTP, IncCLIP and CLL-CLIP studies) -> papermill notebooks -> HTML -> index;
 then a no-op."""
 import os
 import shutil
@@ -27,6 +27,9 @@ def test_tiny_dvc_repro(tmp_path):
     for name, exp in params["experiments"].items():
         if name.startswith("cll-"):
             exp["train"] = {**(exp.get("train") or {}), "steps": 12 if name == "cll-base" else 6, "batch_size": 16}
+    ctp = params["report"]["ctp"]                                      # the CTP study: a few rows of each table
+    ctp.update(seeds=[0], experiments=["ctp-seqf", "ctp-ctp", "ctp-er", "ctp-jointt"],
+               ablation_experiments=["ctp-abl-cmc", "ctp-rev-seqf", "ctp-rev-ctp"])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path))
@@ -52,7 +55,12 @@ def test_tiny_dvc_repro(tmp_path):
     assert "Claims ledger" in cll and "Traceback" not in cll and cll.count("data:image/png") >= 5
     for exp in params["report"]["cllclip"]["experiments"]:
         assert (tmp_path / "runs-cllclip" / exp / "seed0" / "results.json").exists()
+    ctp_html = (tmp_path / "reports" / "ctp_tables.html").read_text()
+    assert "Claims ledger" in ctp_html and "Traceback" not in ctp_html and ctp_html.count("data:image/png") >= 1
+    for exp in ctp["experiments"] + ctp["ablation_experiments"]:
+        assert (tmp_path / "runs-ctp" / exp / "seed0" / "results.json").exists()
     index = (tmp_path / "reports" / "index.html").read_text()
+    assert "ctp_tables.html" in index and "CTP beats every memory-free baseline" in index
     assert "cllclip_teir.html" in index and "TEIR improves AR and F of every method" in index
     assert "incclip_ablations.html" in index and "IncCLIP beats every baseline" in index
     assert "overview.html" in index and "performance.html" in index and "final Rm orders JointT &gt; ER &gt; SeqF" in index

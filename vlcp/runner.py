@@ -126,8 +126,11 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         t0 = time.time()
         stats = train_task(model, method, ctx, steps[t], cfg.train, device,
                            desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)} {tasks[t]}")
-        method.after_task(unwrap(model), ctx)
         seconds = time.time() - t0
+        task_flops = _measure_flops(model, method, ctx, cfg, device)  # with this task's method state (teachers, buffers)
+        t0 = time.time()
+        method.after_task(unwrap(model), ctx)
+        seconds += time.time() - t0
         t1 = time.time()
         row = evaluator(unwrap(model), tokenizer, device, t) if is_main() else None
         for name, metrics in (row or {}).get("matrix", {}).items():
@@ -140,6 +143,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         results["train"].append({"task": tasks[t], "steps": steps[t], "seconds": round(seconds, 3),
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
                                  "loss": stats["loss"], "terms": stats["terms"],
+                                 "flops_per_step": task_flops,
                                  "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
         if is_main() and row:
             c = row["cumulative"]["test"]
@@ -159,15 +163,19 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
 
 
 def _measure_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:
-    """FLOPs of one training step's forward + backward (method loss included)."""
-    gen_state = ctx.generator.get_state()
+    """FLOPs of one training step's forward + backward (method batch and loss included). The
+    measurement leaves the run's random stream and the context's extras as they were."""
+    gen_state, extras = ctx.generator.get_state(), dict(ctx.extras)
     ids = ctx.pool[torch.randint(0, len(ctx.pool), (cfg.train.batch_size,), generator=ctx.generator)]
-    batch = ctx.materialize(ids)
-    ctx.generator.set_state(gen_state)  # the measurement must not shift the run's random stream
+    batch = method.make_batch(ids, ctx)
+    ctx.generator.set_state(gen_state)
 
     def step():
         with autocast(device, cfg.train.precision):
             loss = sum(method.loss(model, batch, ctx).values())
         loss.backward()
         model.zero_grad(set_to_none=True)
-    return budget.flops_per_step(step)
+    flops = budget.flops_per_step(step)
+    ctx.extras.clear()
+    ctx.extras.update(extras)
+    return flops

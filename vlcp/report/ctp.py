@@ -216,8 +216,9 @@ def run_bwt(r: dict, metric: str = "Rm") -> float:
 # ----------------------------------------------------------------------------------------------
 # tables (numeric frames: columns (quantity, "mean" | "std"), plus ("seeds", "n"))
 
-def stats_frame(rows: dict, fn) -> pd.DataFrame:
-    """rows: {index: list of results (empty = missing)}; fn(rs) -> {quantity: [value per seed]}."""
+def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
+    """rows: {index: list of results (empty = missing)}; fn(rs) -> {quantity: [value per seed]}.
+    Every quantity of `quantities` gets its columns even when no row has it (NaN)."""
     out = {}
     for key, rs in rows.items():
         cells = {("seeds", "n"): len(rs or [])}
@@ -225,10 +226,13 @@ def stats_frame(rows: dict, fn) -> pd.DataFrame:
             m, s = mean_std(vs)
             cells[(q, "mean")], cells[(q, "std")] = m, s
         out[key] = cells
-    df = pd.DataFrame.from_dict(out, orient="index")
-    df.columns = pd.MultiIndex.from_tuples(df.columns)
-    if isinstance(next(iter(rows), None), tuple):
-        df.index = pd.MultiIndex.from_tuples(df.index)
+    cols = [("seeds", "n")] + [(q, st) for q in quantities for st in ("mean", "std")]
+    cols += [c for cells in out.values() for c in cells if c not in cols]
+    cols = list(dict.fromkeys(cols))
+    index = pd.MultiIndex.from_tuples(list(rows)) if isinstance(next(iter(rows), None), tuple) else list(rows)
+    df = pd.DataFrame([[out[k].get(c, np.nan) for c in cols] for k in rows], index=index,
+                      columns=pd.MultiIndex.from_tuples(cols))
+    df[("seeds", "n")] = df[("seeds", "n")].astype(int)
     return df
 
 
@@ -248,12 +252,12 @@ def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference:
         return out | _finals(metrics)(rs)
 
     rows = {(g, method_label(e)): runs.get(e, []) for g in GROUPS for e in groups.get(g, [])}
-    return stats_frame(rows, fn)
+    return stats_frame(rows, fn, ["time × SeqF", "FLOPs × SeqF", *metrics])
 
 
 def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> pd.DataFrame:
     """rows: {row label: experiment}; mean (and std) of the final metrics."""
-    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, _finals(metrics))
+    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, _finals(metrics), metrics)
 
 
 SWITCH_INDEX = " ".join(COMPONENTS)   # the name of Table 2's index: "L_CMC L_c L_s ER"
@@ -306,7 +310,7 @@ def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
     def fn(rs):
         rs = [r for r in rs if r.get("final_cumulative")]
         return {"BWT Rm": [run_bwt(r, "Rm") for r in rs], "BWT mAP@1": [run_bwt(r, "mAP@1") for r in rs]}
-    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, fn)
+    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, fn, ["BWT Rm", "BWT mAP@1"])
 
 
 def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -352,7 +356,11 @@ def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1"))
         if tasks:
             ax.set_xticks(range(1, len(tasks) + 1), [t.split(" ")[0] for t in tasks], rotation=40, ha="right")
         ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    last = np.atleast_1d(axes)[-1]
+    if last.get_legend_handles_labels()[0]:
+        last.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        last.text(0.5, 0.5, "no runs", ha="center", transform=last.transAxes)
     fig.tight_layout()
     return fig
 
