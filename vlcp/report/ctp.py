@@ -443,24 +443,11 @@ def noise_floor(runs: dict[str, list[dict]], experiments, metric: str = "Rm", se
 
 
 def kendall_tau(x, y) -> float:
-    """Kendall's τ-b between two score lists over the same items (ties handled; NaN if undefined)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    conc = disc = tx = ty = 0
-    for i in range(len(x)):
-        for j in range(i + 1, len(x)):
-            dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                tx += 1
-            elif dy == 0:
-                ty += 1
-            elif dx == dy:
-                conc += 1
-            else:
-                disc += 1
-    denom = math.sqrt((conc + disc + tx) * (conc + disc + ty))
-    return (conc - disc) / denom if denom else float("nan")
+    """Kendall's τ-b between two score lists over the same items (scipy; NaN if undefined)."""
+    from scipy.stats import kendalltau
+    if len(x) < 2:
+        return float("nan")
+    return float(kendalltau(x, y).statistic)
 
 
 # ----------------------------------------------------------------------------------------------
