@@ -119,3 +119,14 @@ def test_model_built_for_the_data_image_size():
 
     model, _ = create_clip("vlcp-tiny-rn", image_size=64)     # its config says 32
     assert model.encode_image(torch.zeros(2, 3, 64, 64)).shape == (2, 128)
+
+
+def test_experiment_names_are_dvc_param_keys():
+    """DVC tracks `experiments.<name>` as a params key and reads a dot as nesting: a name with a
+    dot makes its run stage fail ("Parameters ... are missing from params.yaml")."""
+    from pathlib import Path
+
+    import yaml
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    bad = [n for n in params["experiments"] if "." in n]
+    assert not bad, f"experiment names with dots: {bad}"

@@ -73,7 +73,7 @@ DEFAULT_STUDY = {
     "table2": ["ctp-seqf", "ctp-abl-cmc", "ctp-abl-lc", "ctp-abl-cmc-lc", "ctp-abl-cmc-ls", "ctp-ctp", "ctp-ctp-er"],
     "table3": {"only_prev": "ctp-only-prev", "only_cur": "ctp-only-cur", "no_queue": "ctp-no-queue",
                "no_selfmask": "ctp-no-selfmask", "ctp": "ctp-ctp"},
-    "momentum": {0.7: "ctp-m0.7", 0.8: "ctp-m0.8", 0.9: "ctp-ctp", 0.99: "ctp-m0.99", 0.995: "ctp-m0.995"},
+    "momentum": {0.7: "ctp-m07", 0.8: "ctp-m08", 0.9: "ctp-ctp", 0.99: "ctp-m099", 0.995: "ctp-m0995"},
     "reversed": ["seqf", "lwf", "ewc", "ctp", "er", "icarl", "ctp-er"],
 }
 
