@@ -7,6 +7,7 @@ its state across a resume; `extra_cost` reports extra forward/backward passes pe
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -62,6 +63,11 @@ def model_outputs(model: torch.nn.Module, batch: Batch):
     if batch.mlm_input is None:
         return model(batch.images, batch.tokens)
     return model(batch.images, batch.tokens, batch.mlm_input, batch.mlm_labels != -100)
+
+
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A frozen, eval-mode copy of `model` (a distillation teacher, CTP's θc and θ(t-1))."""
+    return copy.deepcopy(model).eval().requires_grad_(False)
 
 
 def base_terms(model: torch.nn.Module, batch: Batch, out=None) -> dict[str, torch.Tensor]:

@@ -26,7 +26,6 @@ rebuilt from the checkpointed model at `before_task`.
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -36,7 +35,7 @@ from vlcp.errors import ConfigError
 from vlcp.losses import soft_distill
 from vlcp.losses.topology import momentum_contrast, topology_kl, update_queue
 from vlcp.methods import register
-from vlcp.methods.base import Method, base_terms, model_outputs
+from vlcp.methods.base import Method, base_terms, frozen_copy, model_outputs
 
 
 def momentum_update(target: list[torch.Tensor], sources: list[tuple[float, list[torch.Tensor]]]) -> None:
@@ -86,9 +85,8 @@ class CTP(Method):
 
     def before_task(self, model, ctx):
         super().before_task(model, ctx)
-        frozen = lambda: copy.deepcopy(model).eval().requires_grad_(False)  # noqa: E731
-        self.momentum_model = frozen() if self.cfg.cmc else None
-        self.ref = frozen() if ctx.task > 0 and (self.cfg.cross_topology or self.cfg.same_topology
+        self.momentum_model = frozen_copy(model) if self.cfg.cmc else None
+        self.ref = frozen_copy(model) if ctx.task > 0 and (self.cfg.cross_topology or self.cfg.same_topology
                                                   or (self.cfg.cmc and self.cfg.prev_weight > 0)) else None
         self.task = ctx.task
 
@@ -136,14 +134,14 @@ class CTP(Method):
             ptr = update_queue(self.queues[0], self.ptr, feats[0])
             update_queue(self.queues[1], self.ptr, feats[1])
             self.ptr = ptr
-        mom = [p for p in self.momentum_model.parameters()]
+        mom = list(self.momentum_model.parameters())
         cur = [p.detach() for p in model.parameters()]
         if self.task == 0:   # no θ(t-1) yet: EMA of the current model
             m = self.cfg.momentum_task0
             momentum_update(mom, [(m, mom), (1 - m, cur)])
         else:
             m, w = self.cfg.momentum, self.cfg.prev_weight
-            prev = [p for p in self.ref.parameters()]
+            prev = list(self.ref.parameters())
             momentum_update(mom, [(m, mom), ((1 - m) * w, prev), ((1 - m) * (1 - w), cur)])
 
     def extra_cost(self) -> float:

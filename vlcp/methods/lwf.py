@@ -21,7 +21,6 @@ after task 0 (a logging guard); no such quirk here. The teacher is derived state
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -29,7 +28,7 @@ import torch
 from vlcp.errors import ConfigError
 from vlcp.losses import cross_modal_kd, soft_distill
 from vlcp.methods import register
-from vlcp.methods.base import Method, base_terms, model_outputs
+from vlcp.methods.base import Method, base_terms, frozen_copy, model_outputs
 
 
 @register
@@ -55,7 +54,7 @@ class LwF(Method):
 
     def before_task(self, model, ctx):
         super().before_task(model, ctx)
-        self.teacher = copy.deepcopy(model).eval().requires_grad_(False) if ctx.task > 0 else None
+        self.teacher = frozen_copy(model) if ctx.task > 0 else None
 
     def loss(self, model, batch, ctx):
         out = model_outputs(model, batch)

@@ -4,12 +4,11 @@ model, the distillation teacher). Not a method itself; the teacher is derived st
 from the checkpointed model at `before_task`), so it is not saved."""
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
 
-from vlcp.methods.base import model_outputs
+from vlcp.methods.base import frozen_copy, model_outputs
 from vlcp.methods.er import ER
 
 
@@ -20,7 +19,7 @@ class TeacherER(ER):
 
     def before_task(self, model, ctx):
         super().before_task(model, ctx)
-        self.old = copy.deepcopy(model).eval().requires_grad_(False) if ctx.task > 0 else None
+        self.old = frozen_copy(model) if ctx.task > 0 else None
 
     @torch.no_grad()
     def teacher(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
