@@ -88,6 +88,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
     method = get_method(cfg.method.name)(get_method(cfg.method.name).Config(**cfg.method.args),
                                         seed=derive_seed(cfg.seed, "method"))
+    method.prepare_model(model)
 
     chash = config_hash(cfg.to_dict())
     ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"

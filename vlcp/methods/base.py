@@ -1,6 +1,8 @@
 """The hook base every continual method builds on (design §6).
 
-The loop (`vlcp.train.loop`) calls, per task: `before_task` → `make_optimizer` → for each step
+The runner calls `prepare_model` once, before a resume loads the checkpoint and before DDP
+wraps the model (adapters, frozen towers: anything that changes the parameter set or which
+parameters train). The loop (`vlcp.train.loop`) calls, per task: `before_task` → `make_optimizer` → for each step
 (`make_batch` → `loss` → backward → `after_backward` → optimizer step → `after_step`) →
 `after_task`. A method overrides only the hooks it needs; `state_dict`/`load_state_dict` carry
 its state across a resume; `extra_cost` reports extra forward/backward passes per step (MAFs).
@@ -90,6 +92,9 @@ class Method:
         self.seed = seed
 
     # -- hooks ---------------------------------------------------------------------------
+    def prepare_model(self, model: torch.nn.Module) -> None:
+        """Once per run, in place, before the checkpoint loads and DDP wraps the model."""
+
     def before_task(self, model: torch.nn.Module, ctx: TaskContext) -> None:
         pass
 
