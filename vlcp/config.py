@@ -108,6 +108,9 @@ class TrainCfg:
     lr: float = 1e-3
     min_lr_ratio: float = 0.01
     warmup_steps: int = 10           # per task
+    warmup_frac: float = 0.0         # > 0: warmup = ceil(frac × the task's steps), overriding warmup_steps (FoMo: 0.1)
+    cooldown_frac: float = 0.1       # rsqrt schedules: linear cooldown over the last frac of each task
+    schedule: str = "cosine"         # per task: cosine | rsqrt; meta (FoMo-in-Flux): autoregressive-cosine | continued-cosine | autoregressive-rsqrt | continued-rsqrt | peaks-match-rsqrt
     weight_decay: float = 0.1
     beta2: float = 0.98
     grad_clip: float = 1.0
@@ -131,6 +134,12 @@ class TrainCfg:
         for f in ("warmup_steps", "weight_decay", "grad_clip"):
             if getattr(self, f) < 0:
                 raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")
+        for f in ("warmup_frac", "cooldown_frac"):
+            if not 0 <= getattr(self, f) < 1:
+                raise ConfigError(f"{f}: must be in [0, 1), got {getattr(self, f)}")
+        from vlcp.train.schedules import SCHEDULES
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"schedule: unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device: must be auto, cpu or cuda, got {self.device!r}")
         if self.precision not in ("fp32", "bf16"):

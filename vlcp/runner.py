@@ -22,6 +22,7 @@ from vlcp.methods.base import TaskContext
 from vlcp.models import create_model
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
+from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.train.loop import Materializer, autocast, train_task
 from vlcp.utils import atomic_path, config_hash, derive_seed, seed_everything, write_json
 
@@ -86,6 +87,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     plain = Materializer(train.images, train.image_text, tokens, device, augment=False)
     task_ids = [(train.image_tasks == t).nonzero().squeeze(1) for t in range(len(tasks))]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
+    plan = plan_for(cfg.train, steps)
     method = get_method(cfg.method.name)(get_method(cfg.method.name).Config(**cfg.method.args),
                                         seed=derive_seed(cfg.seed, "method"))
     method.prepare_model(model)
@@ -125,7 +127,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
             results["flops_per_step"] = _measure_flops(model, method, ctx, cfg, device)
         budget.reset_peak_memory(device)
         t0 = time.time()
-        stats = train_task(model, method, ctx, steps[t], cfg.train, device,
+        stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, plan, t),
                            desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)} {tasks[t]}")
         seconds = time.time() - t0
         task_flops = _measure_flops(model, method, ctx, cfg, device)  # with this task's method state (teachers, buffers)

@@ -43,3 +43,29 @@ def ctp_bwt(so_far, final) -> float:
     so_far, final = np.asarray(so_far, float), np.asarray(final, float)
     n = len(so_far)
     return float((so_far - final).sum() / (n - 1)) if n > 1 else 0.0
+
+
+# --------------------------------------------------------------------------- FoMo-in-Flux
+
+def dataset_macro(scores: dict[str, float]) -> float:
+    """FoMo-in-Flux's A_KA / A_ZS: the mean over datasets of each dataset's score (top-1
+    accuracy for a classification set, R@5 for a retrieval set), not over concepts or samples
+    (its 40·acc + 1·R@5 over 41 adaptation sets is this mean)."""
+    if not scores:
+        raise ValueError("dataset_macro: no datasets")
+    return float(np.mean(list(scores.values())))
+
+
+def geometric_mean(ka: float, zs: float) -> float:
+    """GM = √(A_KA · A_ZS), the trade-off summary of FoMo-in-Flux's trajectory plots."""
+    return float(np.sqrt(max(ka, 0.0) * max(zs, 0.0)))
+
+
+def above_trade_off_line(point, zero_shot, joint) -> float:
+    """Signed distance (in A_ZS units) of an (A_KA, A_ZS) point above the straight line from the
+    zero-shot start (A_KA⁰, A_ZS⁰) to the joint-training point: > 0 retains more zero-shot
+    accuracy than the linear trade-off at the same accumulation."""
+    (x, y), (x0, y0), (x1, y1) = point, zero_shot, joint
+    if x1 == x0:
+        raise ValueError("above_trade_off_line: zero-shot and joint points have the same A_KA")
+    return float(y - (y0 + (y1 - y0) * (x - x0) / (x1 - x0)))

@@ -38,3 +38,68 @@ def peak_memory_mb(device: torch.device) -> float:
 def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+# --------------------------------------------------------------------------- MAFs (FoMo-in-Flux)
+
+def _storage(t: torch.Tensor) -> tuple[int, int]:
+    s = t.untyped_storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def _tensor_bytes(tensors) -> int:
+    seen = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+            ptr, n = _storage(t)
+            seen[ptr] = n
+    return sum(seen.values())
+
+
+def training_memory_bytes(model: torch.nn.Module, step_fn, optimizer: torch.optim.Optimizer | None = None,
+                          extra_state=()) -> dict[str, int]:
+    """Memory of one training step by tensor accounting (device independent, deterministic):
+    parameters, gradients of trainable parameters, optimizer state, the activations autograd
+    saves for backward during `step_fn()`'s forward (distinct storages that are not parameters),
+    and `extra_state` tensors a method keeps (Fisher, anchors, teachers). On a GPU
+    `torch.cuda.max_memory_allocated` measures the same step with the allocator's overheads;
+    on CPU the process RSS is useless for this (it only grows), hence the accounting.
+    `step_fn` runs forward + backward; the optimizer should have stepped once (state allocated)."""
+    params = list(model.parameters())
+    param_ptrs = {_storage(p)[0] for p in params}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        if isinstance(t, torch.Tensor):
+            ptr, n = _storage(t)
+            if ptr not in param_ptrs:
+                saved[ptr] = n
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step_fn()
+    opt_state = [] if optimizer is None else [v for s in optimizer.state.values() for v in s.values()
+                                              if isinstance(v, torch.Tensor)]
+    out = {"parameters": _tensor_bytes(params),
+           "gradients": sum(p.numel() * p.element_size() for p in params if p.requires_grad),
+           "optimizer": _tensor_bytes(opt_state),
+           "activations": sum(saved.values()),
+           "method": _tensor_bytes(extra_state)}
+    out["total"] = sum(out.values())
+    return out
+
+
+def memory_multiplier(peak: float, reference_peak: float) -> float:
+    """A method's peak memory relative to full fine-tuning's (FoMo-in-Flux Table 4)."""
+    return peak / reference_peak
+
+
+def mafs(flops: float, peak: float, reference_peak: float) -> float:
+    """Memory-adjusted FLOPs: FLOPs × memory multiplier."""
+    return flops * memory_multiplier(peak, reference_peak)
+
+
+def steps_for_budget(reference_steps: int, reference_mafs: float, method_mafs: float) -> int:
+    """Steps a method may take for the MAFs full fine-tuning spends in `reference_steps` steps
+    (floor, at least 1): 1420 × 63,394.76 / 47,407.84 → 1898 for LoRA r=4 in Table 4."""
+    return max(1, int(reference_steps * reference_mafs / method_mafs))

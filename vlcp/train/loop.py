@@ -1,7 +1,8 @@
 """The one training loop: step-based, one task at a time, the method's hooks around each step.
 
-`train_task` runs `steps` AdamW steps on batches drawn from `ctx.pool`, with a per-task cosine
-schedule (warmup, restart every task, optimizer state reset per task), gradient clipping,
+`train_task` runs `steps` AdamW steps on batches drawn from `ctx.pool`, with the LR of
+`lr_at(step)` (default: `train.schedule` over this one task; the runners pass the stream's plan so
+meta-schedules see every task), optimizer state reset per task, gradient clipping,
 logit-scale clamping, optional bf16 autocast, and a tqdm bar.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 from vlcp.train.optim import make_optimizer  # noqa: F401  (re-exported)
 from vlcp.train.distributed import all_reduce_mean, is_main, local_slice, unwrap
-from vlcp.train.schedules import cosine_with_warmup
+from vlcp.train.schedules import lr_fn, plan_for
 
 
 class Materializer:
@@ -60,8 +61,10 @@ def autocast(device: torch.device, precision: str):
 
 
 def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: int, cfg: TrainCfg,
-               device: torch.device, desc: str = "train") -> dict:
-    """Train one task; returns {"loss": mean total loss, "samples": samples seen, per-term means}."""
+               device: torch.device, desc: str = "train", lr_at=None) -> dict:
+    """Train one task; returns {"loss": mean total loss, "samples": samples seen, per-term means}.
+    `lr_at`: step -> LR (default: `cfg.schedule` on a stream of this one task)."""
+    lr_at = lr_at or lr_fn(cfg.schedule, plan_for(cfg, [steps]), 0)
     method.before_task(unwrap(model), ctx)
     opt = method.make_optimizer(model, cfg)
     sums: dict[str, float] = {}
@@ -69,7 +72,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
                leave=False, mininterval=1.0)
     for step in bar:
         ctx.step = step
-        lr = cosine_with_warmup(step, steps, cfg.lr, cfg.warmup_steps, cfg.lr * cfg.min_lr_ratio)
+        lr = lr_at(step)
         for g in opt.param_groups:
             g["lr"] = lr
         ids = ctx.pool[torch.randint(0, len(ctx.pool), (cfg.batch_size,), generator=ctx.generator)]
