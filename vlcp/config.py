@@ -22,7 +22,7 @@ from vlcp.errors import ConfigError
 
 BENCHMARKS = ("emoji",)
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
-STREAMS = ("group", "class", "instance", "language")
+STREAMS = ("group", "class", "instance", "language", "concepts")
 
 
 @dataclass
@@ -52,7 +52,7 @@ class DataCfg:
     seed: int = 0
     split: SplitCfg = field(default_factory=SplitCfg)
     tasks: list[str] = field(default_factory=list)  # groups to use; empty = all, in Unicode order
-    stream: str = "group"            # group: one task per group | class: class chunks | instance: random chunks | language: one task per language (CLL-CLIP)
+    stream: str = "group"            # group: one task per group | class: class chunks | instance: random chunks | language: one task per language (CLL-CLIP) | concepts: FoMo-in-Flux concept stream (see `fomo`)
     num_tasks: int = 0               # class/instance streams: number of chunks (>= 2)
     reverse: bool = False            # reverse the task order
     languages: list[str] = field(default_factory=list)  # language stream: CLDR codes in order; empty = en + the 35 others, seeded
@@ -146,6 +146,43 @@ class TrainCfg:
             raise ConfigError(f"precision: must be fp32 or bf16, got {self.precision!r}")
 
 
+ORDERINGS = ("random", "easy-to-hard", "frequency", "similarity", "time", "dataset")
+POOL_GROUPS = ["Smileys & Emotion", "People & Body", "Animals & Nature", "Food & Drink", "Flags"]
+
+
+@dataclass
+class FomoCfg:
+    """FoMo-in-Flux's concept stream (data.stream: concepts; `vlcp.data.fomo`, `vlcp.runner_fomo`)."""
+    pool_groups: list[str] = field(default_factory=lambda: list(POOL_GROUPS))  # pretraining pool P; the other groups adapt
+    num_tasks: int = 20              # tasks cut by concept count (ordering "dataset": 0 = one task per dataset)
+    ordering: str = "random"         # random | easy-to-hard | frequency | similarity | time | dataset
+    reverse: bool = False
+    stream_file: str | None = None   # a `DATASET+++class` JSON stream to use instead of `ordering`
+    mixture: list[float] = field(default_factory=lambda: [0.33, 0.34, 0.33])   # λP, λD, λB
+    steps_per_task: int = 30         # full fine-tuning's steps per task; other methods get the same MAFs
+    budget: str = "mafs"             # mafs: steps × (full FT's MAFs / the method's) | steps: equal steps
+    temperature: float | None = None  # set τ (logit scale = 1/τ) before the first task; None keeps θ0's
+    shapes_per_class: int = 6        # training images per colour-shape class
+
+    def __post_init__(self):
+        from vlcp.data.mixtures import validate_mixture
+        if self.ordering not in ORDERINGS:
+            raise ConfigError(f"ordering: unknown ordering {self.ordering!r}; known: {', '.join(ORDERINGS)}")
+        if self.num_tasks < 0 or (self.num_tasks == 0 and self.ordering != "dataset"):
+            raise ConfigError(f"num_tasks: must be >= 1 (0 only with ordering 'dataset'), got {self.num_tasks}")
+        if len(self.mixture) != 3:
+            raise ConfigError(f"mixture: expected [λP, λD, λB], got {self.mixture!r}")
+        validate_mixture(*self.mixture, field="mixture")
+        if self.steps_per_task < 1:
+            raise ConfigError(f"steps_per_task: must be >= 1, got {self.steps_per_task}")
+        if self.budget not in ("mafs", "steps"):
+            raise ConfigError(f"budget: must be 'mafs' or 'steps', got {self.budget!r}")
+        if self.temperature is not None and not 0 < self.temperature <= 1:
+            raise ConfigError(f"temperature: must be in (0, 1], got {self.temperature}")
+        if self.shapes_per_class < 2:
+            raise ConfigError(f"shapes_per_class: must be >= 2, got {self.shapes_per_class}")
+
+
 @dataclass
 class EvalCfg:
     batch_size: int = 512
@@ -165,6 +202,7 @@ class ExperimentCfg:
     method: MethodCfg = field(default_factory=MethodCfg)
     train: TrainCfg = field(default_factory=TrainCfg)
     eval: EvalCfg = field(default_factory=EvalCfg)
+    fomo: FomoCfg = field(default_factory=FomoCfg)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

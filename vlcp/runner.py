@@ -23,7 +23,7 @@ from vlcp.models import create_model
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
 from vlcp.train.schedules import lr_fn, plan_for
-from vlcp.train.loop import Materializer, autocast, train_task
+from vlcp.train.loop import Materializer, autocast, draw_ids, train_task
 from vlcp.utils import atomic_path, config_hash, derive_seed, seed_everything, write_json
 
 RESULTS_FORMAT = 1
@@ -62,6 +62,9 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     if cfg.data.stream == "language":
         from vlcp.runner_language import run_language_experiment
         return run_language_experiment(cfg, out_dir, ckpt_dir, resume, stop_after_task)
+    if cfg.data.stream == "concepts":
+        from vlcp.runner_fomo import run_fomo_experiment
+        return run_fomo_experiment(cfg, out_dir, ckpt_dir, resume, stop_after_task)
     started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)
@@ -169,7 +172,7 @@ def _measure_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) 
     """FLOPs of one training step's forward + backward (method batch and loss included). The
     measurement leaves the run's random stream and the context's extras as they were."""
     gen_state, extras = ctx.generator.get_state(), dict(ctx.extras)
-    ids = ctx.pool[torch.randint(0, len(ctx.pool), (cfg.train.batch_size,), generator=ctx.generator)]
+    ids = draw_ids(ctx, cfg.train.batch_size)
     batch = method.make_batch(ids, ctx)
     ctx.generator.set_state(gen_state)
 

@@ -26,7 +26,7 @@ def assign_tasks(items: list[dict], groups: list[str], subgroups: list[str], cfg
         raise VlcpError(f"data.tasks: unknown task {unknown[0]!r}; known: {', '.join(groups)}")
     used = np.array([it["group"] in order for it in items])
     task = np.full(len(items), -1, dtype=np.int64)
-    if cfg.stream in ("group", "language"):  # the language stream uses every group
+    if cfg.stream in ("group", "language", "concepts"):  # the language and concept streams use every group
         names = order
         for i, it in enumerate(items):
             if used[i]:

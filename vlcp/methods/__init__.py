@@ -23,6 +23,6 @@ def available_methods() -> list[str]:
 
 
 from vlcp.methods import afec, cll_codaprompt, cll_der, cll_dualprompt, cll_er, cll_joint, cll_lora, cll_mla, cll_oewc, cll_ptuning, cllclip, co2l, ctp, ctp_er, er, ewc, geodl, icarl, incclip, jointt, kmeans, lucir, lwf, mas, mof, rwalk, seqf, si, ucir  # noqa: E402,F401  (register the built-in methods)
-from vlcp.methods import ema_merge, ft_merge, zs_merge  # noqa: E402,F401  (FoMo-in-Flux merges)
+from vlcp.methods import bitfit, dora, ema_merge, ft_merge, galore, lnfit, locked_image, locked_text, lora, vera, zs_merge  # noqa: E402,F401  (FoMo-in-Flux)
 
 __all__ = ["Batch", "Method", "TaskContext", "available_methods", "get_method", "register"]

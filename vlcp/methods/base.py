@@ -46,6 +46,7 @@ class TaskContext:
     generator: torch.Generator         # per-task, per-seed sampling generator
     step: int = 0                      # step within the task
     materialize_plain: Any = None      # ids -> Batch without augmentation or masking (task-end feature passes)
+    sampler: Any = None                # (batch size, generator) -> ids of one batch; None = uniform over `pool`
     extras: dict = field(default_factory=dict)
 
 

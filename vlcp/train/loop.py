@@ -54,6 +54,14 @@ class Materializer:
         return Batch(to(x), to(tok), ids, *mlm)
 
 
+def draw_ids(ctx: TaskContext, batch_size: int) -> torch.Tensor:
+    """One batch's train-set ids: the context's sampler (FoMo's P/D/B mixture), else uniform
+    with replacement over `ctx.pool`."""
+    if ctx.sampler is not None:
+        return ctx.sampler(batch_size, ctx.generator)
+    return ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=ctx.generator)]
+
+
 def autocast(device: torch.device, precision: str):
     if precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
@@ -75,7 +83,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
         lr = lr_at(step)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids = ctx.pool[torch.randint(0, len(ctx.pool), (cfg.batch_size,), generator=ctx.generator)]
+        ids = draw_ids(ctx, cfg.batch_size)
         batch = method.make_batch(ids, ctx)
         with autocast(device, cfg.precision):
             terms = method.loss(model, batch, ctx)

@@ -1,0 +1,118 @@
+"""The mini FoMo-in-Flux: its datasets, the concept-stream runner, budgets, resume."""
+import json
+
+import pytest
+import torch
+
+from vlcp.config import DataCfg, POOL_GROUPS, experiment_from_dict
+from vlcp.data import concepts as cs
+from vlcp.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def fomo(emoji_root):
+    from vlcp.data.benchmark import load_benchmark
+    from vlcp.data.fomo import build_fomo
+
+    cfg = DataCfg(root=str(emoji_root))
+    return build_fomo(load_benchmark(cfg), POOL_GROUPS, cfg.train_styles, cfg.unseen_styles)
+
+
+def fomo_experiment(root, method="seqf", **fomo):
+    return experiment_from_dict({
+        "name": f"fomo-{method}", "seed": 0, "data": {"root": str(root), "stream": "concepts"},
+        "model": {"name": "vlcp-tiny"}, "method": {"name": method},
+        "fomo": {"num_tasks": 3, "steps_per_task": 4, **fomo},
+        "train": {"batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1, "warmup_frac": 0.1},
+        "eval": {"batch_size": 256}})
+
+
+def test_datasets_split_pool_adaptation_and_retention(fomo):
+    train = fomo.train
+    pool_groups = {fomo.train.groups[int(train.image_text[i])].item() for i in fomo.pool.tolist()}
+    assert len(pool_groups) == len(POOL_GROUPS)
+    adapt = torch.cat(fomo.concept_images)
+    assert len(set(adapt.tolist())) == len(adapt)                       # every image in one concept
+    assert not set(adapt.tolist()) & set(fomo.pool.tolist())            # adaptation data is not in P
+    assert len(adapt) + len(fomo.pool) == len(train.images)
+    datasets = {c.dataset for c in fomo.concepts}
+    assert "shapes" in datasets and "objects/twemoji" in datasets and len(datasets) == 9
+    assert sum(c.dataset == "shapes" for c in fomo.concepts) == 36
+    roles = {s.name: s.role for s in fomo.eval_sets}
+    assert roles["shapes"] == roles["objects/noto-mono"] == roles["adaptation-retrieval"] == "adaptation"
+    assert roles["smileys-emotion"] == roles["pool-retrieval"] == roles["pool/openmoji"] == "retention"
+    # every class of an adaptation dataset is a zero-shot class, streamed yet or not
+    objects = next(s for s in fomo.eval_sets if s.name == "objects/twemoji")
+    assert len(objects.classes) == sum(c.dataset == "objects/twemoji" for c in fomo.concepts)
+    # side information: shapes are dated after every emoji; frequency counts pool caption words
+    year = dict(zip(fomo.concepts, fomo.year))
+    assert year[cs.Concept("shapes", "red star")] > max(fomo.year[:-36])
+    assert all(f >= 0 for f in fomo.frequency)
+
+
+def test_fomo_config_errors_name_the_field(emoji_root):
+    with pytest.raises(ConfigError, match="fomo.mixture: λ sum to 0.9"):
+        fomo_experiment(emoji_root, mixture=[0.5, 0.4, 0.0])
+    with pytest.raises(ConfigError, match="fomo.ordering: unknown ordering 'alphabetical'"):
+        fomo_experiment(emoji_root, ordering="alphabetical")
+
+
+def test_run_trajectory_budget_and_resume(emoji_root, tmp_path):
+    from vlcp.runner import run_experiment
+
+    cfg = fomo_experiment(emoji_root)
+    full = run_experiment(cfg, tmp_path / "full", resume=False)
+    assert len(full["tasks"]) == 3 and len(full["trajectory"]) == 3
+    assert sorted(e for t in full["tasks"] for e in t) == sorted(full["stream"])
+    assert {"A_KA", "A_ZS", "GM", "datasets"} <= set(full["zero_shot"])
+    assert full["steps_per_task"] == [4, 4, 4] and full["budget"]["memory_multiplier"] == pytest.approx(1.0)
+    on_disk = json.loads((tmp_path / "full" / "results.json").read_text())
+    assert on_disk["trajectory"][-1]["GM"] == pytest.approx(full["trajectory"][-1]["GM"])
+
+    run_experiment(cfg, tmp_path / "part", stop_after_task=0, resume=False)
+    resumed = run_experiment(cfg, tmp_path / "part")
+    assert resumed["trajectory"] == full["trajectory"]
+
+
+def test_mafs_budget_gives_cheaper_methods_more_steps(emoji_root, tmp_path):
+    from vlcp.runner import run_experiment
+
+    r = run_experiment(fomo_experiment(emoji_root, "locked-text", num_tasks=2), tmp_path / "lt", resume=False)
+    b = r["budget"]
+    assert b["memory_multiplier"] < 1 and r["steps_per_task"][0] > 4
+    assert b["method"]["memory"]["gradients"] < b["full_ft"]["memory"]["gradients"]
+    equal = run_experiment(fomo_experiment(emoji_root, "locked-text", num_tasks=2, budget="steps"),
+                           tmp_path / "eq", resume=False)
+    assert equal["steps_per_task"] == [4, 4]
+
+
+@pytest.mark.parametrize("ordering", ["easy-to-hard", "similarity", "time", "frequency", "dataset"])
+def test_every_ordering_streams_every_concept_once(emoji_root, fomo, ordering):
+    from vlcp.models import create_model
+    from vlcp.runner_fomo import concept_order, cut
+    from vlcp.train.loop import Materializer
+
+    cfg = fomo_experiment(emoji_root, ordering=ordering, num_tasks=0 if ordering == "dataset" else 3)
+    train = fomo.train
+    corpus = [c for caps in train.captions for c in caps]
+    model, tok = create_model("vlcp-tiny", None, "cpu", 32)
+    plain = Materializer(train.images, train.image_text, tok(corpus).view(len(train.captions), -1, tok.context_length), "cpu", False)
+    order = concept_order(cfg, fomo, model, tok, "cpu", lambda ids: plain(ids, torch.Generator().manual_seed(0)), 0)
+    assert sorted(order) == sorted(fomo.concepts)
+    tasks = cut(cfg, order)
+    if ordering == "dataset":   # one task per dataset, each dataset contiguous
+        assert len(tasks) == 9 and all(len({c.dataset for c in t}) == 1 for t in tasks)
+    if ordering == "time":
+        assert [c.dataset for c in order[-36:]] == ["shapes"] * 36
+
+
+def test_stream_file_import(emoji_root, fomo, tmp_path):
+    from vlcp.runner_fomo import concept_order
+
+    path = tmp_path / "stream.json"
+    cs.write_stream(path, cs.reverse(fomo.concepts))
+    cfg = fomo_experiment(emoji_root, stream_file=str(path))
+    assert concept_order(cfg, fomo, None, None, "cpu", None, 0) == cs.reverse(fomo.concepts)
+    cs.write_stream(path, fomo.concepts[:-1])
+    with pytest.raises(ConfigError, match="fomo.stream_file"):
+        concept_order(cfg, fomo, None, None, "cpu", None, 0)

@@ -1,0 +1,200 @@
+"""A mini FoMo-in-Flux on the embedded benchmark (design §4, issue 5).
+
+FoMo-in-Flux starts from a CLIP pretrained on a pool P and adapts it, concept by concept, to
+datasets P covers poorly, while zero-shot retention is measured on general held-out datasets.
+Here, at the scale of the emoji benchmark:
+
+- **Pretraining pool P**: the training items of `pool_groups` (default: Smileys & Emotion,
+  People & Body, Animals & Nature, Food & Drink, Flags) in the training styles. The base CLIP
+  θ0 is pretrained on exactly these pairs (`vlcp pretrain fomo-base`), and they are the pool
+  that λP replays.
+- **Adaptation datasets** (A_KA): every other group, one dataset per (group, training style)
+  ("objects/twemoji", …), classes = the group's subgroups; and `shapes`, the procedural
+  coloured shapes with procedural captions ("a red star"), classes = the 36 colour-shape pairs.
+  A concept is one (dataset, class); its training images are the stream's unit.
+- **Retention datasets** (A_ZS, never trained on after θ0): the held-out items of each
+  pool group (subgroup classification), every pool item in the unseen style (group
+  classification), and image–text retrieval (R@5, both directions averaged) on the pool's test
+  items — the roles of ImageNet-style sets and MSCOCO/Flickr in the paper.
+- **Adaptation retrieval**: R@5 on the adaptation groups' test items (FSCOCO's role).
+
+Concept side information for the orderings (`vlcp.data.concepts`): the **time** of a concept is
+the median Unicode emoji release year of its subgroup's emoji (the shapes are dated after the
+newest emoji); its **frequency** is the mean count, over the words of its class name, of that
+word in P's captions; **difficulty** and **similarity** come from the base model
+(`concept_difficulty`, `class_embeddings`).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from vlcp.data.benchmark import EmojiBenchmark, PairSet
+from vlcp.data.concepts import Concept
+from vlcp.data.emoji import readable
+from vlcp.data.procedural import COLOURS, SHAPES, render_shapes
+
+# Unicode emoji version -> release year (emoji 0.6–2.0 are the 2015 baseline)
+EMOJI_YEAR = {0.6: 2015, 0.7: 2015, 1.0: 2015, 2.0: 2015, 3.0: 2016, 4.0: 2016, 5.0: 2017, 11.0: 2018,
+              12.0: 2019, 12.1: 2019, 13.0: 2020, 13.1: 2020, 14.0: 2021, 15.0: 2022, 15.1: 2023}
+SHAPES_YEAR = 2024
+SHAPE_TEMPLATES = ("a {} shape.", "a {}.", "a drawing of a {}.", "{}", "a simple {} on white.",
+                   "a picture of a {}.", "an icon of a {}.", "a {} figure.")
+EMOJI_TEMPLATE = "an emoji of {}."
+
+
+@dataclass
+class EvalSet:
+    """One evaluation dataset: zero-shot classification (images, labels, class names, one
+    template, as FoMo's per-dataset primer) or retrieval (`pairs`, scored by R@5)."""
+    name: str
+    role: str                                   # "adaptation" (A_KA) or "retention" (A_ZS)
+    images: torch.Tensor | None = None          # uint8 [M, S, S, 3]
+    labels: torch.Tensor | None = None          # long [M]
+    classes: list[str] = field(default_factory=list)
+    template: str = EMOJI_TEMPLATE
+    pairs: PairSet | None = None                # retrieval sets
+
+
+@dataclass
+class FomoData:
+    train: PairSet                              # pool P + adaptation training pairs
+    pool: torch.Tensor                          # image indices of P in `train`
+    concepts: list[Concept]                     # adaptation concepts
+    concept_images: list[torch.Tensor]          # per concept: image indices in `train`
+    year: list[float]                           # per concept
+    frequency: list[float]                      # per concept
+    templates: dict[str, str]                   # dataset -> zero-shot template
+    eval_sets: list[EvalSet]
+
+    def class_prompt(self, c: Concept) -> str:
+        return self.templates[c.dataset].format(c.classname)
+
+
+def slug(group: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", group.lower()).strip("-")
+
+
+def concat_pairsets(a: PairSet, b: PairSet) -> PairSet:
+    """`b`'s items after `a`'s (images, texts and per-item fields; groups as in `a`, -1 for b)."""
+    n = len(a.texts)
+    groups = None if a.groups is None else torch.cat([a.groups, b.groups if b.groups is not None
+                                                      else torch.full((len(b.texts),), -1, dtype=torch.long)])
+    return PairSet(torch.cat([a.images, b.images]), torch.cat([a.image_text, b.image_text + n]),
+                   a.texts + b.texts, a.captions + b.captions, torch.cat([a.labels, b.labels]),
+                   torch.cat([a.tasks, b.tasks]), torch.cat([a.items, b.items]), groups)
+
+
+def shape_pairs(size: int, per_class: int, seed: int, captions: int) -> tuple[PairSet, list[str]]:
+    """The procedural shapes as image–text pairs: one item per image, class = "colour shape",
+    `captions` procedural caption variants from SHAPE_TEMPLATES."""
+    s = render_shapes(size, per_class, seed)
+    classes = [f"{c} {sh}" for sh in SHAPES for c in COLOURS]
+    label = s.labels["shape"] * len(COLOURS) + s.labels["colour"]
+    caps = [[SHAPE_TEMPLATES[k % len(SHAPE_TEMPLATES)].format(classes[y]) for k in range(captions)]
+            for y in label.tolist()]
+    n = len(label)
+    return PairSet(torch.from_numpy(s.images), torch.arange(n), [c[0] for c in caps], caps,
+                   torch.from_numpy(label).long(), torch.full((n,), -1, dtype=torch.long),
+                   torch.full((n,), -1, dtype=torch.long), torch.full((n,), -1, dtype=torch.long)), classes
+
+
+def word_frequency(captions: list[str]) -> Counter:
+    return Counter(w for c in captions for w in re.findall(r"[a-z0-9]+", c.lower()))
+
+
+def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list[str], unseen_styles: list[str],
+               shapes_per_class: int = 6, seed: int = 0) -> FomoData:
+    """Assemble the mini FoMo-in-Flux from a prepared emoji benchmark (every group loaded)."""
+    groups = bench.group_names
+    unknown = [g for g in pool_groups if g not in groups]
+    if unknown:
+        raise ValueError(f"fomo.pool_groups: unknown group {unknown[0]!r}; known: {', '.join(groups)}")
+    pool_ids = [groups.index(g) for g in pool_groups]
+    adapt_groups = [g for g in groups if g not in pool_groups]
+    emoji_train = bench.pairs("train", train_styles)
+    captions = len(emoji_train.captions[0])
+    shapes_train, shape_classes = shape_pairs(bench.cfg.image_size, shapes_per_class, seed + 1, captions)
+    train = concat_pairsets(emoji_train, shapes_train)
+
+    n_items = len(emoji_train.texts)
+    img_group = emoji_train.image_groups
+    img_style = torch.arange(len(emoji_train.images)) // max(n_items, 1)  # images are style-major
+    in_pool = torch.isin(img_group, torch.tensor(pool_ids))
+    pool = in_pool.nonzero().squeeze(1)
+
+    concepts, concept_images, year, templates = [], [], [], {}
+    versions: dict[str, list[float]] = {}
+    for it in bench.items:
+        versions.setdefault(it["subgroup"], []).append(EMOJI_YEAR.get(it["version"], SHAPES_YEAR - 1))
+    labels = emoji_train.image_labels
+    for g in adapt_groups:
+        gi = groups.index(g)
+        subgroups = sorted({int(c) for c in labels[img_group == gi].tolist()})
+        for si, style in enumerate(train_styles):
+            name = f"{slug(g)}/{style}"
+            templates[name] = EMOJI_TEMPLATE
+            for c in subgroups:
+                sel = ((img_group == gi) & (img_style == si) & (labels == c)).nonzero().squeeze(1)
+                concepts.append(Concept(name, readable(bench.class_names[c])))
+                concept_images.append(sel)
+                year.append(float(np.median(versions[bench.class_names[c]])))
+    off = len(emoji_train.images)
+    templates["shapes"] = SHAPE_TEMPLATES[0]
+    for y, cname in enumerate(shape_classes):
+        concepts.append(Concept("shapes", cname))
+        concept_images.append((shapes_train.labels == y).nonzero().squeeze(1) + off)
+        year.append(float(SHAPES_YEAR))
+
+    counts = word_frequency([c for i in pool.tolist() for c in train.captions[int(train.image_text[i])]])
+    frequency = [float(np.mean([counts[w] for w in re.findall(r"[a-z0-9]+", c.classname.lower())] or [0]))
+                 for c in concepts]
+    return FomoData(train, pool, concepts, concept_images, year, frequency, templates,
+                    _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles,
+                               shapes_per_class, seed))
+
+
+def _classification(name, role, pairs: PairSet, by_group: bool, classes_all: list[str], used=None,
+                    template=EMOJI_TEMPLATE):
+    """Classification over `used` class ids (default: those present in `pairs`)."""
+    raw = pairs.image_groups if by_group else pairs.image_labels
+    used = sorted(set(raw.tolist())) if used is None else used
+    remap = {c: i for i, c in enumerate(used)}
+    return EvalSet(name, role, pairs.images, torch.tensor([remap[int(c)] for c in raw.tolist()]),
+                   [readable(classes_all[c]) for c in used], template)
+
+
+def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, shapes_per_class, seed):
+    groups = bench.group_names
+    held_out = ("test", "val", "query")   # every item not trained on (the runner has no use for val/query)
+    test = bench.pairs(held_out, train_styles)
+    subgroups = {g: sorted({bench.class_names.index(it["subgroup"]) for it in bench.items if it["group"] == g})
+                 for g in groups}
+    out = []
+    for g in adapt_groups:   # every class of the dataset, streamed yet or not (as FoMo)
+        gi = groups.index(g)
+        for style in train_styles:
+            sub = bench.pairs(held_out, [style])
+            sub = sub.select_texts(sub.groups == gi)
+            out.append(_classification(f"{slug(g)}/{style}", "adaptation", sub, False, bench.class_names,
+                                       subgroups[g]))
+    shapes_test, classes = shape_pairs(bench.cfg.image_size, max(2, shapes_per_class // 2), seed + 2, 1)
+    out.append(EvalSet("shapes", "adaptation", shapes_test.images, shapes_test.labels, classes, SHAPE_TEMPLATES[0]))
+    adapt_ids = torch.tensor([groups.index(g) for g in adapt_groups])
+    out.append(EvalSet("adaptation-retrieval", "adaptation", pairs=test.select_texts(torch.isin(test.groups, adapt_ids))))
+    pool_ids = torch.tensor([groups.index(g) for g in pool_groups])
+    for g in pool_groups:
+        gi = groups.index(g)
+        sub = test.select_texts(test.groups == gi)
+        if len(set(sub.labels.tolist())) > 1:
+            out.append(_classification(slug(g), "retention", sub, False, bench.class_names, subgroups[g]))
+    if unseen_styles:
+        unseen = bench.pairs(("train", "val", "test", "query"), unseen_styles)
+        out.append(_classification(f"pool/{'+'.join(unseen_styles)}", "retention",
+                                   unseen.select_texts(torch.isin(unseen.groups, pool_ids)), True, groups))
+    out.append(EvalSet("pool-retrieval", "retention", pairs=test.select_texts(torch.isin(test.groups, pool_ids))))
+    return out

@@ -1,0 +1,39 @@
+"""FoMo-in-Flux evaluation of one model: every adaptation and retention dataset, then
+A_KA, A_ZS (dataset-macro averages) and GM = √(A_KA·A_ZS).
+
+Classification sets: zero-shot top-1 % with the dataset's single template (FoMo's primer; no
+ensemble), over all of the dataset's classes. Retrieval sets: R@5 as the mean of text→image
+and image→text R@5 (FoMo's recall@5).
+"""
+from __future__ import annotations
+
+import torch
+
+from vlcp.data.fomo import EvalSet
+from vlcp.eval import continual
+from vlcp.eval.evaluate import _normalise, encode
+from vlcp.eval.retrieval import cross_modal
+from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
+
+
+@torch.no_grad()
+def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512) -> float:
+    if s.pairs is not None:
+        enc = encode(model, tokenizer, s.pairs, device, batch_size)
+        r = cross_modal(enc.image, enc.text, s.pairs.image_text, torch.arange(len(s.pairs.texts)), (5,))
+        return (r["TR@5"] + r["IR@5"]) / 2
+    feats = torch.cat([model.encode_image(_normalise(s.images[i:i + batch_size]).to(device), normalize=True).float().cpu()
+                       for i in range(0, len(s.images), batch_size)])
+    w = zeroshot_weights(model, tokenizer, s.classes, [s.template], device).float().cpu()
+    return topk_accuracy(feats, w, s.labels, (1,))[1]
+
+
+@torch.no_grad()
+def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512) -> dict:
+    """{"datasets": {name: score}, "A_KA", "A_ZS", "GM"} for one model (left in train mode)."""
+    model.eval()
+    scores = {s.name: score(model, tokenizer, s, device, batch_size) for s in sets}
+    model.train()
+    ka = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "adaptation"})
+    zs = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "retention"})
+    return {"datasets": scores, "A_KA": ka, "A_ZS": zs, "GM": continual.geometric_mean(ka, zs)}

@@ -1,0 +1,65 @@
+"""GaLore (Zhao et al. 2024) as in FoMo-in-Flux: full fine-tuning whose optimizer is
+galore-torch's `GaLoreAdamW`. Every trainable 2-D weight matrix (the matrices of vlcp's
+weight-decay group: Linear / attention projections, token embedding, the towers' output
+projections) gets a GaLore group: its gradient is projected to rank `rank` (the projector,
+from an SVD of the gradient, is refreshed every `update_proj_gap` steps), Adam runs in the
+low-rank space and the update is projected back and scaled by `scale`. The rest (biases,
+gains, positional embeddings, logit scale, conv patch embedding) keep vlcp's plain AdamW
+groups (decay split as `vlcp.train.optim.param_groups`). FoMo-in-Flux's defaults: rank 8,
+update_proj_gap 200, scale 2, proj_type "std".
+
+Like the loop's AdamW, the optimizer (and so every projector) is re-created at each task.
+galore-torch's AdamW applies decoupled weight decay after the update, uses eps 1e-6 and betas
+(0.9, train.beta2) here; `import galore_torch` also imports bitsandbytes (lazily, here).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vlcp.errors import ConfigError
+from vlcp.methods import register
+from vlcp.methods.base import Method
+from vlcp.train.optim import param_groups
+
+PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
+
+
+def galore_param_groups(model: torch.nn.Module, weight_decay: float, galore: dict) -> list[dict]:
+    """vlcp's decay / no-decay groups, with the 2-D matrices of the decay group moved to one
+    GaLore group carrying `galore` ({rank, update_proj_gap, scale, proj_type})."""
+    decayed = next((g["params"] for g in param_groups(model, 1.0) if g["weight_decay"]), [])  # vlcp's decay rule
+    matrices = [p for p in decayed if p.ndim == 2]
+    rest = param_groups(model, weight_decay, exclude=matrices)
+    return ([{"params": matrices, "weight_decay": weight_decay, **galore}] if matrices else []) + rest
+
+
+@register
+class GaLore(Method):
+    name = "galore"
+
+    @dataclass
+    class Config:
+        rank: int = 8
+        update_proj_gap: int = 200
+        scale: float = 2.0
+        proj_type: str = "std"
+
+        def __post_init__(self):
+            if self.rank < 1:
+                raise ConfigError(f"rank: must be >= 1, got {self.rank}")
+            if self.update_proj_gap < 1:
+                raise ConfigError(f"update_proj_gap: must be >= 1, got {self.update_proj_gap}")
+            if not self.scale > 0:
+                raise ConfigError(f"scale: must be > 0, got {self.scale}")
+            if self.proj_type not in PROJ_TYPES:
+                raise ConfigError(f"proj_type: must be one of {', '.join(PROJ_TYPES)}, got {self.proj_type!r}")
+
+    def make_optimizer(self, model, cfg):
+        from galore_torch import GaLoreAdamW
+
+        galore = {"rank": self.cfg.rank, "update_proj_gap": self.cfg.update_proj_gap, "scale": self.cfg.scale,
+                  "proj_type": self.cfg.proj_type}
+        return GaLoreAdamW(galore_param_groups(model, cfg.weight_decay, galore), lr=cfg.lr, betas=(0.9, cfg.beta2),
+                           eps=1e-6, weight_decay=0.0, no_deprecation_warning=True)

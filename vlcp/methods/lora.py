@@ -1,0 +1,48 @@
+"""LoRA (Hu et al. 2022) as in FoMo-in-Flux: ΔW = scale · B A on every targeted layer of both
+towers, through peft (`LoraConfig`, injected in place by `PeftAdapter.prepare_model`); only
+the adapters train.
+
+- `scale` is FoMo-in-Flux's weighting of BA (its α, "set to a constant α = 1"): peft scales by
+  lora_alpha / r, so lora_alpha = scale · r.
+- Targets (open_clip's default blocks): `attn` (peft's nn.MultiheadAttention LoRA: the packed
+  q/k/v in-projection and the out-projection), `c_fc`, `c_proj`. `out_proj` alone is rejected
+  (never called by MHA: a dead adapter). FoMo-in-Flux's own code skipped `c_fc` (a substring
+  filter on "fc") and had a dead out_proj adapter; here every targeted layer is live.
+- Init: peft's (A Kaiming-uniform with a = √5, B = 0; FoMo-in-Flux used a = √r), so the model
+  is unchanged at init; dropout 0. Adapter draws come from the method seed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from vlcp.errors import ConfigError
+from vlcp.methods import register
+from vlcp.methods.peft_adapter import AdapterConfig, PeftAdapter
+
+
+@dataclass
+class LoRAConfig(AdapterConfig):
+    scale: float = 1.0           # ΔW = scale · B A (peft lora_alpha = scale · r)
+    target_modules: list[str] = field(default_factory=lambda: ["c_fc", "c_proj", "attn"])
+
+    supports_mha: ClassVar[bool] = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.scale > 0:
+            raise ConfigError(f"scale: must be > 0, got {self.scale}")
+
+
+@register
+class LoRA(PeftAdapter):
+    name = "lora"
+    Config = LoRAConfig
+    use_dora: ClassVar[bool] = False
+
+    def peft_config(self):
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.cfg.r, lora_alpha=self.cfg.scale * self.cfg.r,
+                          target_modules=list(self.cfg.target_modules), lora_dropout=0.0, bias="none",
+                          use_dora=self.use_dora)
