@@ -65,6 +65,7 @@ def test_run_trajectory_budget_and_resume(emoji_root, tmp_path):
     assert len(full["tasks"]) == 3 and len(full["trajectory"]) == 3
     assert sorted(e for t in full["tasks"] for e in t) == sorted(full["stream"])
     assert {"A_KA", "A_ZS", "GM", "datasets"} <= set(full["zero_shot"])
+    assert full["datasets"]["shapes"] == {"role": "adaptation", "n": 108}
     assert full["steps_per_task"] == [4, 4, 4] and full["budget"]["memory_multiplier"] == pytest.approx(1.0)
     on_disk = json.loads((tmp_path / "full" / "results.json").read_text())
     assert on_disk["trajectory"][-1]["GM"] == pytest.approx(full["trajectory"][-1]["GM"])
@@ -116,3 +117,19 @@ def test_stream_file_import(emoji_root, fomo, tmp_path):
     cs.write_stream(path, fomo.concepts[:-1])
     with pytest.raises(ConfigError, match="fomo.stream_file"):
         concept_order(cfg, fomo, None, None, "cpu", None, 0)
+
+
+def test_pool_variants(fomo):
+    from vlcp.data.fomo import with_pool
+
+    assert with_pool(fomo, "full") is fomo
+    one = with_pool(fomo, "one-style")
+    items = fomo.train.image_text
+    assert len(one.pool) == len(fomo.pool) // 2 and len(set(items[one.pool].tolist())) == len(one.pool)
+    half = with_pool(fomo, "half", seed=1)
+    n_items = len(set(items[fomo.pool].tolist()))
+    assert len(set(items[half.pool].tolist())) == n_items // 2 and torch.isin(half.pool, fomo.pool).all()
+    noisy = with_pool(fomo, "noisy", seed=1)
+    changed = (noisy.train.image_text != items).nonzero().squeeze(1)
+    assert 0 < len(changed) <= len(fomo.pool) // 2 and torch.isin(changed, fomo.pool).all()
+    assert torch.equal(fomo.train.image_text, items)              # the input is not modified

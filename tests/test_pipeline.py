@@ -1,5 +1,5 @@
 """A tiny end-to-end `dvc repro` of the real pipeline (3 groups, few steps, one seed) in a scratch
-git repo: data prepare -> runs (spine, CTP, IncCLIP and CLL-CLIP studies) -> papermill notebooks -> HTML -> index;
+git repo: data prepare -> runs (spine, CTP, IncCLIP, CLL-CLIP and FoMo-in-Flux studies) -> papermill notebooks -> HTML -> index;
 then a no-op."""
 import os
 import shutil
@@ -30,6 +30,13 @@ def test_tiny_dvc_repro(tmp_path):
     ctp = params["report"]["ctp"]                                      # the CTP study: a few rows of each table
     ctp.update(seeds=[0], experiments=["ctp-seqf", "ctp-ctp", "ctp-er", "ctp-jointt"],
                ablation_experiments=["ctp-abl-cmc", "ctp-rev-seqf", "ctp-rev-ctp"])
+    for name, exp in params["experiments"].items():                    # the FoMo study: every group, 3 tasks of 2 steps
+        if name.startswith("fomo-") and name != "fomo-base":
+            exp["data"] = {**(exp.get("data") or {}), "tasks": []}
+    params["experiments"]["fomo-base"]["train"] = {"steps": 12, "batch_size": 16}
+    params["profiles"]["tiny"]["fomo"] = {"steps_per_task": 2, "num_tasks": 3}
+    fomo = params["report"]["fomo"]
+    fomo["studies"] = {"methods": ["fomo-ft", "fomo-joint", "fomo-lora4", "fomo-ema-merge"], "orderings": ["fomo-o-sim"]}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path))
@@ -59,7 +66,13 @@ def test_tiny_dvc_repro(tmp_path):
     assert "Claims ledger" in ctp_html and "Traceback" not in ctp_html and ctp_html.count("data:image/png") >= 1
     for exp in ctp["experiments"] + ctp["ablation_experiments"]:
         assert (tmp_path / "runs-ctp" / exp / "seed0" / "results.json").exists()
+    fomo_html = (tmp_path / "reports" / "fomo_figures.html").read_text()
+    assert "Claims ledger" in fomo_html and "Traceback" not in fomo_html and fomo_html.count("data:image/png") >= 8
+    for study, exps in fomo["studies"].items():
+        for exp in exps:
+            assert (tmp_path / "runs-fomo" / study / exp / "seed0" / "results.json").exists()
     index = (tmp_path / "reports" / "index.html").read_text()
+    assert "fomo_figures.html" in index and "Model merging gives the best" in index
     assert "ctp_tables.html" in index and "CTP beats every memory-free baseline" in index
     assert "cllclip_teir.html" in index and "TEIR improves AR and F of every method" in index
     assert "incclip_ablations.html" in index and "IncCLIP beats every baseline" in index

@@ -1,7 +1,7 @@
 """`vlcp` command line: prepare data, run experiments, build the report index.
 
     vlcp data prepare [--params params.yaml]
-    vlcp run EXPERIMENT --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...]
+    vlcp run [EXPERIMENT ...] [--list report.fomo.studies.methods] --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...]
     vlcp pretrain EXPERIMENT --out models/base.pt [--seed S] [--set ...]
     vlcp list
     vlcp report render notebooks/overview.ipynb [--reports reports]
@@ -32,14 +32,30 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_run(args) -> None:
+    """Run one or more experiments for one seed, one after another in this process (a study's
+    runs share the import and data-loading cost)."""
     from vlcp.config import load_params, resolve_experiment
     from vlcp.runner import run_experiment
 
-    cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
-    out = Path(args.out) / args.experiment / f"seed{args.seed}"
-    ckpt = Path(args.checkpoints) / args.experiment / f"seed{args.seed}"
-    run_experiment(cfg, out, ckpt, resume=not args.no_resume)
-    print(f"wrote {out / 'results.json'}")
+    params = load_params(args.params)
+    names = list(args.experiments)
+    if args.list:
+        node = params
+        for part in args.list.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise VlcpError(f"--list {args.list}: no such key in {args.params}")
+            node = node[part]
+        if not isinstance(node, list) or not all(isinstance(e, str) for e in node):
+            raise VlcpError(f"--list {args.list}: expected a list of experiment names in {args.params}")
+        names += node
+    if not names:
+        raise VlcpError("run: name at least one experiment (or --list KEY)")
+    cfgs = [resolve_experiment(params, e, args.seed, args.set or []) for e in names]  # all valid first
+    for name, cfg in zip(names, cfgs):
+        out = Path(args.out) / name / f"seed{args.seed}"
+        ckpt = Path(args.checkpoints) / name / f"seed{args.seed}"
+        run_experiment(cfg, out, ckpt, resume=not args.no_resume)
+        print(f"wrote {out / 'results.json'}")
 
 
 def cmd_pretrain(args) -> None:
@@ -95,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--out", default=None, help="output directory (default: data.root)")
     prep.set_defaults(func=cmd_prepare)
 
-    run = sub.add_parser("run", help="train and evaluate one experiment for one seed")
-    run.add_argument("experiment")
+    run = sub.add_parser("run", help="train and evaluate experiments (one or more) for one seed")
+    run.add_argument("experiments", nargs="*", metavar="EXPERIMENT")
+    run.add_argument("--list", metavar="KEY", help="also run the experiments listed at KEY (dotted path) in the params file")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--params", default="params.yaml")
     run.add_argument("--out", default="runs")

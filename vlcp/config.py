@@ -160,9 +160,11 @@ class FomoCfg:
     stream_file: str | None = None   # a `DATASET+++class` JSON stream to use instead of `ordering`
     mixture: list[float] = field(default_factory=lambda: [0.33, 0.34, 0.33])   # λP, λD, λB
     steps_per_task: int = 30         # full fine-tuning's steps per task; other methods get the same MAFs
+    compute_scale: float = 1.0       # × steps_per_task (compute scaling; joint = T × with num_tasks 1; a longer stream at equal compute)
     budget: str = "mafs"             # mafs: steps × (full FT's MAFs / the method's) | steps: equal steps
     temperature: float | None = None  # set τ (logit scale = 1/τ) before the first task; None keeps θ0's
     shapes_per_class: int = 6        # training images per colour-shape class
+    pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
 
     def __post_init__(self):
         from vlcp.data.mixtures import validate_mixture
@@ -175,10 +177,14 @@ class FomoCfg:
         validate_mixture(*self.mixture, field="mixture")
         if self.steps_per_task < 1:
             raise ConfigError(f"steps_per_task: must be >= 1, got {self.steps_per_task}")
+        if not self.compute_scale > 0:
+            raise ConfigError(f"compute_scale: must be > 0, got {self.compute_scale}")
         if self.budget not in ("mafs", "steps"):
             raise ConfigError(f"budget: must be 'mafs' or 'steps', got {self.budget!r}")
         if self.temperature is not None and not 0 < self.temperature <= 1:
             raise ConfigError(f"temperature: must be in (0, 1], got {self.temperature}")
+        if self.pool not in ("full", "one-style", "half", "noisy"):
+            raise ConfigError(f"pool: unknown pool {self.pool!r}; known: full, one-style, half, noisy")
         if self.shapes_per_class < 2:
             raise ConfigError(f"shapes_per_class: must be >= 2, got {self.shapes_per_class}")
 

@@ -22,7 +22,7 @@ import torch
 from vlcp.config import ExperimentCfg
 from vlcp.data import concepts as cs
 from vlcp.data.benchmark import load_benchmark
-from vlcp.data.fomo import FomoData, build_fomo
+from vlcp.data.fomo import FomoData, build_fomo, with_pool
 from vlcp.data.mixtures import buffer_pool, mixture_sizes, sample_mixture
 from vlcp.errors import ConfigError
 from vlcp.eval.fomo import evaluate_fomo
@@ -119,7 +119,8 @@ def step_cost(model, method: Method, ctx: TaskContext, cfg: ExperimentCfg, devic
     model, method = copy.deepcopy(unwrap(model)), copy.deepcopy(method)
     gen_state = ctx.generator.get_state()
     method.before_task(model, ctx)
-    method.after_task(model, ctx)
+    task_flops = budget.flops_per_step(lambda: method.after_task(model, ctx))  # Fisher passes, merges
+    ctx.generator.set_state(gen_state)
     batch = method.make_batch(draw_ids(ctx, cfg.train.batch_size), ctx)
     ctx.generator.set_state(gen_state)
     opt = method.make_optimizer(model, cfg.train)
@@ -136,7 +137,7 @@ def step_cost(model, method: Method, ctx: TaskContext, cfg: ExperimentCfg, devic
     model.zero_grad(set_to_none=True)
     state = [v for v in method.state_dict().values() if isinstance(v, torch.Tensor)]
     mem = budget.training_memory_bytes(model, step, opt, state)
-    return {"flops": flops, "memory": mem}
+    return {"flops": flops, "task_flops": task_flops, "memory": mem}
 
 
 def method_steps(cfg: ExperimentCfg, ref: dict, model, method: Method, ctx: TaskContext, device) -> tuple[int, dict]:
@@ -144,11 +145,11 @@ def method_steps(cfg: ExperimentCfg, ref: dict, model, method: Method, ctx: Task
     `ref`: full fine-tuning's `step_cost` on the model before `prepare_model`."""
     own = step_cost(model, method, ctx, cfg, device)
     mult = budget.memory_multiplier(own["memory"]["total"], ref["memory"]["total"])
-    mafs = own["flops"] * mult
-    steps = cfg.fomo.steps_per_task
-    if cfg.fomo.budget == "mafs":
-        steps = budget.steps_for_budget(steps, ref["flops"], mafs)
-    return steps, {"method": own, "full_ft": ref, "memory_multiplier": mult, "mafs": mafs,
+    mafs, task_mafs = own["flops"] * mult, own["task_flops"] * mult
+    steps = max(1, round(cfg.fomo.steps_per_task * cfg.fomo.compute_scale))
+    if cfg.fomo.budget == "mafs":   # per-task work (a Fisher pass) is paid once per task, from the task's budget
+        steps = budget.steps_for_budget(1, steps * ref["flops"] - task_mafs, mafs)
+    return steps, {"method": own, "full_ft": ref, "memory_multiplier": mult, "mafs": mafs, "task_mafs": task_mafs,
                    "full_ft_mafs": ref["flops"], "steps_per_task": steps}
 
 
@@ -174,6 +175,7 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
                           f.shapes_per_class, cfg.data.seed)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    data = with_pool(data, f.pool, derive_seed(cfg.seed, "pool"))
     train = data.train
     corpus = [c for caps in train.captions for c in caps]
     model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size, corpus)
@@ -216,7 +218,8 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         "config_hash": chash, "stream": [cs.format_entry(c) for c in order],
         "tasks": [[cs.format_entry(c) for c in task] for task in tasks], "task_sizes": [len(i) for i in task_ids],
         "steps_per_task": steps, "budget": cost, "world_size": world, "device": str(device),
-        "versions": _versions(), "datasets": {s.name: s.role for s in data.eval_sets},
+        "versions": _versions(), "datasets": {s.name: {"role": s.role, "n": len(s.images) if s.pairs is None else len(s.pairs.texts)}
+                     for s in data.eval_sets},
         "zero_shot": None, "trajectory": [], "train": [],
     }
     start = 0

@@ -198,3 +198,41 @@ def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, sh
                                    unseen.select_texts(torch.isin(unseen.groups, pool_ids)), True, groups))
     out.append(EvalSet("pool-retrieval", "retention", pairs=test.select_texts(torch.isin(test.groups, pool_ids))))
     return out
+
+
+POOLS = ("full", "one-style", "half", "noisy")
+
+
+def with_pool(data: FomoData, pool: str, seed: int = 0) -> FomoData:
+    """The pretraining pool λP replays (the paper's Fig. 17 swaps LAION for CC3M, CC12M or
+    DataComp: pools of other size, diversity and caption quality). Here, from θ0's own pool:
+    `full` (every pair θ0 was pretrained on), `one-style` (only the first training style's
+    images: less visual diversity), `half` (a seeded half of the items: smaller), `noisy` (a
+    seeded half of the pool images paired with another pool item's captions: web-like caption
+    noise). Returns a new FomoData; `data` is not changed."""
+    if pool == "full":
+        return data
+    rng = np.random.default_rng(seed)
+    p = data.pool
+    train = data.train
+    if pool == "one-style":   # images are style-major: an item's first image is its first style's
+        first: dict[int, int] = {}
+        for i, item in zip(sorted(p.tolist()), train.image_text[torch.sort(p).values].tolist()):
+            first.setdefault(item, i)
+        return _replace(data, pool=torch.tensor(sorted(first.values()), dtype=torch.long))
+    if pool == "half":
+        items = torch.unique(train.image_text[p])
+        chosen = torch.from_numpy(rng.permutation(len(items))[: len(items) // 2])
+        return _replace(data, pool=p[torch.isin(train.image_text[p], items[chosen])])
+    if pool == "noisy":
+        swap = p[torch.from_numpy(rng.permutation(len(p))[: len(p) // 2])]
+        image_text = train.image_text.clone()
+        image_text[swap] = train.image_text[p[torch.from_numpy(rng.integers(0, len(p), len(swap)))]]
+        return _replace(data, train=PairSet(train.images, image_text, train.texts, train.captions, train.labels,
+                                            train.tasks, train.items, train.groups))
+    raise ValueError(f"fomo.pool: unknown pool {pool!r}; known: {', '.join(POOLS)}")
+
+
+def _replace(data: FomoData, **kw) -> FomoData:
+    from dataclasses import replace
+    return replace(data, **kw)
