@@ -194,10 +194,21 @@ def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, sh
             out.append(_classification(slug(g), "retention", sub, False, bench.class_names, subgroups[g]))
     if unseen_styles:
         unseen = bench.pairs(("train", "val", "test", "query"), unseen_styles)
+        unseen = unseen.select_texts(torch.isin(unseen.groups, pool_ids))
         out.append(_classification(f"pool/{'+'.join(unseen_styles)}", "retention",
-                                   unseen.select_texts(torch.isin(unseen.groups, pool_ids)), True, groups))
+                                   unseen.select_texts(subset_mask(len(unseen.texts), seed)), True, groups))
     out.append(EvalSet("pool-retrieval", "retention", pairs=test.select_texts(torch.isin(test.groups, pool_ids))))
     return out
+
+
+def subset_mask(n: int, seed: int, floor: int = 300, frac: float = 0.1) -> torch.Tensor:
+    """FoMo-in-Flux's evaluation subset size, max(300, ⌈0.1·N⌉) capped at N, as a seeded
+    random selection (bool [n]); the same subset at every evaluation. Used for the one large
+    evaluation set (the pool in the unseen style, 1,110 images) to keep per-task evaluation cheap."""
+    keep = min(n, max(floor, -(-n * frac // 1)))
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[torch.from_numpy(np.random.default_rng(seed).permutation(n)[: int(keep)])] = True
+    return mask
 
 
 POOLS = ("full", "one-style", "half", "noisy")
