@@ -25,6 +25,7 @@ from vlcp.data.benchmark import load_benchmark
 from vlcp.data.fomo import FomoData, build_fomo, with_pool
 from vlcp.data.mixtures import buffer_pool, mixture_sizes, sample_mixture
 from vlcp.errors import ConfigError
+from vlcp.eval.evaluate import MemoTokenizer
 from vlcp.eval.fomo import evaluate_fomo
 from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
@@ -236,8 +237,9 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
 
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
+    eval_tokenizer = MemoTokenizer(tokenizer)   # the same texts at every evaluation
     if results["zero_shot"] is None and is_main():
-        results["zero_shot"] = evaluate_fomo(unwrap(model), tokenizer, data.eval_sets, device, cfg.eval.batch_size)
+        results["zero_shot"] = evaluate_fomo(unwrap(model), eval_tokenizer, data.eval_sets, device, cfg.eval.batch_size)
 
     for t in range(start, len(tasks)):
         ctx = context(t)
@@ -248,7 +250,7 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         method.after_task(unwrap(model), ctx)
         seconds = time.time() - t0
         t1 = time.time()
-        row = evaluate_fomo(unwrap(model), tokenizer, data.eval_sets, device, cfg.eval.batch_size) if is_main() else None
+        row = evaluate_fomo(unwrap(model), eval_tokenizer, data.eval_sets, device, cfg.eval.batch_size) if is_main() else None
         if row:
             results["trajectory"].append(row)
         results["train"].append({"task": t, "steps": steps[t], "seconds": round(seconds, 3),
