@@ -141,7 +141,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     bpe = train_vocabs(examples, languages, method.cfg.vocab_size, method.cfg.oracle_vocab)
     task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
-    plan = plan_for(cfg.train, steps)
+    lr_plan = plan_for(cfg.train, steps)
     mat = TextMaterializer(examples, torch.stack([img[s] for s in cfg.data.train_styles]), english, model, device)
 
     chash = config_hash(cfg.to_dict())
@@ -177,7 +177,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
                           extras={"languages": plan[t], "bpe": bpe})
         budget.reset_peak_memory(device)
         t0 = time.time()
-        stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, plan, t),
+        stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, lr_plan, t),
                            desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(plan)} {results['tasks'][t]}")
         method.after_task(model, ctx)
         seconds = time.time() - t0
