@@ -33,3 +33,15 @@ def tiny_experiment(root, method="seqf", steps=12, model="vlcp-tiny", **method_a
         "train": {"steps": steps, "batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1},
         "eval": {"batch_size": 256},
     })
+
+
+def strip_timings(r: dict) -> dict:
+    """A results dict without its wall-clock fields (a resumed run must equal an uninterrupted
+    one in everything else)."""
+    import json
+
+    r = json.loads(json.dumps(r))
+    r.pop("wall_seconds", None)
+    for t in r["train"]:
+        t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb")
+    return r

@@ -1,7 +1,6 @@
 """FoMo-in-Flux's merge methods (EMA-, FT-, ZS-Merge): the interpolation, each method's
 weight sequence over three simulated tasks, config validation, and resume through the runner."""
 import io
-import json
 
 import pytest
 import torch
@@ -9,7 +8,7 @@ import torch
 import vlcp.methods.ema_merge  # noqa: F401  (register the merge methods)
 import vlcp.methods.ft_merge  # noqa: F401
 import vlcp.methods.zs_merge  # noqa: F401
-from conftest import tiny_experiment
+from conftest import tiny_experiment, strip_timings as strip
 from vlcp.config import experiment_from_dict
 from vlcp.errors import ConfigError
 from vlcp.methods import get_method
@@ -156,14 +155,6 @@ def test_default_w_and_config_path(emoji_root):
                               "method": {"name": "zs-merge", "w": 1.0}})
 
 # -- end to end through the runner ----------------------------------------------------------------
-
-
-def strip(r):
-    r = json.loads(json.dumps(r))
-    r.pop("wall_seconds", None)
-    for t in r["train"]:
-        t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb")
-    return r
 
 
 def test_zs_merge_resume_equals_uninterrupted(emoji_root, tmp_path):

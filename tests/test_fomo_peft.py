@@ -4,7 +4,6 @@ else does, checkpoints round-trip), BitFit / LNFit / locked towers (exact parame
 selections), GaLore (projected groups, the loss falls), config errors, and LoRA / VeRA through
 the real runner with resume."""
 import copy
-import json
 import re
 
 import pytest
@@ -18,7 +17,7 @@ import vlcp.methods.locked_image  # noqa: F401
 import vlcp.methods.locked_text  # noqa: F401
 import vlcp.methods.lora  # noqa: F401
 import vlcp.methods.vera  # noqa: F401
-from conftest import SMALL_TASKS
+from conftest import SMALL_TASKS, strip_timings as strip
 from vlcp.config import TrainCfg, experiment_from_dict
 from vlcp.errors import ConfigError
 from vlcp.methods import get_method
@@ -239,14 +238,6 @@ def test_target_matching_nothing_is_an_error(clip):
         prepared(clip, "lora", target_modules=["c_fc", "q_proj"])
 
 # -- through the runner: resume equals the uninterrupted run -------------------------------------
-
-
-def strip(r):
-    r = json.loads(json.dumps(r))
-    r.pop("wall_seconds", None)
-    for t in r["train"]:
-        t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb")
-    return r
 
 
 @pytest.mark.parametrize("name", ["lora", "vera"])

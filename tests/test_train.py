@@ -4,16 +4,8 @@ import json
 
 import pytest
 
-from conftest import tiny_experiment
+from conftest import tiny_experiment, strip_timings as strip
 from vlcp.runner import run_experiment
-
-
-def strip(r):
-    r = json.loads(json.dumps(r))
-    r.pop("wall_seconds", None)
-    for t in r["train"]:
-        t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb")
-    return r
 
 
 @pytest.fixture(scope="module")

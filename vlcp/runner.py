@@ -104,16 +104,8 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         "zero_shot": None, "matrix": {}, "cumulative": [], "train": [],
     }
     start = 0
-    if resume and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if state.get("config_hash") == chash:
-            model.load_state_dict(state["model"])
-            method.load_state_dict(state["method"])
-            results, start = state["results"], state["task"] + 1
-            if is_main():
-                print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({tasks[state['task']]})")
-        elif is_main():
-            print(f"{ckpt_path}: checkpoint is from another config; starting over")
+    if resume and (state := resume_from(ckpt_path, chash, model, method, cfg)):
+        results, start = state
 
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
@@ -166,6 +158,23 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         write_json(out_dir / "results.json", results)
     barrier()
     return results
+
+
+def resume_from(ckpt_path: Path, chash: str, model, method, cfg: ExperimentCfg) -> tuple[dict, int] | None:
+    """(results so far, next task) from the checkpoint of this config, with the model's and the
+    method's state loaded; None when there is no checkpoint or it is from another config."""
+    if not ckpt_path.exists():
+        return None
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    if state.get("config_hash") != chash:
+        if is_main():
+            print(f"{ckpt_path}: checkpoint is from another config; starting over")
+        return None
+    model.load_state_dict(state["model"])
+    method.load_state_dict(state["method"])
+    if is_main():
+        print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task'] + 1}")
+    return state["results"], state["task"] + 1
 
 
 def _measure_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:

@@ -31,7 +31,7 @@ from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
-from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device
+from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device, resume_from
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
 from vlcp.train.loop import Materializer, autocast, draw_ids, train_task
@@ -224,16 +224,8 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         "zero_shot": None, "trajectory": [], "train": [],
     }
     start = 0
-    if resume and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if state.get("config_hash") == chash:
-            model.load_state_dict(state["model"])
-            method.load_state_dict(state["method"])
-            results, start = state["results"], state["task"] + 1
-            if is_main():
-                print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task'] + 1}")
-        elif is_main():
-            print(f"{ckpt_path}: checkpoint is from another config; starting over")
+    if resume and (state := resume_from(ckpt_path, chash, model, method, cfg)):
+        results, start = state
 
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
