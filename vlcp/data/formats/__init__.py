@@ -1,0 +1,160 @@
+"""Readers for the real datasets of the four reproduced papers, all returning `Record`s.
+
+| dataset                         | module        | reader                                              |
+|---------------------------------|---------------|-----------------------------------------------------|
+| P9D (CTP)                       | `p9d`         | `read_p9d_train`, `read_p9d_eval`                   |
+| COCO / Flickr30K Karpathy split | `karpathy`    | `read_coco_karpathy`, `read_flickr30k_karpathy`     |
+| CLFM's COCO caption rows        | `karpathy`    | `read_caption_rows`                                 |
+| XM3600, MSCOCO36 (CLL-CLIP)     | `xm3600`      | `read_xm3600`, `read_mscoco36`, `read_triplets`     |
+| webdataset pools (FoMo λP)      | `wds`         | `list_shards`, `iter_wds`, `read_wds`               |
+| FoMo-in-Flux info dicts         | `fomo_info`   | `read_fomo_info`, `read_fomo_classnames`            |
+
+FoMo's `DATASET+++class` stream files: `vlcp.data.concepts.read_stream` / `write_stream`.
+Where each dataset goes and its exact layout: `data/README.md` ("Real datasets").
+`load_images` turns records into the uint8 `[N, S, S, 3]` arrays of `vlcp.data.benchmark.PairSet`,
+and `to_pairset` builds the PairSet itself.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from PIL import Image
+
+from vlcp.errors import VlcpError
+
+README = "data/README.md, 'Real datasets (paper profile)'"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One image with its captions, as every reader in this package returns it.
+
+    `image` is a file path, or the encoded bytes for images stored inside webdataset shards.
+    `key` identifies the record within its dataset (item id, image path relative to the
+    dataset root, shard key, or TSV line number). `label` is an integer class id where the
+    format has one (FoMo `target`); `classname` the class name (P9D `cate_name`, FoMo
+    `classname`). `task` is the paper's task unit: the P9D industry, the CLL-CLIP language.
+    `source_caption` is the English caption a translated caption was made from (CLFM triplets).
+    """
+
+    image: Path | bytes
+    captions: tuple[str, ...]
+    split: str
+    key: str
+    label: int | None = None
+    classname: str | None = None
+    task: str | None = None
+    language: str | None = None
+    source_caption: str | None = None
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+def require(path: Path, what: str) -> Path:
+    """`path` if it exists, else a VlcpError naming it and where the data belongs."""
+    path = Path(path)
+    if not path.exists():
+        raise VlcpError(f"{path}: not found; put the {what} there (see {README})")
+    return path
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    """Parse a JSON file; a missing file or bad JSON is a VlcpError naming the file."""
+    require(path, what)
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise VlcpError(f"{path}: not a readable JSON {what} ({e})") from None
+
+
+def str_list(value: Any) -> tuple[str, ...] | None:
+    """A caption field as a tuple of strings (a single string counts as one), or None if malformed."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+# ----------------------------------------------------------------------------- images
+
+def load_image(image: Path | bytes, image_size: int, name: str = "") -> np.ndarray:
+    """One image as uint8 [S, S, 3]: RGB, centre crop to a square, bicubic resize to S."""
+    try:
+        src = io.BytesIO(image) if isinstance(image, bytes) else open(image, "rb")
+    except FileNotFoundError:
+        raise VlcpError(f"{image}: image file not found; put the dataset's images there (see {README})") from None
+    except OSError as e:
+        raise VlcpError(f"{image}: not a readable image ({e})") from None
+    where = name or str(image)
+    try:
+        with src, Image.open(src) as im:
+            im.draft("RGB", (image_size, image_size))  # JPEG: decode at a reduced scale when possible
+            im = im.convert("RGB")
+            w, h = im.size
+            m = min(w, h)
+            left, top = (w - m) // 2, (h - m) // 2
+            im = im.resize((image_size, image_size), Image.Resampling.BICUBIC,
+                           box=(left, top, left + m, top + m))
+            return np.asarray(im, dtype=np.uint8)
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        raise VlcpError(f"{where}: not a readable image ({e})") from None
+
+
+def load_images(records: Sequence[Record], image_size: int) -> np.ndarray:
+    """Decode the records' images into uint8 [N, S, S, 3] (S = image_size), in record order."""
+    if not isinstance(image_size, int) or image_size < 1:
+        raise VlcpError(f"image_size: {image_size!r} must be a positive integer")
+    out = np.zeros((len(records), image_size, image_size, 3), np.uint8)
+    for i, r in enumerate(records):
+        out[i] = load_image(r.image, image_size, r.key if isinstance(r.image, bytes) else "")
+    return out
+
+
+def to_pairset(records: Sequence[Record], image_size: int, tasks: Sequence[str] | None = None,
+               classes: Sequence[str] | None = None):
+    """A `vlcp.data.benchmark.PairSet` of the records: one image per item, task-major order.
+
+    `tasks` fixes the task order (default: first appearance of `Record.task`; records whose
+    task is not listed are left out). Labels are `Record.label` when every record has one,
+    else the index of `Record.classname` in `classes` (default: first appearance), else -1.
+    """
+    import torch
+
+    from vlcp.data.benchmark import PairSet
+
+    task_names = list(dict.fromkeys(r.task for r in records)) if tasks is None else list(tasks)
+    task_of = {t: i for i, t in enumerate(task_names)}
+    sel = sorted((i for i, r in enumerate(records) if r.task in task_of), key=lambda i: task_of[records[i].task])
+    recs = [records[i] for i in sel]
+    if recs and all(r.label is not None for r in recs):
+        labels = [r.label for r in recs]
+    else:
+        names = list(dict.fromkeys(r.classname for r in recs if r.classname is not None)) \
+            if classes is None else list(classes)
+        class_of = {c: i for i, c in enumerate(names)}
+        labels = [class_of.get(r.classname, -1) for r in recs]
+    n = len(recs)
+    return PairSet(
+        images=torch.from_numpy(load_images(recs, image_size)),
+        image_text=torch.arange(n),
+        texts=[r.captions[0] if r.captions else "" for r in recs],
+        captions=[list(r.captions) for r in recs],
+        labels=torch.tensor(labels, dtype=torch.long),
+        tasks=torch.tensor([task_of[r.task] for r in recs], dtype=torch.long),
+        items=torch.tensor(sel, dtype=torch.long),
+    )
+
+
+from vlcp.data.formats.fomo_info import read_fomo_classnames, read_fomo_info, stream_task_ids  # noqa: E402
+from vlcp.data.formats.karpathy import (read_caption_rows, read_coco_karpathy,  # noqa: E402
+                                        read_flickr30k_karpathy, read_karpathy)
+from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train  # noqa: E402
+from vlcp.data.formats.wds import iter_wds, list_shards, read_wds  # noqa: E402
+from vlcp.data.formats.xm3600 import (CLL_CLIP_ORDER, XM3600_LANGUAGES, read_mscoco36,  # noqa: E402
+                                      read_triplets, read_xm3600)

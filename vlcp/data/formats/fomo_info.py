@@ -1,0 +1,84 @@
+"""FoMo-in-Flux per-dataset info dicts (`data_lib/00_info/` of ExplainableML/fomo_in_flux).
+
+Layout under `root` (FoMo's `data/` folder plus its `00_info/`):
+
+    00_info/<NAME>_<split>.json     {image path relative to <NAME>/: {"classname": str | null,
+                                      "default_caption": [str] | null, "primer_caption": str,
+                                      "synthetic_caption": [str] | null,
+                                      "synthetic_merged_caption": [str] | str | null, "target": int}}
+    00_info/<NAME>_classnames.json  [classname, ...]   (position = target)
+    <NAME>/<image path>             the images
+
+`<split>` is `train`, `test`, or a variant such as `train_224` (pre-resized copy, keys already
+prefixed by `<NAME>_train_224/`), `train_mini`, `val`. Stream files (`DATASET+++class`) are read
+by `vlcp.data.concepts.read_stream`; `stream_task_ids` maps records onto a stream's tasks.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from vlcp.data.concepts import Concept
+from vlcp.data.formats import Record, read_json_file, require, str_list
+from vlcp.errors import VlcpError
+
+
+def read_fomo_classnames(root: str | Path, name: str) -> list[str]:
+    """`{root}/00_info/{name}_classnames.json`: the dataset's class names, position = target id."""
+    path = Path(root) / "00_info" / f"{name}_classnames.json"
+    data = read_json_file(path, f"FoMo-in-Flux class names of {name}")
+    if not isinstance(data, list) or not all(isinstance(c, str) for c in data):
+        raise VlcpError(f"{path}: expected a JSON list of class-name strings")
+    return data
+
+
+def read_fomo_info(root: str | Path, name: str, split: str = "train") -> list[Record]:
+    """Records of `{root}/00_info/{name}_{split}.json`; images `{root}/{name}/{key}`.
+
+    Captions as FoMo trains on them: `default_caption` if not null, else
+    `synthetic_merged_caption`, else the `primer_caption` (a string counts as one caption).
+    `label` = `target`, `classname` = `classname`, `task` = None (tasks come from a stream:
+    `stream_task_ids`). File order is kept.
+    """
+    root = require(Path(root), "FoMo-in-Flux data folder")
+    path = root / "00_info" / f"{name}_{split}.json"
+    info = read_json_file(path, f"FoMo-in-Flux info dict of {name}")
+    image_dir = require(root / name, f"images of FoMo-in-Flux dataset {name}")
+    if not isinstance(info, dict):
+        raise VlcpError(f"{path}: expected an object {{image path: info}}, got {type(info).__name__}")
+    out = []
+    for key, it in info.items():
+        where = f"{path}: entry {key!r}"
+        if not isinstance(it, dict):
+            raise VlcpError(f"{where}: expected an object, got {type(it).__name__}")
+        target = it.get("target")
+        if target is not None and (not isinstance(target, int) or isinstance(target, bool) or target < 0):
+            raise VlcpError(f"{where}: field 'target' is {target!r}, not a class index (int >= 0)")
+        classname = it.get("classname")
+        if classname is not None and not isinstance(classname, str):
+            raise VlcpError(f"{where}: field 'classname' is {classname!r}, not a string or null")
+        captions = None
+        for field in ("default_caption", "synthetic_merged_caption", "primer_caption"):
+            if it.get(field) is None:
+                continue
+            captions = str_list(it[field])
+            if captions is None:
+                raise VlcpError(f"{where}: field {field!r} must be a string, a non-empty list of strings, or null")
+            break
+        if captions is None:
+            raise VlcpError(f"{where}: no caption: 'default_caption', 'synthetic_merged_caption' and "
+                            f"'primer_caption' are all missing or null")
+        out.append(Record(image=image_dir / key, captions=captions, split=split, key=key, label=target,
+                          classname=classname))
+    return out
+
+
+def stream_task_ids(records: Sequence[Record], dataset: str, tasks: Sequence[Sequence[Concept]]) -> list[int]:
+    """Task index of each record under a stream cut into tasks (-1: its class is in no task).
+
+    `tasks` is `cut_tasks(read_stream(path), T)`; a record belongs to the task holding
+    `Concept(dataset, record.classname)`. Dataset handles compare case-insensitively (FoMo
+    streams name a dataset by folder, `CUB200`, or by module, `cub200`).
+    """
+    task_of = {(c.dataset.lower(), c.classname): t for t, concepts in enumerate(tasks) for c in concepts}
+    return [task_of.get((dataset.lower(), r.classname), -1) for r in records]

@@ -1,0 +1,92 @@
+"""CLL-CLIP / TEIR (yangbang18/CLFM) data: XM3600, MSCOCO36 and the triplet TSV corpus.
+
+Per-language caption files (CLFM `annotations/`), rows as in `karpathy.read_caption_rows`:
+    xm3600/{lang}/test.json          [{"image": "<key>.jpg", "image/locale": str, "caption": [str...], "image_id": int}]
+    mscoco36/en/{split}.json         [{"image": "val2014/COCO_val2014_....jpg", "caption": [5 str], "image_id": int}]
+    mscoco36/translated/{lang}/{split}.json   (the 35 Google-translated languages; val, test)
+Images: `xm3600/images/<key>.jpg`; `mscoco36/images/{train2014,val2014}/...` (may be a symlink to `../coco`).
+
+Triplet corpus (`corpus/multilingual_coco/36langs/triplet/coco_vision-en-<lang>.tsv.gz`), one line per
+English training caption, line-aligned with CLFM's teacher embedding `.npy` files:
+    image_rpath \\t en_caption \\t target_caption
+(`vision_text/coco_vision-<lang>.tsv.gz`, `image_rpath \\t target_caption`, reads the same way.)
+"""
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+from typing import Sequence
+
+from vlcp.data.formats import Record, require
+from vlcp.data.formats.karpathy import read_caption_rows
+from vlcp.errors import VlcpError
+
+# configs.xm3600_langs of CLFM (36 languages).
+XM3600_LANGUAGES = ("ar", "bn", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fil", "fr", "he", "hi", "hr",
+                    "hu", "id", "it", "ja", "ko", "mi", "nl", "no", "pl", "pt", "quz", "ro", "ru", "sv", "sw",
+                    "te", "th", "tr", "uk", "vi", "zh")
+# CLL-CLIP's continual-learning language order `order222` (seed-222 shuffle, en first).
+CLL_CLIP_ORDER = ("en", "it", "de", "fil", "tr", "uk", "nl", "bn", "he", "fi", "sv", "quz", "fa", "mi", "fr", "el",
+                  "zh", "id", "sw", "no", "hi", "da", "te", "th", "pt", "ru", "ro", "pl", "hr", "es", "vi", "ar",
+                  "cs", "ko", "ja", "hu")
+
+_TSV_NAME = re.compile(r"-(?:([a-z]+)-)?([a-z]+)\.tsv(?:\.gz)?$")
+
+
+def read_xm3600(root: str | Path, languages: Sequence[str] = XM3600_LANGUAGES) -> list[Record]:
+    """XM3600 test captions, one record per (language, image): `{root}/{lang}/test.json`, images `{root}/images/`.
+
+    Records are language-major in `languages` order; `task` = `language` = the caption language
+    (not the image's `image/locale`, the place the photo was taken).
+    """
+    root = require(Path(root), "XM3600 dataset")
+    out = []
+    for lang in languages:
+        out += read_caption_rows(root / lang / "test.json", root / "images", "test", lang)
+    return out
+
+
+def read_mscoco36(root: str | Path, split: str = "test", languages: Sequence[str] = XM3600_LANGUAGES
+                  ) -> list[Record]:
+    """MSCOCO36 (COCO Karpathy val/test in 36 languages): `{root}/en/{split}.json` for English,
+    `{root}/translated/{lang}/{split}.json` for the others; images `{root}/images/`.
+
+    Records are language-major in `languages` order; `task` = `language`.
+    """
+    root = require(Path(root), "MSCOCO36 dataset")
+    out = []
+    for lang in languages:
+        path = root / "en" / f"{split}.json" if lang == "en" else root / "translated" / lang / f"{split}.json"
+        out += read_caption_rows(path, root / "images", split, lang)
+    return out
+
+
+def read_triplets(path: str | Path, image_dir: str | Path, language: str | None = None) -> list[Record]:
+    """CLFM's triplet TSV (plain or .gz): one record per line `image_rpath \\t en_caption \\t target_caption`.
+
+    `captions` = (target,), `source_caption` = the English caption, `key` = the 0-based line
+    number (row i of CLFM's teacher embeddings), `split` = "train". `language` (also `task`)
+    defaults to the target language in the file name (`..._vision-en-<lang>.tsv.gz`).
+    Two-field lines (`vision_text` files: `image_rpath \\t target_caption`) have no source caption.
+    """
+    path, image_dir = Path(path), Path(image_dir)
+    require(path, "CLFM triplet TSV")
+    require(image_dir, "images of the triplet TSV")
+    if language is None and (m := _TSV_NAME.search(path.name)):
+        language = m.group(2)
+    out = []
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else
+              open(path, encoding="utf-8")) as f:
+            for i, line in enumerate(f):
+                parts = line.rstrip("\r\n").split("\t")
+                if len(parts) not in (2, 3) or not all(parts):
+                    raise VlcpError(f"{path}: line {i + 1}: expected 'image_rpath<TAB>en_caption<TAB>target_caption'"
+                                    f", got {len(parts)} field(s){' (one empty)' if len(parts) in (2, 3) else ''}")
+                out.append(Record(image=image_dir / parts[0], captions=(parts[-1],), split="train", key=str(i),
+                                  task=language, language=language,
+                                  source_caption=parts[1] if len(parts) == 3 else None))
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise VlcpError(f"{path}: not a readable TSV ({e})") from None
+    return out
