@@ -71,3 +71,25 @@ def test_load_study_skips_missing_runs(tmp_path):
     write_json(tmp_path / "methods" / "fomo-ft" / "seed0" / "results.json", run([(1, 1), (2, 2)]))
     got = fm.load_study(tmp_path, {"methods": ["fomo-ft", "fomo-lora4"]}, 0)
     assert list(got) == ["fomo-ft"]
+
+
+def test_memory_order_against_hand_cases():
+    paper = {"locked-image": 0.26, "LNFit": 0.66, "BitFit": 0.66, "LoRA, r=4": 0.87, "full-ft": 1.0, "EWC": 1.01, "SI": 1.0}
+    assert fm.memory_order_holds(paper)                        # Table 4's own multipliers
+    assert not fm.memory_order_holds({**paper, "locked-image": 0.78})   # our tiny model: locked-image above LNFit
+    assert not fm.memory_order_holds({**paper, "BitFit": 0.9})          # BitFit above LoRA
+    assert not fm.memory_order_holds({**paper, "SI": 0.99})             # SI below full FT
+    assert not fm.memory_order_holds({**paper, "LoRA, r=4": 1.0})       # LoRA not below full FT
+
+
+def test_paper_scale_budget_beside_table4():
+    import pandas as pd
+
+    t4 = pd.DataFrame({"per_task_gflops": [100.0], "max_memory_gb": [40.0], "memory_multiplier": [1.0]}, index=["full-ft"])
+    bench = {"methods": {"full-ft": {"flops_per_step_at_target": 9e10, "memory_at_target": {"total": 2 * 2**30},
+                                     "memory_multiplier": 1.0},
+                         "X": {"flops_per_step_at_target": 4.5e10, "memory_at_target": {"total": 2**30},
+                               "memory_multiplier": 0.5}}}
+    t = fm.paper_scale_budget(bench, t4)
+    assert t.loc["full-ft", "GFLOPs/step (ours)"] == 90 and t.loc["full-ft", "GFLOPs/step (paper)"] == 100
+    assert t.loc["X", "memory GiB (ours, fp32 accounting)"] == 1 and math.isnan(t.loc["X", "multiplier (paper)"])

@@ -91,6 +91,32 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
+# Table 4's memory order: locked-image < LNFit/BitFit < LoRA < full FT ≤ EWC/SI (keys: Table 4's rows)
+MEMORY_ORDER = ("locked-image", "LNFit", "BitFit", "LoRA, r=4", "full-ft", "EWC", "SI")
+
+
+def memory_order_holds(mult: dict[str, float]) -> bool:
+    """Whether memory multipliers keyed by Table 4's row names keep the paper's order:
+    locked-image below LNFit and BitFit, both below LoRA r=4, LoRA below full fine-tuning,
+    full fine-tuning at most EWC and SI."""
+    li, ln, bf, lora, ft, ewc, si = (mult[k] for k in MEMORY_ORDER)
+    return li < min(ln, bf) and max(ln, bf) < lora < ft <= min(ewc, si)
+
+
+def paper_scale_budget(bench: dict, table4: pd.DataFrame) -> pd.DataFrame:
+    """`benchmarks/fomo_memory.py`'s measurement at the paper's architecture and batch beside
+    the paper's Table 4 (`table4` indexed by Table 4's row names)."""
+    rows = {}
+    for name, r in bench["methods"].items():
+        rows[name] = {"GFLOPs/step (ours)": r["flops_per_step_at_target"] / 1e9,
+                      "GFLOPs/step (paper)": table4.loc[name, "per_task_gflops"] if name in table4.index else np.nan,
+                      "memory GiB (ours, fp32 accounting)": r["memory_at_target"]["total"] / 2**30,
+                      "memory GB (paper, GPU peak)": table4.loc[name, "max_memory_gb"] if name in table4.index else np.nan,
+                      "multiplier (ours)": r["memory_multiplier"],
+                      "multiplier (paper)": table4.loc[name, "memory_multiplier"] if name in table4.index else np.nan}
+    return pd.DataFrame(rows).T
+
+
 def gm_contours(ax, xlim, ylim, levels=None):
     x = np.linspace(*xlim, 100)
     y = np.linspace(*ylim, 100)
