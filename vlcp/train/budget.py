@@ -67,13 +67,13 @@ def training_memory_bytes(model: torch.nn.Module, step_fn, optimizer: torch.opti
     `step_fn` runs forward + backward; the optimizer should have stepped once (state allocated)."""
     params = list(model.parameters())
     param_ptrs = {_storage(p)[0] for p in params}
-    saved: dict[int, int] = {}
+    saved: dict[int, torch.Tensor] = {}   # storage -> a tensor on it, held until the step ends
 
     def pack(t):
         if isinstance(t, torch.Tensor):
-            ptr, n = _storage(t)
+            ptr, _ = _storage(t)
             if ptr not in param_ptrs:
-                saved[ptr] = n
+                saved[ptr] = t   # held: a freed storage's address reused by a later save would hide one of them
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -83,7 +83,7 @@ def training_memory_bytes(model: torch.nn.Module, step_fn, optimizer: torch.opti
     out = {"parameters": _tensor_bytes(params),
            "gradients": sum(p.numel() * p.element_size() for p in params if p.requires_grad),
            "optimizer": _tensor_bytes(opt_state),
-           "activations": sum(saved.values()),
+           "activations": sum(_storage(t)[1] for t in saved.values()),
            "method": _tensor_bytes(extra_state)}
     out["total"] = sum(out.values())
     return out
