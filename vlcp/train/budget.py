@@ -60,7 +60,9 @@ def training_memory_bytes(model: torch.nn.Module, step_fn, optimizer: torch.opti
                           extra_state=()) -> dict[str, int]:
     """Memory of one training step by tensor accounting (device independent, deterministic):
     parameters, gradients of trainable parameters, optimizer state, the activations autograd
-    saves for backward during `step_fn()`'s forward (distinct storages that are not parameters),
+    saves for backward during `step_fn()`'s forward (every distinct storage that is not a
+    parameter, each held until the step ends: a save whose graph is dropped early, as peft's DoRA
+    does, still counts, so this is an upper bound where graphs are dropped, and deterministic),
     and `extra_state` tensors a method keeps (Fisher, anchors, teachers). On a GPU
     `torch.cuda.max_memory_allocated` measures the same step with the allocator's overheads;
     on CPU the process RSS is useless for this (it only grows), hence the accounting.
