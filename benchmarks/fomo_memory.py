@@ -92,7 +92,6 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/fomo_memory.json"))
     a = ap.parse_args()
     torch.manual_seed(0)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     rows = measure(a.model, a.image_size, tuple(a.batches), a.target_batch)
     write_json(Path(a.out), {"provenance": provenance(), "model": a.model, "image_size": a.image_size,
                              "measured_batches": list(a.batches), "target_batch": a.target_batch,

@@ -20,12 +20,11 @@ from typing import Sequence
 
 from vlcp.data.formats import Record, require
 from vlcp.data.formats.karpathy import read_caption_rows
+from vlcp.data.languages import XM3600
 from vlcp.errors import VlcpError
 
-# configs.xm3600_langs of CLFM (36 languages).
-XM3600_LANGUAGES = ("ar", "bn", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fil", "fr", "he", "hi", "hr",
-                    "hu", "id", "it", "ja", "ko", "mi", "nl", "no", "pl", "pt", "quz", "ro", "ru", "sv", "sw",
-                    "te", "th", "tr", "uk", "vi", "zh")
+# configs.xm3600_langs of CLFM (36 languages): the CLL-CLIP study's CLDR codes with XM3600's `quz` for `qu`.
+XM3600_LANGUAGES = tuple("quz" if c == "qu" else c for c in XM3600)
 # CLL-CLIP's continual-learning language order `order222` (seed-222 shuffle, en first).
 CLL_CLIP_ORDER = ("en", "it", "de", "fil", "tr", "uk", "nl", "bn", "he", "fi", "sv", "quz", "fa", "mi", "fr", "el",
                   "zh", "id", "sw", "no", "hi", "da", "te", "th", "pt", "ru", "ro", "pl", "hr", "es", "vi", "ar",
