@@ -36,17 +36,18 @@ def test_datasets_split_pool_adaptation_and_retention(fomo):
     assert not set(adapt.tolist()) & set(fomo.pool.tolist())            # adaptation data is not in P
     assert len(adapt) + len(fomo.pool) == len(train.images)
     datasets = {c.dataset for c in fomo.concepts}
-    assert "shapes" in datasets and "objects/twemoji" in datasets and len(datasets) == 9
+    assert {"shapes", "scenes", "objects/twemoji"} <= datasets and len(datasets) == 10
     assert sum(c.dataset == "shapes" for c in fomo.concepts) == 36
+    assert sum(c.dataset == "scenes" for c in fomo.concepts) == 12
     roles = {s.name: s.role for s in fomo.eval_sets}
-    assert roles["shapes"] == roles["objects/noto-mono"] == roles["adaptation-retrieval"] == "adaptation"
+    assert roles["shapes"] == roles["scenes"] == roles["objects/noto-mono"] == roles["adaptation-retrieval"] == "adaptation"
     assert roles["smileys-emotion"] == roles["pool-retrieval"] == roles["pool/openmoji"] == "retention"
     # every class of an adaptation dataset is a zero-shot class, streamed yet or not
     objects = next(s for s in fomo.eval_sets if s.name == "objects/twemoji")
     assert len(objects.classes) == sum(c.dataset == "objects/twemoji" for c in fomo.concepts)
     # side information: shapes are dated after every emoji; frequency counts pool caption words
     year = dict(zip(fomo.concepts, fomo.year))
-    assert year[cs.Concept("shapes", "red star")] > max(fomo.year[:-36])
+    assert year[cs.Concept("shapes", "red star")] == year[cs.Concept("scenes", "two objects on pink")] > max(fomo.year[:-48])
     assert all(f >= 0 for f in fomo.frequency)
 
 
@@ -66,6 +67,7 @@ def test_run_trajectory_budget_and_resume(emoji_root, tmp_path):
     assert sorted(e for t in full["tasks"] for e in t) == sorted(full["stream"])
     assert {"A_KA", "A_ZS", "GM", "datasets"} <= set(full["zero_shot"])
     assert full["datasets"]["shapes"] == {"role": "adaptation", "n": 108}
+    assert full["datasets"]["scenes"] == {"role": "adaptation", "n": 36}
     assert full["steps_per_task"] == [4, 4, 4] and full["budget"]["memory_multiplier"] == pytest.approx(1.0)
     on_disk = json.loads((tmp_path / "full" / "results.json").read_text())
     assert on_disk["trajectory"][-1]["GM"] == pytest.approx(full["trajectory"][-1]["GM"])
@@ -102,9 +104,9 @@ def test_every_ordering_streams_every_concept_once(emoji_root, fomo, ordering):
     assert sorted(order) == sorted(fomo.concepts)
     tasks = cut(cfg, order)
     if ordering == "dataset":   # one task per dataset, each dataset contiguous
-        assert len(tasks) == 9 and all(len({c.dataset for c in t}) == 1 for t in tasks)
+        assert len(tasks) == 10 and all(len({c.dataset for c in t}) == 1 for t in tasks)
     if ordering == "time":
-        assert [c.dataset for c in order[-36:]] == ["shapes"] * 36
+        assert {c.dataset for c in order[-48:]} == {"shapes", "scenes"}
 
 
 def test_stream_file_import(emoji_root, fomo, tmp_path):

@@ -4,7 +4,7 @@ import pytest
 
 from vlcp.config import DataCfg
 from vlcp.data.benchmark import load_benchmark
-from vlcp.data.procedural import render_shapes
+from vlcp.data.procedural import BACKGROUNDS, render_scenes, render_shapes, scene_captions
 from vlcp.data.streams import assign_tasks
 from vlcp.errors import ConfigError, VlcpError
 
@@ -76,3 +76,18 @@ def test_shapes_are_deterministic_and_labelled():
     red = a.images[a.labels["colour"] == 0].reshape(-1, 3).astype(int)
     ink = red[red.sum(1) < 600]
     assert (ink[:, 0] > ink[:, 2] + 60).mean() > 0.8
+
+
+def test_scenes_count_objects_on_their_background():
+    a, b = render_scenes(32, per_class=6, seed=0), render_scenes(32, per_class=6, seed=0)
+    assert a.images.shape == (3 * 4 * 6, 32, 32, 3) and (a.images == b.images).all()
+    assert np.bincount(a.labels["scene"]).tolist() == [6] * 12
+    assert a.classes["scene"][a.labels["scene"][-1]] == "three objects on brown"
+    # the corner pixel is the background's colour; more objects cover more of it
+    bg = np.array(list(BACKGROUNDS.values()))[a.labels["background"]]
+    assert (np.abs(a.images[:, 0, 0].astype(int) - bg).max(1) <= 2).mean() > 0.8
+    covered = (np.abs(a.images.astype(int) - bg[:, None, None]).sum(-1) > 30).mean((1, 2))
+    by_count = [covered[a.labels["count"] == n].mean() for n in range(3)]
+    assert by_count[0] < by_count[1] < by_count[2]
+    caps = scene_captions(a, 3)
+    assert caps[-1][0].startswith("three ") and "brown" in caps[-1][0] and all(len(c) == 3 for c in caps)

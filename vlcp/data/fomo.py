@@ -9,8 +9,10 @@ Here, at the scale of the emoji benchmark:
   θ0 is pretrained on exactly these pairs (`vlcp pretrain fomo-base`), and they are the pool
   that λP replays.
 - **Adaptation datasets** (A_KA): every other group, one dataset per (group, training style)
-  ("objects/twemoji", …), classes = the group's subgroups; and `shapes`, the procedural
-  coloured shapes with procedural captions ("a red star"), classes = the 36 colour-shape pairs.
+  ("objects/twemoji", …), classes = the group's subgroups; `shapes`, the procedural
+  coloured shapes with procedural captions ("a red star"), classes = the 36 colour-shape pairs;
+  and `scenes`, the procedural coloured scenes ("two red stars on a pink background"), classes =
+  the 12 (object count, background colour) pairs.
   A concept is one (dataset, class); its training images are the stream's unit.
 - **Retention datasets** (A_ZS, never trained on after θ0): the held-out items of each
   pool group (subgroup classification), every pool item in the unseen style (group
@@ -19,8 +21,8 @@ Here, at the scale of the emoji benchmark:
 - **Adaptation retrieval**: R@5 on the adaptation groups' test items (FSCOCO's role).
 
 Concept side information for the orderings (`vlcp.data.concepts`): the **time** of a concept is
-the median Unicode emoji release year of its subgroup's emoji (the shapes are dated after the
-newest emoji); its **frequency** is the mean count, over the words of its class name, of that
+the median Unicode emoji release year of its subgroup's emoji (the procedural sets are dated
+after the newest emoji); its **frequency** is the mean count, over the words of its class name, of that
 word in P's captions; **difficulty** and **similarity** come from the base model
 (`concept_difficulty`, `class_embeddings`).
 """
@@ -36,14 +38,15 @@ import torch
 from vlcp.data.benchmark import EmojiBenchmark, PairSet
 from vlcp.data.concepts import Concept
 from vlcp.data.emoji import readable
-from vlcp.data.procedural import COLOURS, SHAPES, render_shapes
+from vlcp.data.procedural import COLOURS, SHAPES, render_scenes, render_shapes, scene_captions
 
 # Unicode emoji version -> release year (emoji 0.6–2.0 are the 2015 baseline)
 EMOJI_YEAR = {0.6: 2015, 0.7: 2015, 1.0: 2015, 2.0: 2015, 3.0: 2016, 4.0: 2016, 5.0: 2017, 11.0: 2018,
               12.0: 2019, 12.1: 2019, 13.0: 2020, 13.1: 2020, 14.0: 2021, 15.0: 2022, 15.1: 2023}
-SHAPES_YEAR = 2024
+SHAPES_YEAR = 2024      # the procedural sets (shapes, scenes): dated after the newest emoji
 SHAPE_TEMPLATES = ("a {} shape.", "a {}.", "a drawing of a {}.", "{}", "a simple {} on white.",
                    "a picture of a {}.", "an icon of a {}.", "a {} figure.")
+SCENE_TEMPLATE = "a scene of {}."
 EMOJI_TEMPLATE = "an emoji of {}."
 
 
@@ -89,18 +92,30 @@ def concat_pairsets(a: PairSet, b: PairSet) -> PairSet:
                    torch.cat([a.tasks, b.tasks]), torch.cat([a.items, b.items]), groups)
 
 
+def _pairs(images: np.ndarray, label: np.ndarray, caps: list[list[str]]) -> PairSet:
+    """A procedural set as image–text pairs: one item per image, its caption variants `caps`."""
+    n = len(label)
+    none = torch.full((n,), -1, dtype=torch.long)
+    return PairSet(torch.from_numpy(images), torch.arange(n), [c[0] for c in caps], caps,
+                   torch.from_numpy(label).long(), none, none.clone(), none.clone())
+
+
 def shape_pairs(size: int, per_class: int, seed: int, captions: int) -> tuple[PairSet, list[str]]:
-    """The procedural shapes as image–text pairs: one item per image, class = "colour shape",
-    `captions` procedural caption variants from SHAPE_TEMPLATES."""
+    """The procedural shapes as image–text pairs: class = "colour shape", `captions`
+    procedural caption variants from SHAPE_TEMPLATES."""
     s = render_shapes(size, per_class, seed)
     classes = [f"{c} {sh}" for sh in SHAPES for c in COLOURS]
     label = s.labels["shape"] * len(COLOURS) + s.labels["colour"]
     caps = [[SHAPE_TEMPLATES[k % len(SHAPE_TEMPLATES)].format(classes[y]) for k in range(captions)]
             for y in label.tolist()]
-    n = len(label)
-    return PairSet(torch.from_numpy(s.images), torch.arange(n), [c[0] for c in caps], caps,
-                   torch.from_numpy(label).long(), torch.full((n,), -1, dtype=torch.long),
-                   torch.full((n,), -1, dtype=torch.long), torch.full((n,), -1, dtype=torch.long)), classes
+    return _pairs(s.images, label, caps), classes
+
+
+def scene_pairs(size: int, per_class: int, seed: int, captions: int) -> tuple[PairSet, list[str]]:
+    """The procedural coloured scenes as image–text pairs: class = "count objects on
+    background", captions naming count, background, colour and shape (`scene_captions`)."""
+    s = render_scenes(size, per_class, seed)
+    return _pairs(s.images, s.labels["scene"], scene_captions(s, captions)), s.classes["scene"]
 
 
 def word_frequency(captions: list[str]) -> Counter:
@@ -118,8 +133,11 @@ def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list
     adapt_groups = [g for g in groups if g not in pool_groups]
     emoji_train = bench.pairs("train", train_styles)
     captions = len(emoji_train.captions[0])
-    shapes_train, shape_classes = shape_pairs(bench.cfg.image_size, shapes_per_class, seed + 1, captions)
-    train = concat_pairsets(emoji_train, shapes_train)
+    procedural = {"shapes": (*shape_pairs(bench.cfg.image_size, shapes_per_class, seed + 1, captions), SHAPE_TEMPLATES[0]),
+                  "scenes": (*scene_pairs(bench.cfg.image_size, shapes_per_class, seed + 3, captions), SCENE_TEMPLATE)}
+    train = emoji_train
+    for pairs, _, _ in procedural.values():
+        train = concat_pairsets(train, pairs)
 
     n_items = len(emoji_train.texts)
     img_group = emoji_train.image_groups
@@ -144,11 +162,13 @@ def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list
                 concept_images.append(sel)
                 year.append(float(np.median(versions[bench.class_names[c]])))
     off = len(emoji_train.images)
-    templates["shapes"] = SHAPE_TEMPLATES[0]
-    for y, cname in enumerate(shape_classes):
-        concepts.append(Concept("shapes", cname))
-        concept_images.append((shapes_train.labels == y).nonzero().squeeze(1) + off)
-        year.append(float(SHAPES_YEAR))
+    for name, (pairs, classes, template) in procedural.items():
+        templates[name] = template
+        for y, cname in enumerate(classes):
+            concepts.append(Concept(name, cname))
+            concept_images.append((pairs.labels == y).nonzero().squeeze(1) + off)
+            year.append(float(SHAPES_YEAR))
+        off += len(pairs.images)
 
     counts = word_frequency([c for i in pool.tolist() for c in train.captions[int(train.image_text[i])]])
     frequency = [float(np.mean([counts[w] for w in re.findall(r"[a-z0-9]+", c.classname.lower())] or [0]))
@@ -182,8 +202,11 @@ def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, sh
             sub = sub.select_texts(sub.groups == gi)
             out.append(_classification(f"{slug(g)}/{style}", "adaptation", sub, False, bench.class_names,
                                        subgroups[g]))
-    shapes_test, classes = shape_pairs(bench.cfg.image_size, max(2, shapes_per_class // 2), seed + 2, 1)
-    out.append(EvalSet("shapes", "adaptation", shapes_test.images, shapes_test.labels, classes, SHAPE_TEMPLATES[0]))
+    per_class = max(2, shapes_per_class // 2)
+    for name, make, template, test_seed in (("shapes", shape_pairs, SHAPE_TEMPLATES[0], seed + 2),
+                                            ("scenes", scene_pairs, SCENE_TEMPLATE, seed + 4)):
+        pairs, classes = make(bench.cfg.image_size, per_class, test_seed, 1)
+        out.append(EvalSet(name, "adaptation", pairs.images, pairs.labels, classes, template))
     adapt_ids = torch.tensor([groups.index(g) for g in adapt_groups])
     out.append(EvalSet("adaptation-retrieval", "adaptation", pairs=test.select_texts(torch.isin(test.groups, adapt_ids))))
     pool_ids = torch.tensor([groups.index(g) for g in pool_groups])

@@ -4,6 +4,10 @@
 rotation on the emoji's white background — a held-out domain for zero-shot classification by
 shape and by colour (the emoji stream has a few coloured circles, squares and diamonds, so the
 concepts are learnable, the images are not in any training set).
+`scenes`: one to three objects (a shape of one colour) on a coloured background, the
+coloured-scene set's attribute classes being (object count, background colour) pairs, with
+procedural captions that also name the objects' colour and shape (as dSprites/Shapes3D give
+FoMo-in-Flux attribute classes and templated captions).
 """
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ from PIL import Image, ImageDraw
 SHAPES = ("circle", "square", "triangle", "diamond", "star", "hexagon")
 COLOURS = {"red": (221, 46, 68), "orange": (244, 144, 12), "yellow": (253, 203, 88),
            "green": (120, 177, 89), "blue": (85, 172, 238), "purple": (170, 142, 214)}
+
+
+BACKGROUNDS = {"black": (34, 34, 34), "grey": (150, 150, 150), "pink": (255, 182, 193), "brown": (128, 84, 48)}
+COUNTS = ("one", "two", "three")
 
 
 @dataclass
@@ -36,6 +44,13 @@ def _polygon(shape: str, cx: float, cy: float, r: float, rot: float) -> list[tup
     return [(cx + a * math.cos(t), cy + a * math.sin(t)) for a, t in pts]
 
 
+def _draw(d: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, r: float, rot: float, rgb) -> None:
+    if shape == "circle":
+        d.ellipse([cx - r, cy - r, cx + r, cy + r], fill=rgb)
+    else:
+        d.polygon(_polygon(shape, cx, cy, r, rot), fill=rgb)
+
+
 def render_shapes(size: int = 32, per_class: int = 4, seed: int = 0) -> LabelledImages:
     """per_class images of each (shape, colour) pair, drawn at 4× and downsampled."""
     rng = np.random.default_rng(seed)
@@ -48,12 +63,57 @@ def render_shapes(size: int = 32, per_class: int = 4, seed: int = 0) -> Labelled
                 r = big * rng.uniform(0.25, 0.42)
                 cx, cy = (big / 2 + rng.uniform(-1, 1) * (big / 2 - r) * 0.8 for _ in range(2))
                 rot = rng.uniform(-0.2, 0.2) if shape in ("square", "triangle", "diamond") else rng.uniform(0, math.pi)
-                if shape == "circle":
-                    d.ellipse([cx - r, cy - r, cx + r, cy + r], fill=rgb)
-                else:
-                    d.polygon(_polygon(shape, cx, cy, r, rot), fill=rgb)
+                _draw(d, shape, cx, cy, r, rot, rgb)
                 images.append(np.asarray(im.resize((size, size), Image.Resampling.LANCZOS)))
                 shape_y.append(si)
                 colour_y.append(ci)
     return LabelledImages(np.stack(images), {"shape": np.array(shape_y), "colour": np.array(colour_y)},
                           {"shape": list(SHAPES), "colour": list(COLOURS)})
+
+
+def scene_class(count: int, background: int) -> str:
+    """The class name of a scene: "two objects on pink"."""
+    return f"{COUNTS[count]} object{'s' if count else ''} on {list(BACKGROUNDS)[background]}"
+
+
+def render_scenes(size: int = 32, per_class: int = 4, seed: int = 0) -> LabelledImages:
+    """per_class images of each (count, background) pair: 1–3 objects of one random shape and
+    colour in distinct cells of a 3 × 3 grid (jittered), drawn at 4× and downsampled. Labels:
+    `scene` (count × background, named by `scene_class`), `count`, `background`, and the
+    objects' `shape` and `colour` (for the captions)."""
+    rng = np.random.default_rng(seed)
+    big, cell = size * 4, size * 4 / 3
+    images, y = [], {k: [] for k in ("scene", "count", "background", "shape", "colour")}
+    for n in range(len(COUNTS)):
+        for bi, bg in enumerate(BACKGROUNDS.values()):
+            for _ in range(per_class):
+                im = Image.new("RGB", (big, big), bg)
+                d = ImageDraw.Draw(im)
+                si, ci = int(rng.integers(len(SHAPES))), int(rng.integers(len(COLOURS)))
+                for c in rng.choice(9, size=n + 1, replace=False):
+                    r = cell * rng.uniform(0.3, 0.42)
+                    cx, cy = ((k + 0.5) * cell + rng.uniform(-1, 1) * (cell / 2 - r) for k in divmod(int(c), 3))
+                    _draw(d, SHAPES[si], cx, cy, r, rng.uniform(-0.2, 0.2), list(COLOURS.values())[ci])
+                images.append(np.asarray(im.resize((size, size), Image.Resampling.LANCZOS)))
+                for k, v in (("scene", n * len(BACKGROUNDS) + bi), ("count", n), ("background", bi),
+                             ("shape", si), ("colour", ci)):
+                    y[k].append(v)
+    classes = {"scene": [scene_class(n, b) for n in range(len(COUNTS)) for b in range(len(BACKGROUNDS))],
+               "count": list(COUNTS), "background": list(BACKGROUNDS), "shape": list(SHAPES), "colour": list(COLOURS)}
+    return LabelledImages(np.stack(images), {k: np.array(v) for k, v in y.items()}, classes)
+
+
+SCENE_CAPTIONS = ("{count} {colour} {shape}{s} on a {bg} background.", "a {bg} scene with {count} {colour} {shape}{s}.",
+                  "{count} object{s} on {bg}.", "a picture of {count} {shape}{s} on {bg}.",
+                  "{count} {colour} object{s} on a {bg} background.", "a scene of {count} object{s} on {bg}.",
+                  "{count} {shape}{s}, {colour}, on {bg}.", "a drawing of {count} {colour} {shape}{s} on {bg}.")
+
+
+def scene_captions(s: LabelledImages, captions: int) -> list[list[str]]:
+    """`captions` procedural caption variants per scene image (its count, background, shape, colour)."""
+    out = []
+    for i in range(len(s.images)):
+        n, b, sh, c = (int(s.labels[k][i]) for k in ("count", "background", "shape", "colour"))
+        f = dict(count=COUNTS[n], s="s" if n else "", bg=list(BACKGROUNDS)[b], shape=SHAPES[sh], colour=list(COLOURS)[c])
+        out.append([SCENE_CAPTIONS[k % len(SCENE_CAPTIONS)].format(**f) for k in range(captions)])
+    return out
