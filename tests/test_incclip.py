@@ -85,10 +85,37 @@ def test_weight_norm_clipping():
     assert torch.allclose(F.normalize(lin.weight.detach().flatten(), dim=0), direction, atol=1e-6)
     assert torch.equal(lin.bias, bias)                # not in ref_norms: untouched
     assert clip_weight_norms(lin, ref, 1.5) == 0      # already on the bound
+    big = {"weight": 10 * ref["weight"]}              # under the bound: bit-identical
+    before = lin.weight.detach().clone()
+    assert clip_weight_norms(lin, big, 1.0) == 0 and torch.equal(lin.weight, before)
+
+
+def test_pseudo_texts_regenerate_every_k_steps(monkeypatch):
+    from types import SimpleNamespace
+
+    from vlcp.methods.base import Batch, frozen_copy
+
+    torch.manual_seed(0)
+    model, tok = create_clip("vlcp-tiny")
+    cls = get_method("incclip")
+    m = cls(cls.Config(pseudo_every=3, pseudo_iters=1, pseudo_batch=2), seed=0)
+    m.old = frozen_copy(model)
+    calls = []
+    real = m.pseudo_texts
+    monkeypatch.setattr(m, "pseudo_texts", lambda *a: calls.append(1) or real(*a))
+    batch = Batch(torch.randn(4, 3, 32, 32), tok(["a", "b c", "d", "e f g"]), torch.arange(4))
+    extras = []
+    for step in range(7):
+        ctx = SimpleNamespace(step=step, extras={"current_ids": torch.arange(2)})
+        m.loss(model, batch, ctx)
+        extras.append(m.pseudo[0])
+    assert len(calls) == 3                            # steps 0, 3, 6
+    assert extras[0] is extras[2] and extras[2] is not extras[3]
 
 
 @pytest.mark.parametrize("field,value", [("s_min", 0.6), ("mix_high", 1.5), ("pseudo_iters", -1),
-                                         ("kd_weight", -0.1), ("wnc_ratio", 0.0), ("pseudo_batch", 0)])
+                                         ("kd_weight", -0.1), ("wnc_ratio", 0.0), ("pseudo_batch", 0),
+                                         ("pseudo_every", 0)])
 def test_config_errors_name_the_field(field, value):
     with pytest.raises(ConfigError, match=field):
         get_method("incclip").Config(**{field: value})
