@@ -1,4 +1,5 @@
 """IncCLIP's pieces against hand-computed cases, and the method end to end (resume included)."""
+import dataclasses
 import json
 
 import pytest
@@ -125,6 +126,7 @@ def test_config_errors_name_the_field(field, value):
 def incclip_run(emoji_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("incclip")
     cfg = tiny_experiment(emoji_root, "incclip", model="vlcp-tiny-rn", buffer_size=20, pseudo_iters=2)
+    cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, heldout=True))   # the study's held-out suite
     return run_experiment(cfg, out), cfg
 
 
@@ -134,6 +136,10 @@ def test_incclip_runs_with_all_terms(incclip_run):
     assert set(r["train"][0]["terms"]) == {"clip"}                 # task 1: no previous model yet
     assert all(set(t["terms"]) == {"clip", "kd"} and t["terms"]["kd"] >= 0 for t in r["train"][1:])
     assert len(r["cumulative"]) == 3
+    acc = r["heldout"][-1]["classification"]          # the eight held-out classification sets
+    assert set(acc) == {"test/subgroup", "test/group", "unseen_style/subgroup", "unseen_style/group",
+                        "shapes/shape", "shapes/colour", "scenes/count", "scenes/background"}
+    assert all(0 <= v <= 100 for v in acc.values())
 
 
 def test_incclip_resume_equals_uninterrupted(incclip_run, tmp_path):

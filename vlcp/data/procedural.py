@@ -1,4 +1,5 @@
-"""Procedural evaluation sets rendered with PIL at run time (design §4): deterministic, offline.
+"""Procedural sets rendered with PIL at run time (design §4): deterministic, offline. Both are
+held-out zero-shot classification sets (`PROCEDURAL_TASKS`) and FoMo-in-Flux adaptation datasets.
 
 `shapes`: coloured geometric shapes (6 shapes × 6 colours) at random position, size and
 rotation on the emoji's white background — a held-out domain for zero-shot classification by
@@ -22,6 +23,7 @@ COLOURS = {"red": (221, 46, 68), "orange": (244, 144, 12), "yellow": (253, 203, 
            "green": (120, 177, 89), "blue": (85, 172, 238), "purple": (170, 142, 214)}
 
 
+PROCEDURAL_TASKS = {"shapes": ("shape", "colour"), "scenes": ("count", "background")}   # held-out classification tasks
 BACKGROUNDS = {"black": (34, 34, 34), "grey": (150, 150, 150), "pink": (255, 182, 193), "brown": (128, 84, 48)}
 COUNTS = ("one", "two", "three")
 
@@ -99,7 +101,8 @@ def render_scenes(size: int = 32, per_class: int = 4, seed: int = 0) -> Labelled
                              ("shape", si), ("colour", ci)):
                     y[k].append(v)
     classes = {"scene": [scene_class(n, b) for n in range(len(COUNTS)) for b in range(len(BACKGROUNDS))],
-               "count": list(COUNTS), "background": list(BACKGROUNDS), "shape": list(SHAPES), "colour": list(COLOURS)}
+               "count": [f"{c} object{'s' if n else ''}" for n, c in enumerate(COUNTS)],
+               "background": [f"{b} background" for b in BACKGROUNDS], "shape": list(SHAPES), "colour": list(COLOURS)}
     return LabelledImages(np.stack(images), {k: np.array(v) for k, v in y.items()}, classes)
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from vlcp.config import EvalCfg
 from vlcp.data.benchmark import PairSet
-from vlcp.data.procedural import render_shapes
+from vlcp.data.procedural import PROCEDURAL_TASKS, render_scenes, render_shapes
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
@@ -98,7 +98,7 @@ class Evaluator:
         self.class_names, self.num_tasks, self.cfg = class_names, num_tasks, cfg
         self.group_names = list(group_names)
         self._memo: MemoTokenizer | None = None
-        self._shape_set = None
+        self._procedural = None
 
     def _tokenizer(self, tokenizer) -> MemoTokenizer:
         if self._memo is None or self._memo.tokenizer is not tokenizer:
@@ -137,8 +137,9 @@ class Evaluator:
                 subgroup_weights: torch.Tensor | None = None) -> dict:
         """IncCLIP-style held-out evaluation of one model: zero-shot classification (prompt
         ensembles over `zeroshot_templates`, top-1 %) by subgroup and by group on every set
-        (unseen items in the training styles, every item in the unseen styles) and by shape and
-        colour on the procedural shapes; zero-shot retrieval (TR/IR@K, Rm) on each whole set.
+        (unseen items in the training styles, every item in the unseen styles), by shape and
+        colour on the procedural shapes and by object count and background on the procedural
+        scenes (`PROCEDURAL_TASKS`); zero-shot retrieval (TR/IR@K, Rm) on each whole set.
         `subgroup_weights`: the subgroup classifier when the caller has already built it."""
         out: dict = {"classification": {}, "retrieval": {}}
         templates = self.cfg.zeroshot_templates
@@ -151,21 +152,22 @@ class Evaluator:
                 zeroshot_weights(model, tokenizer, names(classes), templates, device).float().cpu()
             for name, enc in encoded.items():
                 out["classification"][f"{name}/{tag}"] = topk_accuracy(enc.image, w, getattr(enc.pairs, attr), (1,))[1]
-        shapes = self._shapes(encoded)
-        x = _normalise(torch.from_numpy(shapes.images)).to(device)
-        feats = model.encode_image(x, normalize=True).float().cpu()
-        for tag, classes in shapes.classes.items():
-            w = zeroshot_weights(model, tokenizer, classes, templates, device).float().cpu()
-            out["classification"][f"shapes/{tag}"] = topk_accuracy(feats, w, torch.from_numpy(shapes.labels[tag]), (1,))[1]
+        for set_name, images in self._procedural_sets(encoded).items():
+            x = _normalise(torch.from_numpy(images.images)).to(device)
+            feats = model.encode_image(x, normalize=True).float().cpu()
+            for tag in PROCEDURAL_TASKS[set_name]:
+                w = zeroshot_weights(model, tokenizer, images.classes[tag], templates, device).float().cpu()
+                out["classification"][f"{set_name}/{tag}"] = topk_accuracy(feats, w, torch.from_numpy(images.labels[tag]), (1,))[1]
         for name, enc in encoded.items():
             out["retrieval"][name] = _retrieval(enc, sorted(set(enc.pairs.tasks.tolist())), tuple(self.cfg.ks))
         return out
 
-    def _shapes(self, encoded):
-        if self._shape_set is None:
+    def _procedural_sets(self, encoded):
+        if self._procedural is None:
             size = next(iter(encoded.values())).pairs.images.shape[1]
-            self._shape_set = render_shapes(size, per_class=4, seed=0)
-        return self._shape_set
+            self._procedural = {"shapes": render_shapes(size, per_class=4, seed=0),
+                                "scenes": render_scenes(size, per_class=8, seed=0)}
+        return self._procedural
 
     def final_pools(self, model, tokenizer, device) -> list[dict]:
         """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT)."""

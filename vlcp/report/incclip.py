@@ -3,8 +3,9 @@
 
 Our stand-ins for the paper's evaluation sets (held-out suite, `Evaluator.heldout`):
 zero-shot classification (prompt ensembles) by subgroup and by group on the unseen items in the
-training styles and on every item in the unseen style, and by shape and colour on the procedural
-shapes — the paper's eight classification sets; zero-shot retrieval on the unseen items (the
+training styles and on every item in the unseen style, by shape and colour on the procedural
+shapes, and by object count and background on the procedural scenes — the paper's eight
+classification sets; zero-shot retrieval on the unseen items (the
 in-domain set, Flickr30K's role) and on the unseen style (out of domain, MSCOCO's role)."""
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from vlcp.eval.continual import bwt
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
-                  "shapes/shape": "shape (shapes)", "shapes/colour": "colour (shapes)"}
+                  "shapes/shape": "shape (shapes)", "shapes/colour": "colour (shapes)",
+                  "scenes/count": "count (scenes)", "scenes/background": "background (scenes)"}
 RETRIEVAL_SETS = {"test": "unseen items", "unseen_style": "unseen style"}
 HEADLINE = "test/subgroup"   # the ImageNet column's role: the classes the stream is cut by
 
