@@ -1,0 +1,77 @@
+"""IncCLIP's step time against ER's, robust to this VM's run-to-run drift.
+
+    .venv/bin/python benchmarks/incclip_cost.py [--repeats 3] [--work DIR]
+
+The IncCLIP study times each experiment once, inside `dvc repro`; on a shared 2-core VM one run's
+step time moves by 10-15 % from run to run, enough to flip the issue's ≤ 1.5 × ER target. This
+runs ER, IncCLIP (pseudo texts every batch, the paper's), IncCLIP with the generation amortised
+over 8 steps, and IncCLIP without pseudo texts (W.N.C + Dist.: the previous model's forward only),
+interleaved, `--repeats` times each in one process, and reports each one's median seconds per
+step over steps 2… (where the methods differ) and, per repeat, its ratio to the same repeat's ER
+run (paired, so slow drift cancels): the median of those ratios, and their range. The held-out
+Average of every run comes with it (one seed: the repeats are the same run, so it only varies by
+nondeterminism). About 6 minutes on 2 cores at 5 repeats.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from vlcp.config import load_params, resolve_experiment  # noqa: E402
+from vlcp.report import incclip as ic  # noqa: E402
+from vlcp.runner import run_experiment  # noqa: E402
+from vlcp.utils import write_json  # noqa: E402
+
+from common import provenance  # noqa: E402  (benchmarks/common.py)
+
+REFERENCE = "ic4-er"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--experiments", nargs="+",
+                    default=[REFERENCE, "ic4-incclip", "ic4-incclip-every8", "ic4-incclip-wnc-kd"])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
+    ap.add_argument("--work", default=None, help="runs and checkpoints go here (default: a temp dir)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/incclip_cost.json"))
+    args = ap.parse_args()
+    if args.experiments[0] != REFERENCE:
+        ap.error(f"--experiments: the first must be the reference {REFERENCE}")
+    params = load_params(args.params)
+    work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-incclip-cost-"))
+    step: dict[str, list[float]] = {e: [] for e in args.experiments}
+    average: dict[str, list[float]] = {e: [] for e in args.experiments}
+    pseudo_every: dict[str, int | None] = {}
+    for rep in range(args.repeats):          # interleaved: drift hits every experiment alike
+        for exp in args.experiments:
+            cfg = resolve_experiment(params, exp, args.seed, ["train.progress=false"])
+            where = work / f"rep{rep}" / exp
+            r = run_experiment(cfg, where / "run", where / "ckpt", resume=False)
+            step[exp].append(ic.step_time(r))
+            average[exp].append(ic.classification(r)["Average"])
+            pseudo_every[exp] = r["config"]["method"].get("pseudo_every")
+            print(f"repeat {rep + 1}/{args.repeats} {exp}: {1000 * step[exp][-1]:.1f} ms/step")
+    median = {e: statistics.median(v) for e, v in step.items()}
+    paired = {e: [a / b for a, b in zip(v, step[REFERENCE])] for e, v in step.items()}
+    out = {"what": "IncCLIP's training step time vs ER's (interleaved repeats, steps 2..; ratios paired per repeat)",
+           "reference": REFERENCE, "seed": args.seed, "repeats": args.repeats,
+           "seconds_per_step": step, "median_seconds_per_step": median,
+           "paired_ratios": paired,
+           "ratio_to_reference": {e: statistics.median(v) for e, v in paired.items()},
+           "ratio_range": {e: [min(v), max(v)] for e, v in paired.items()},
+           "average": average, "pseudo_every": pseudo_every}
+    for e in args.experiments:
+        lo, hi = out["ratio_range"][e]
+        print(f"{e}: {1000 * median[e]:.1f} ms/step, {out['ratio_to_reference'][e]:.2f} × ER (paired, {lo:.2f}–{hi:.2f})")
+    write_json(args.out, out | provenance())
+
+
+if __name__ == "__main__":
+    main()
