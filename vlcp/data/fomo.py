@@ -118,6 +118,11 @@ def scene_pairs(size: int, per_class: int, seed: int, captions: int) -> tuple[Pa
     return _pairs(s.images, s.labels["scene"], scene_captions(s, captions)), s.classes["scene"]
 
 
+# The procedural adaptation datasets: name -> (pair builder, zero-shot template, seed offset:
+# training images from seed + offset, evaluation images from seed + offset + 1).
+PROCEDURAL = {"shapes": (shape_pairs, SHAPE_TEMPLATES[0], 1), "scenes": (scene_pairs, SCENE_TEMPLATE, 3)}
+
+
 def word_frequency(captions: list[str]) -> Counter:
     return Counter(w for c in captions for w in re.findall(r"[a-z0-9]+", c.lower()))
 
@@ -133,10 +138,10 @@ def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list
     adapt_groups = [g for g in groups if g not in pool_groups]
     emoji_train = bench.pairs("train", train_styles)
     captions = len(emoji_train.captions[0])
-    procedural = {"shapes": (*shape_pairs(bench.cfg.image_size, shapes_per_class, seed + 1, captions), SHAPE_TEMPLATES[0]),
-                  "scenes": (*scene_pairs(bench.cfg.image_size, shapes_per_class, seed + 3, captions), SCENE_TEMPLATE)}
+    procedural = {name: make(bench.cfg.image_size, shapes_per_class, seed + off, captions)
+                  for name, (make, _, off) in PROCEDURAL.items()}
     train = emoji_train
-    for pairs, _, _ in procedural.values():
+    for pairs, _ in procedural.values():
         train = concat_pairsets(train, pairs)
 
     n_items = len(emoji_train.texts)
@@ -162,8 +167,8 @@ def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list
                 concept_images.append(sel)
                 year.append(float(np.median(versions[bench.class_names[c]])))
     off = len(emoji_train.images)
-    for name, (pairs, classes, template) in procedural.items():
-        templates[name] = template
+    for name, (pairs, classes) in procedural.items():
+        templates[name] = PROCEDURAL[name][1]
         for y, cname in enumerate(classes):
             concepts.append(Concept(name, cname))
             concept_images.append((pairs.labels == y).nonzero().squeeze(1) + off)
@@ -202,10 +207,8 @@ def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, sh
             sub = sub.select_texts(sub.groups == gi)
             out.append(_classification(f"{slug(g)}/{style}", "adaptation", sub, False, bench.class_names,
                                        subgroups[g]))
-    per_class = max(2, shapes_per_class // 2)
-    for name, make, template, test_seed in (("shapes", shape_pairs, SHAPE_TEMPLATES[0], seed + 2),
-                                            ("scenes", scene_pairs, SCENE_TEMPLATE, seed + 4)):
-        pairs, classes = make(bench.cfg.image_size, per_class, test_seed, 1)
+    for name, (make, template, off) in PROCEDURAL.items():
+        pairs, classes = make(bench.cfg.image_size, max(2, shapes_per_class // 2), seed + off + 1, 1)
         out.append(EvalSet(name, "adaptation", pairs.images, pairs.labels, classes, template))
     adapt_ids = torch.tensor([groups.index(g) for g in adapt_groups])
     out.append(EvalSet("adaptation-retrieval", "adaptation", pairs=test.select_texts(torch.isin(test.groups, adapt_ids))))

@@ -73,9 +73,14 @@ def render_shapes(size: int = 32, per_class: int = 4, seed: int = 0) -> Labelled
                           {"shape": list(SHAPES), "colour": list(COLOURS)})
 
 
+def count_class(count: int) -> str:
+    """The class name of an object count: "two objects"."""
+    return f"{COUNTS[count]} object{'s' if count else ''}"
+
+
 def scene_class(count: int, background: int) -> str:
     """The class name of a scene: "two objects on pink"."""
-    return f"{COUNTS[count]} object{'s' if count else ''} on {list(BACKGROUNDS)[background]}"
+    return f"{count_class(count)} on {list(BACKGROUNDS)[background]}"
 
 
 def render_scenes(size: int = 32, per_class: int = 4, seed: int = 0) -> LabelledImages:
@@ -101,7 +106,7 @@ def render_scenes(size: int = 32, per_class: int = 4, seed: int = 0) -> Labelled
                              ("shape", si), ("colour", ci)):
                     y[k].append(v)
     classes = {"scene": [scene_class(n, b) for n in range(len(COUNTS)) for b in range(len(BACKGROUNDS))],
-               "count": [f"{c} object{'s' if n else ''}" for n, c in enumerate(COUNTS)],
+               "count": [count_class(n) for n in range(len(COUNTS))],
                "background": [f"{b} background" for b in BACKGROUNDS], "shape": list(SHAPES), "colour": list(COLOURS)}
     return LabelledImages(np.stack(images), {k: np.array(v) for k, v in y.items()}, classes)
 
