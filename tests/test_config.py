@@ -112,6 +112,20 @@ def test_profile_model_aliases_pick_the_profiles_model():
     assert resolve_experiment({**params, "profile": "tiny"}, "ic").model.name == "vlcp-tiny-rn"
 
 
+def test_profile_alias_train_settings_sit_under_the_experiment():
+    from vlcp.config import resolve_experiment
+
+    params = {"profile": "tiny", "defaults": {"train": {"lr": 0.1, "steps": 10}},
+              "profiles": {"tiny": {"model_aliases": {"albef": {"name": "albef-tiny", "train": {"lr": 0.01, "batch_size": 64}}}},
+                           "big": {"model_aliases": {"albef": "albef-base"}}},
+              "experiments": {"a": {"model": {"name": "albef"}}, "b": {"model": {"name": "albef"}, "train": {"lr": 0.5}}}}
+    a = resolve_experiment(params, "a")
+    assert (a.model.name, a.train.lr, a.train.batch_size, a.train.steps) == ("albef-tiny", 0.01, 64, 10)
+    assert resolve_experiment(params, "b").train.lr == 0.5                            # the experiment's own wins
+    assert resolve_experiment(params, "a", overrides=["train.batch_size=8"]).train.batch_size == 8
+    assert resolve_experiment({**params, "profile": "big"}, "a").train.lr == 0.1     # other profiles unaffected
+
+
 def test_model_built_for_the_data_image_size():
     import torch
 

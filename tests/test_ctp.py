@@ -120,6 +120,20 @@ def test_pretrained_directory_in_the_real_formats(tmp_path):
         create_albef("albef-tiny", str(tmp_path / "nowhere"))
 
 
+def test_vlcp_weights_file_round_trips_and_a_misfit_is_named(tmp_path):
+    """`vlcp pretrain` writes an ALBEF's state dict (stage ctp_base); the study loads it with the
+    vocab rebuilt from the same captions, and a file for another vocab or config is refused."""
+    model, tok = create_albef("albef-tiny", corpus=CORPUS)
+    torch.save(model.state_dict(), tmp_path / "base.pt")
+    loaded, tok2 = create_albef("albef-tiny", str(tmp_path / "base.pt"), corpus=CORPUS)
+    assert tok2(CORPUS[:2]).tolist() == tok(CORPUS[:2]).tolist()
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
+    with pytest.raises(VlcpError, match="does not fit"):
+        create_albef("albef-tiny", str(tmp_path / "base.pt"), corpus=CORPUS + ["zebra xylophone quokka"])
+    with pytest.raises(VlcpError, match="not found"):
+        create_albef("albef-tiny", str(tmp_path / "missing.pt"), corpus=CORPUS)
+
+
 # -- CTP's losses ------------------------------------------------------------------------------
 
 def test_momentum_contrast_without_queue_equals_clip_loss_when_features_agree():

@@ -27,6 +27,8 @@ def test_tiny_dvc_repro(tmp_path):
     for name, exp in params["experiments"].items():
         if name.startswith("cll-"):
             exp["train"] = {**(exp.get("train") or {}), "steps": 12 if name == "cll-base" else 6, "batch_size": 16}
+    params["experiments"]["ctp-base"]["train"] = {"steps": 12, "batch_size": 16}   # the CTP study's initialisation
+    params["profiles"]["tiny"]["model_aliases"]["albef"]["train"] = {"steps": 12, "batch_size": 16}
     ctp = params["report"]["ctp"]                                      # the CTP study: a few rows of each table
     ctp.update(seeds=[0], experiments=["ctp-seqf", "ctp-ctp", "ctp-er", "ctp-jointt"],
                ablation_experiments=["ctp-abl-cmc", "ctp-rev-seqf", "ctp-rev-ctp"])
@@ -64,8 +66,10 @@ def test_tiny_dvc_repro(tmp_path):
         assert (tmp_path / "runs-cllclip" / exp / "seed0" / "results.json").exists()
     ctp_html = (tmp_path / "reports" / "ctp_tables.html").read_text()
     assert "Claims ledger" in ctp_html and "Traceback" not in ctp_html and ctp_html.count("data:image/png") >= 1
-    for exp in ctp["experiments"] + ctp["ablation_experiments"]:
-        assert (tmp_path / "runs-ctp" / exp / "seed0" / "results.json").exists()
+    for study, exps in (("table1", ctp["experiments"]), ("ablations", ctp["ablation_experiments"])):
+        for exp in exps:
+            assert (tmp_path / "runs-ctp" / f"{study}-seed0" / exp / "seed0" / "results.json").exists()
+    assert (tmp_path / "models" / "ctp-base.pt").exists()
     fomo_html = (tmp_path / "reports" / "fomo_figures.html").read_text()
     assert "Claims ledger" in fomo_html and "Traceback" not in fomo_html and fomo_html.count("data:image/png") >= 8
     for study, exps in fomo["studies"].items():

@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from vlcp.report import ctp
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL
+from vlcp.errors import VlcpError
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run, load_runs
 
 TASKS = ["Smileys & Emotion", "Animals & Nature", "Activities"]
 
@@ -116,6 +117,36 @@ def test_labels_rows_and_paper_tables():
     assert list(ctp.momentum_rows({0.9: "ctp-ctp", 0.7: "m7"}, ctp.DEFAULT_STUDY["table3"])) == [
         "only θ(t-1)", "only θt", "m=0.7", "m=0.9"]
     assert set(ctp.paper_table1("ctp_supp_table3").index.get_level_values(1)) == set(ctp.LABELS.values())
+
+
+def test_start_and_end_reads_the_initialisation_and_the_final_row():
+    def run(zs, last):
+        r = result(5.0)
+        r["zero_shot"] = {"test": {"Rm": zs}}
+        r["matrix"] = {"test": {"Rm": [[0.0] * 3, [0.0] * 3, last]}}
+        return r
+    runs = {"ctp-seqf": [run([30, 20, 10], [10, 12, 40]), run([30, 20, 10], [20, 14, 42])],
+            "ctp-jointt": [run([30, 20, 10], [35, 25, 45])]}
+    t = ctp.start_and_end(runs, ["ctp-seqf", "ctp-ctp", "ctp-jointt"])
+    assert list(t.columns) == ["initialisation", "SeqF", "JointT"] and list(t.index) == TASKS
+    assert t["initialisation"].tolist() == [30, 20, 10] and t["SeqF"].tolist() == [15, 13, 41]
+    assert ctp.start_and_end({}, ["ctp-seqf"]).empty
+
+
+def test_runs_are_found_in_study_directories(tmp_path):
+    """One process per study writes runs-ctp/<study>/<experiment>/seed<S>; the loaders find them
+    there as well as at runs-ctp/<experiment>/seed<S>, and refuse a run found in both places."""
+    for d, v in ((tmp_path / "table1-seed0" / "a" / "seed0", 5.0), (tmp_path / "b" / "seed0", 7.0)):
+        d.mkdir(parents=True)
+        (d / "results.json").write_text(json.dumps(result(v)))
+    runs, missing = ctp.load_available(tmp_path, ["a", "b"], [0])
+    assert set(runs) == {"a", "b"} and not missing
+    assert find_run(tmp_path, "a", 0) == tmp_path / "table1-seed0" / "a" / "seed0" / "results.json"
+    assert set(load_runs(tmp_path, ["a", "b"], [0])) == {"a", "b"}
+    (tmp_path / "a" / "seed0").mkdir(parents=True)
+    (tmp_path / "a" / "seed0" / "results.json").write_text(json.dumps(result(6.0)))
+    with pytest.raises(VlcpError, match="more than one place"):
+        find_run(tmp_path, "a", 0)
 
 
 def test_missing_runs_are_listed_not_raised(tmp_path):

@@ -3,7 +3,8 @@
 An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]` <
 `experiments[name]` < CLI `--set key=value` overrides. A profile's `model_aliases` map a model
 name an experiment uses (e.g. `resnet`) to that profile's model (a tiny config on CPU, RN50 at
-paper scale), so one experiment definition serves every profile. Every field is typed; an unknown field,
+paper scale), so one experiment definition serves every profile; an alias may also carry `train:`
+settings for that model in that profile (they sit under the experiment's own `train:` and `--set`). Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
 Method-specific fields live under `method:` and are validated by the method's own `Config`.
 """
@@ -309,15 +310,23 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
         raise ConfigError(f"experiment: unknown experiment {name!r}; known: {', '.join(experiments) or 'none'}")
     profile = dict(_profile(params))
     aliases = profile.pop("model_aliases", None) or {}
-    raw = deep_merge(params.get("defaults") or {}, profile)
-    raw = deep_merge(raw, experiments[name] or {})
-    for o in overrides:
-        raw = deep_merge(raw, parse_override(o))
-    raw = deep_merge(raw, {"name": name, "seed": seed})
+    base = deep_merge(params.get("defaults") or {}, profile)
+    on_top = [experiments[name] or {}] + [parse_override(o) for o in overrides] + [{"name": name, "seed": seed}]
+
+    def merged(*layers):
+        raw = base
+        for layer in layers:
+            raw = deep_merge(raw, layer)
+        return raw
+
+    raw = merged(*on_top)
     model = raw.get("model") or {}
     if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
-        alias = aliases[model["name"]]   # a model name, or {name, pretrained}
-        raw["model"] = {**model, **(alias if isinstance(alias, dict) else {"name": alias})}
+        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train]}
+        alias = dict(alias) if isinstance(alias, dict) else {"name": alias}
+        if "train" in alias:   # the profile's training settings for this model, under the experiment's own
+            raw = merged({"train": alias.pop("train")}, *on_top)
+        raw["model"] = {**model, **alias}
     return experiment_from_dict(raw)
 
 

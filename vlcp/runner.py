@@ -83,7 +83,8 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                           bench.class_names, len(tasks), cfg.eval, bench.group_names)
 
     corpus = [c for caps in train.captions for c in caps]
-    model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size, corpus)
+    model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size,
+                                    bench.caption_corpus())
     tokens = tokenizer(corpus).view(len(train.captions), -1, tokenizer.context_length)
     mask = tokenizer.masker() if hasattr(tokenizer, "masker") else None  # models with an MLM head
     materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment, mask=mask)

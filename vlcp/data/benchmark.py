@@ -88,6 +88,11 @@ class EmojiBenchmark:
     def images(self, style: str) -> np.ndarray:
         return self._images[style]
 
+    def caption_corpus(self) -> list[str]:
+        """Every caption of the benchmark (all splits and groups): what a model's own vocab is built
+        from, so that a base model and the streams after it share token ids."""
+        return [c for it in self.items for c in it["captions"]]
+
     def pairs(self, split: str | tuple[str, ...], styles: list[str]) -> PairSet:
         """Items of the selected tasks in `split`, with one image per style."""
         splits = (split,) if isinstance(split, str) else split

@@ -249,6 +249,8 @@ def create_albef(name: str, pretrained: str | None = None, device: str | torch.d
         raise VlcpError(f"model.name: unknown ALBEF config {name!r}; known: {', '.join(PRESETS)}")
     cfg = PRESETS[name] if image_size is None else replace(PRESETS[name], image_size=image_size)
     mlm = None
+    if pretrained and Path(pretrained).suffix == ".pt":  # a vlcp ALBEF of this config (`vlcp pretrain`)
+        return _load_vlcp_albef(cfg, Path(pretrained), corpus, device)
     if pretrained:
         root = Path(pretrained)
         bert = root / "bert"
@@ -269,6 +271,27 @@ def create_albef(name: str, pretrained: str | None = None, device: str | torch.d
     model = ALBEF(cfg, tokenizer.vocab_size, tokenizer.pad_id, mlm)
     if pretrained and (Path(pretrained) / "vit.pth").exists():
         _load_vit(model.visual, Path(pretrained) / "vit.pth")
+    return model.to(device), tokenizer
+
+
+def _load_vlcp_albef(cfg: ALBEFConfig, path: Path, corpus: list[str] | None, device):
+    """A weights file written by `vlcp pretrain` for this ALBEF config; its vocab is rebuilt from
+    `corpus` (the WordPiece build is deterministic, so the same corpus gives the same ids)."""
+    if not path.exists():
+        raise VlcpError(f"model.pretrained: {path} not found; build it with `dvc repro` (stage ctp_base) "
+                        "or `vlcp pretrain ctp-base --out {path}`")
+    if not corpus:
+        raise VlcpError("model: an ALBEF weights file needs the captions its vocab was built from")
+    tokenizer = WordPieceTokenizer.train(corpus, cfg.vocab_size, cfg.context_length)
+    model = ALBEF(cfg, tokenizer.vocab_size, tokenizer.pad_id)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    mine = model.state_dict()
+    bad = [k for k, v in state.items() if k in mine and v.shape != mine[k].shape]
+    missing = sorted(set(mine) - set(state))
+    if bad or missing or set(state) - set(mine):
+        raise VlcpError(f"model.pretrained: {path} does not fit {cfg} (shape mismatch {bad[:3]}, missing {missing[:3]}); "
+                        "it was trained for another ALBEF config or vocab")
+    model.load_state_dict(state)
     return model.to(device), tokenizer
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.claims import Claim, combine, greater
 from vlcp.report.refs import paper_table
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run
 from vlcp.utils import read_json
 
 FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
@@ -128,8 +128,8 @@ def load_available(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, 
     for exp in dict.fromkeys(experiments):
         found = []
         for s in seeds:
-            path = Path(runs_dir) / exp / f"seed{s}" / "results.json"
-            if path.exists():
+            path = find_run(runs_dir, exp, s)
+            if path is not None:
                 found.append(read_json(path))
             else:
                 missing.setdefault(exp, []).append(s)
@@ -327,6 +327,21 @@ def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm"
     idx = pd.RangeIndex(1, 1 + max((len(v) for v in mean.values()), default=0), name="task")
     return (pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in mean.items()}, index=idx),
             pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in std.items()}, index=idx))
+
+
+def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: str = "Rm") -> pd.DataFrame:
+    """Each task's own test pool: the initialisation's score (`zero_shot`, the model before any
+    task) and each experiment's final score (the last row of its task matrix), mean over seeds;
+    index = task names, columns = "initialisation" then the method labels (present runs only)."""
+    has = lambda r: (r.get("zero_shot") or {}).get("test") and (r.get("matrix") or {}).get("test")  # noqa: E731
+    present = [e for e in experiments if runs.get(e) and all(has(r) for r in runs[e])]
+    if not present:   # runs without task matrices (older formats) have nothing to show here
+        return pd.DataFrame()
+    first = runs[present[0]]
+    cols = {"initialisation": np.mean([r["zero_shot"]["test"][metric] for r in first], axis=0)}
+    for e in present:
+        cols[method_label(e)] = np.mean([r["matrix"]["test"][metric][-1] for r in runs[e]], axis=0)
+    return pd.DataFrame(cols, index=pd.Index(first[0]["tasks"], name="task"))
 
 
 def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1")):

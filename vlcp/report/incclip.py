@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from vlcp.eval.continual import bwt
+from vlcp.report.results import step_time  # noqa: F401  (ic.step_time, as the IncCLIP notebook calls it)
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -63,9 +64,3 @@ def chunk_bwt(r: dict, metric: str = "Rm", eval_set: str = "test") -> float:
     """The paper's BWT (Table 7): mean over chunks j < T of a[T][j] - a[j][j], a[i][j] = the
     score of the model after step i on chunk j's held-out items (negative = forgetting)."""
     return bwt(np.asarray(r["matrix"][eval_set][metric], float))
-
-
-def step_time(r: dict, skip_first: bool = True) -> float:
-    """Seconds per training step, over the tasks after the first (where the methods differ)."""
-    rows = r["train"][1:] if skip_first and len(r["train"]) > 1 else r["train"]
-    return sum(t["seconds"] for t in rows) / max(1, sum(t["steps"] for t in rows))

@@ -15,15 +15,28 @@ MAP = ["mAP@1", "mAP@5", "mAP@10"]
 MAP_STD = ["mAP_std@1", "mAP_std@5", "mAP_std@10"]
 
 
+def find_run(runs_dir: str | Path, experiment: str, seed: int) -> Path | None:
+    """`runs_dir/<experiment>/seed<S>/results.json`, or the same one level down, in a study
+    stage's directory (`runs_dir/<study>/<experiment>/seed<S>`, one process per study); None if
+    there is none. The same run in two places is an error naming both."""
+    rel = Path(experiment) / f"seed{seed}" / "results.json"
+    found = [p for p in [Path(runs_dir) / rel] if p.exists()] + sorted(Path(runs_dir).glob(f"*/{rel}"))
+    if len(found) > 1:
+        raise VlcpError(f"{experiment} seed {seed}: results in more than one place ({', '.join(map(str, found))}); "
+                        "delete the stale one")
+    return found[0] if found else None
+
+
 def load_runs(runs_dir: str | Path, experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
     """{experiment: [results of each seed]}; a missing file is an error naming it."""
     out = {}
     for exp in experiments:
         out[exp] = []
         for s in seeds:
-            path = Path(runs_dir) / exp / f"seed{s}" / "results.json"
-            if not path.exists():
-                raise VlcpError(f"{path}: missing; run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
+            path = find_run(runs_dir, exp, s)
+            if path is None:
+                raise VlcpError(f"{Path(runs_dir) / exp / f'seed{s}' / 'results.json'}: missing; "
+                                f"run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
             out[exp].append(read_json(path))
     return out
 
@@ -86,3 +99,9 @@ def timing_table(runs: dict[str, list[dict]]) -> pd.DataFrame:
                      "GFLOPs/step": f"{rs[0].get('flops_per_step', 0) / 1e9:.2f}",
                      "peak MB": f"{max(t['peak_memory_mb'] for r in rs for t in r['train']):.0f}"}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def step_time(r: dict, skip_first: bool = True) -> float:
+    """Seconds per training step, over the tasks after the first (where the methods differ)."""
+    rows = r["train"][1:] if skip_first and len(r["train"]) > 1 else r["train"]
+    return sum(t["seconds"] for t in rows) / max(1, sum(t["steps"] for t in rows))
