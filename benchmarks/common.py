@@ -36,3 +36,43 @@ def provenance() -> dict:
     return {"machine": platform.machine(), "processor": cpu_model(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "torch": torch.__version__,
             "date": time.strftime("%Y-%m-%d"), "commit": git_commit()}
+
+
+def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: int, work: Path,
+                      step_time, extra=None, overrides: list[str] = ()) -> dict:
+    """Run `experiments` interleaved, `repeats` times each in this process (so a shared VM's slow
+    drift hits every one alike; the order flips every repeat, so none always runs first), and time them with `step_time(results) -> seconds per step`.
+    The first experiment is the reference: each run's ratio is paired with the same repeat's
+    reference run. `extra(results) -> dict` records what else a run measured (e.g. its accuracy).
+    `overrides`: `--set`-style config overrides for every run (e.g. a longer run).
+    Returns the JSON-ready summary: per-run seconds, medians, paired ratios, their median and range."""
+    import statistics
+
+    from vlcp.config import resolve_experiment
+    from vlcp.runner import run_experiment
+
+    reference = experiments[0]
+    step = {e: [] for e in experiments}
+    extras = {e: [] for e in experiments}
+    for rep in range(repeats):
+        for exp in experiments if rep % 2 == 0 else experiments[::-1]:   # ABBA: no experiment always runs first
+            cfg = resolve_experiment(params, exp, seed, ["train.progress=false", *overrides])
+            where = work / f"rep{rep}" / exp
+            r = run_experiment(cfg, where / "run", where / "ckpt", resume=False)
+            step[exp].append(step_time(r))
+            if extra is not None:
+                extras[exp].append(extra(r))
+            print(f"repeat {rep + 1}/{repeats} {exp}: {1000 * step[exp][-1]:.1f} ms/step", flush=True)
+    paired = {e: [a / b for a, b in zip(v, step[reference])] for e, v in step.items()}
+    out = {"reference": reference, "seed": seed, "repeats": repeats, "overrides": list(overrides),
+           "seconds_per_step": step, "median_seconds_per_step": {e: statistics.median(v) for e, v in step.items()},
+           "paired_ratios": paired,
+           "ratio_to_reference": {e: statistics.median(v) for e, v in paired.items()},
+           "ratio_range": {e: [min(v), max(v)] for e, v in paired.items()}}
+    if extra is not None:
+        out["extra"] = extras
+    for e in experiments:
+        lo, hi = out["ratio_range"][e]
+        print(f"{e}: {1000 * out['median_seconds_per_step'][e]:.1f} ms/step, {out['ratio_to_reference'][e]:.3f} × "
+              f"{reference} (paired, {lo:.3f}–{hi:.3f})")
+    return out

@@ -15,19 +15,17 @@ nondeterminism). About 6 minutes on 2 cores at 5 repeats.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from vlcp.config import load_params, resolve_experiment  # noqa: E402
+from vlcp.config import load_params  # noqa: E402
 from vlcp.report import incclip as ic  # noqa: E402
-from vlcp.runner import run_experiment  # noqa: E402
 from vlcp.utils import write_json  # noqa: E402
 
-from common import provenance  # noqa: E402  (benchmarks/common.py)
+from common import paired_step_times, provenance  # noqa: E402  (benchmarks/common.py)
 
 REFERENCE = "ic4-er"
 
@@ -46,30 +44,12 @@ def main() -> None:
         ap.error(f"--experiments: the first must be the reference {REFERENCE}")
     params = load_params(args.params)
     work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-incclip-cost-"))
-    step: dict[str, list[float]] = {e: [] for e in args.experiments}
-    average: dict[str, list[float]] = {e: [] for e in args.experiments}
-    pseudo_every: dict[str, int | None] = {}
-    for rep in range(args.repeats):          # interleaved: drift hits every experiment alike
-        for exp in args.experiments:
-            cfg = resolve_experiment(params, exp, args.seed, ["train.progress=false"])
-            where = work / f"rep{rep}" / exp
-            r = run_experiment(cfg, where / "run", where / "ckpt", resume=False)
-            step[exp].append(ic.step_time(r))
-            average[exp].append(ic.classification(r)["Average"])
-            pseudo_every[exp] = r["config"]["method"].get("pseudo_every")
-            print(f"repeat {rep + 1}/{args.repeats} {exp}: {1000 * step[exp][-1]:.1f} ms/step")
-    median = {e: statistics.median(v) for e, v in step.items()}
-    paired = {e: [a / b for a, b in zip(v, step[REFERENCE])] for e, v in step.items()}
+    extra = lambda r: {"average": ic.classification(r)["Average"], "pseudo_every": r["config"]["method"].get("pseudo_every")}  # noqa: E731
+    out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, ic.step_time, extra)
+    extras = out.pop("extra")
     out = {"what": "IncCLIP's training step time vs ER's (interleaved repeats, steps 2..; ratios paired per repeat)",
-           "reference": REFERENCE, "seed": args.seed, "repeats": args.repeats,
-           "seconds_per_step": step, "median_seconds_per_step": median,
-           "paired_ratios": paired,
-           "ratio_to_reference": {e: statistics.median(v) for e, v in paired.items()},
-           "ratio_range": {e: [min(v), max(v)] for e, v in paired.items()},
-           "average": average, "pseudo_every": pseudo_every}
-    for e in args.experiments:
-        lo, hi = out["ratio_range"][e]
-        print(f"{e}: {1000 * median[e]:.1f} ms/step, {out['ratio_to_reference'][e]:.2f} × ER (paired, {lo:.2f}–{hi:.2f})")
+           **out, "average": {e: [x["average"] for x in v] for e, v in extras.items()},
+           "pseudo_every": {e: v[0]["pseudo_every"] for e, v in extras.items()}}
     write_json(args.out, out | provenance())
 
 

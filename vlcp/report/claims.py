@@ -43,6 +43,12 @@ def ordered(values: dict[str, list[float]], order: list[str], floor: float = 0.0
     return Claim(" > ".join(order), verdict, ev)
 
 
+def target_verdict(median: float, slowest: float, goal: float) -> str:
+    """A cost target (a ratio ≤ `goal`) read from paired repeated measurements: confirmed when
+    every one meets it (`slowest` ≤ goal), inconclusive when the median does but not all."""
+    return "confirmed" if slowest <= goal else "inconclusive" if median <= goal else "not confirmed"
+
+
 def combine(verdicts: list[str]) -> str:
     """All confirmed -> confirmed; any not confirmed -> not confirmed; else inconclusive."""
     return ("not confirmed" if "not confirmed" in verdicts
