@@ -63,7 +63,7 @@ def test_tiny_dvc_repro(tmp_path):
     cll = (tmp_path / "reports" / "cllclip_teir.html").read_text()
     assert "Claims ledger" in cll and "Traceback" not in cll and cll.count("data:image/png") >= 5
     for exp in params["report"]["cllclip"]["experiments"]:
-        assert (tmp_path / "runs-cllclip" / exp / "seed0" / "results.json").exists()
+        assert (tmp_path / "runs-cllclip" / "stream-seed0" / exp / "seed0" / "results.json").exists()
     ctp_html = (tmp_path / "reports" / "ctp_tables.html").read_text()
     assert "Claims ledger" in ctp_html and "Traceback" not in ctp_html and ctp_html.count("data:image/png") >= 1
     for study, exps in (("table1", ctp["experiments"]), ("ablations", ctp["ablation_experiments"])):
