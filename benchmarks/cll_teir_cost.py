@@ -13,39 +13,27 @@ AR (I2T R@1) comes with it. Needs the base CLIP `models/cll-base.pt` (`dvc repro
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from vlcp.config import load_params  # noqa: E402
 from vlcp.report import cllclip  # noqa: E402
 from vlcp.report.results import step_time  # noqa: E402
 from vlcp.utils import write_json  # noqa: E402
 
-from common import paired_step_times, provenance  # noqa: E402  (benchmarks/common.py)
+from common import paired_cost_args, paired_step_times, provenance  # noqa: E402  (benchmarks/common.py)
 
 REFERENCE = "cll-clip"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--experiments", nargs="+", default=[REFERENCE, "cll-clip-teir"])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=960,
-                    help="train.steps of each run (the study's 240 train ~10 s a run, too short to time to 5 %%)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
-    ap.add_argument("--work", default=None, help="runs and checkpoints go here (default: a temp dir)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/cll_teir_cost.json"))
-    args = ap.parse_args()
-    if args.experiments[0] != REFERENCE:
-        ap.error(f"--experiments: the first must be the reference {REFERENCE}")
-    work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-cll-teir-cost-"))
+    args, params, work = paired_cost_args(
+        __doc__, REFERENCE, [REFERENCE, "cll-clip-teir"], "benchmarks/results/cll_teir_cost.json",
+        steps={"type": int, "default": 960,
+               "help": "train.steps of each run (the study's 240 train ~10 s a run, too short to time to 5 %%)"})
     ar = lambda r: cllclip.summary(r)[("in", "I2T", "AR")]  # noqa: E731
-    out = paired_step_times(load_params(args.params), args.experiments, args.repeats, args.seed, work, step_time, ar,
+    out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, step_time, ar,
                             [f"train.steps={args.steps}"])
     ars = out.pop("extra")
     out = {"what": "CLL-CLIP + TEIR's training step time vs plain CLL-CLIP's (interleaved repeats, languages 2..; "

@@ -38,6 +38,31 @@ def provenance() -> dict:
             "date": time.strftime("%Y-%m-%d"), "commit": git_commit()}
 
 
+def paired_cost_args(doc: str, reference: str, experiments: list[str], out: str, **extra_args):
+    """The command line both paired-cost benchmarks share: --experiments (the first must be
+    `reference`), --repeats, --seed, --params, --work, --out, plus `extra_args` as
+    {name: add_argument kwargs}. Returns (parsed args, the params, the work directory)."""
+    import argparse
+    import tempfile
+
+    from vlcp.config import load_params
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--experiments", nargs="+", default=experiments)
+    ap.add_argument("--repeats", type=int, default=5)
+    for name, kwargs in extra_args.items():
+        ap.add_argument(f"--{name}", **kwargs)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
+    ap.add_argument("--work", default=None, help="runs and checkpoints go here (default: a temp dir)")
+    ap.add_argument("--out", default=str(ROOT / out))
+    args = ap.parse_args()
+    if args.experiments[0] != reference:
+        ap.error(f"--experiments: the first must be the reference {reference}")
+    work = Path(args.work or tempfile.mkdtemp(prefix=f"vlcp-{Path(out).stem}-"))
+    return args, load_params(args.params), work
+
+
 def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: int, work: Path,
                       step_time, extra=None, overrides: list[str] = ()) -> dict:
     """Run `experiments` interleaved, `repeats` times each in this process (so a shared VM's slow

@@ -14,38 +14,26 @@ nondeterminism). About 6 minutes on 2 cores at 5 repeats.
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from vlcp.config import load_params  # noqa: E402
 from vlcp.report import incclip as ic  # noqa: E402
+from vlcp.report.results import step_time  # noqa: E402
 from vlcp.utils import write_json  # noqa: E402
 
-from common import paired_step_times, provenance  # noqa: E402  (benchmarks/common.py)
+from common import paired_cost_args, paired_step_times, provenance  # noqa: E402  (benchmarks/common.py)
 
 REFERENCE = "ic4-er"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--experiments", nargs="+",
-                    default=[REFERENCE, "ic4-incclip", "ic4-incclip-every8", "ic4-incclip-wnc-kd"])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
-    ap.add_argument("--work", default=None, help="runs and checkpoints go here (default: a temp dir)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/incclip_cost.json"))
-    args = ap.parse_args()
-    if args.experiments[0] != REFERENCE:
-        ap.error(f"--experiments: the first must be the reference {REFERENCE}")
-    params = load_params(args.params)
-    work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-incclip-cost-"))
+    args, params, work = paired_cost_args(
+        __doc__, REFERENCE, [REFERENCE, "ic4-incclip", "ic4-incclip-every8", "ic4-incclip-wnc-kd"],
+        "benchmarks/results/incclip_cost.json")
     extra = lambda r: {"average": ic.classification(r)["Average"], "pseudo_every": r["config"]["method"].get("pseudo_every")}  # noqa: E731
-    out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, ic.step_time, extra)
+    out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, step_time, extra)
     extras = out.pop("extra")
     out = {"what": "IncCLIP's training step time vs ER's (interleaved repeats, steps 2..; ratios paired per repeat)",
            **out, "average": {e: [x["average"] for x in v] for e, v in extras.items()},

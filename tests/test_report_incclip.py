@@ -3,6 +3,7 @@ import pytest
 
 from vlcp.report import incclip as ic
 from vlcp.report.claims import combine, greater
+from vlcp.report.results import step_time
 
 
 def result(acc, matrix, seconds):
@@ -28,7 +29,7 @@ def test_chunk_bwt_hand_computed():
 
 
 def test_step_time_skips_the_first_task():
-    assert ic.step_time(result(0, [[0]], 2.0)) == pytest.approx(4.0 / 40)
+    assert step_time(result(0, [[0]], 2.0)) == pytest.approx(4.0 / 40)
 
 
 def test_noise_floor_makes_small_single_seed_gaps_inconclusive():

@@ -244,14 +244,18 @@ def is_albef(name: str) -> bool:
 def create_albef(name: str, pretrained: str | None = None, device: str | torch.device = "cpu",
                  image_size: int | None = None, corpus: list[str] | None = None):
     """Return (model, tokenizer). `pretrained`: None (random init, a WordPiece vocab trained on
-    `corpus`) or a directory with `bert/` (transformers BERT) and optionally `vit.pth`."""
+    `corpus`), a `.pt` weights file written by `vlcp pretrain` for this config (its vocab rebuilt
+    from the same `corpus`: the build is deterministic), or a directory with `bert/` (transformers
+    BERT) and optionally `vit.pth`."""
     if name not in PRESETS:
         raise VlcpError(f"model.name: unknown ALBEF config {name!r}; known: {', '.join(PRESETS)}")
     cfg = PRESETS[name] if image_size is None else replace(PRESETS[name], image_size=image_size)
     mlm = None
-    if pretrained and Path(pretrained).suffix == ".pt":  # a vlcp ALBEF of this config (`vlcp pretrain`)
-        return _load_vlcp_albef(cfg, Path(pretrained), corpus, device)
-    if pretrained:
+    weights = Path(pretrained) if pretrained and Path(pretrained).suffix == ".pt" else None
+    if weights is not None and not weights.exists():
+        raise VlcpError(f"model.pretrained: {weights} not found; build it with `dvc repro` (stage ctp_base) "
+                        f"or `vlcp pretrain ctp-base --out {weights}`")
+    if pretrained and weights is None:
         root = Path(pretrained)
         bert = root / "bert"
         if not (bert / "config.json").exists() or not (bert / "vocab.txt").exists():
@@ -266,24 +270,18 @@ def create_albef(name: str, pretrained: str | None = None, device: str | torch.d
                       fusion_layer=c.num_hidden_layers // 2)
     else:
         if not corpus:
-            raise VlcpError("model: a randomly initialised ALBEF needs the training captions to train its vocab")
+            raise VlcpError("model: an ALBEF without a BERT directory needs the captions to build its vocab from")
         tokenizer = WordPieceTokenizer.train(corpus, cfg.vocab_size, cfg.context_length)
     model = ALBEF(cfg, tokenizer.vocab_size, tokenizer.pad_id, mlm)
-    if pretrained and (Path(pretrained) / "vit.pth").exists():
+    if weights is not None:
+        _load_weights(model, weights, cfg)
+    elif pretrained and (Path(pretrained) / "vit.pth").exists():
         _load_vit(model.visual, Path(pretrained) / "vit.pth")
     return model.to(device), tokenizer
 
 
-def _load_vlcp_albef(cfg: ALBEFConfig, path: Path, corpus: list[str] | None, device):
-    """A weights file written by `vlcp pretrain` for this ALBEF config; its vocab is rebuilt from
-    `corpus` (the WordPiece build is deterministic, so the same corpus gives the same ids)."""
-    if not path.exists():
-        raise VlcpError(f"model.pretrained: {path} not found; build it with `dvc repro` (stage ctp_base) "
-                        "or `vlcp pretrain ctp-base --out {path}`")
-    if not corpus:
-        raise VlcpError("model: an ALBEF weights file needs the captions its vocab was built from")
-    tokenizer = WordPieceTokenizer.train(corpus, cfg.vocab_size, cfg.context_length)
-    model = ALBEF(cfg, tokenizer.vocab_size, tokenizer.pad_id)
+def _load_weights(model: ALBEF, path: Path, cfg: ALBEFConfig) -> None:
+    """A `vlcp pretrain` state dict into `model`; a file for another config or vocab is refused."""
     state = torch.load(path, map_location="cpu", weights_only=True)
     mine = model.state_dict()
     bad = [k for k, v in state.items() if k in mine and v.shape != mine[k].shape]
@@ -292,7 +290,6 @@ def _load_vlcp_albef(cfg: ALBEFConfig, path: Path, corpus: list[str] | None, dev
         raise VlcpError(f"model.pretrained: {path} does not fit {cfg} (shape mismatch {bad[:3]}, missing {missing[:3]}); "
                         "it was trained for another ALBEF config or vocab")
     model.load_state_dict(state)
-    return model.to(device), tokenizer
 
 
 def _load_vit(visual: nn.Module, path: Path) -> None:

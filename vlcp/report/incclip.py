@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from vlcp.eval.continual import bwt
-from vlcp.report.results import step_time  # noqa: F401  (ic.step_time, as the IncCLIP notebook calls it)
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
