@@ -1,4 +1,6 @@
 """CLL-CLIP + TEIR: vocabulary growth, TEIR's scales and optimizer, the language stream, methods."""
+import pickle
+
 import numpy as np
 import open_clip
 import pytest
@@ -33,6 +35,9 @@ def test_vocab_matches_open_clip_and_grows_with_stable_ids(clip_vocab):
     assert new_ids[0, new_eot[0]] == grown.eot and (new_ids[0, 1:new_eot[0]] >= len(clip_vocab)).any()
     assert torch.equal(grown.encode(texts[:1], 24)[0], ids[:1])      # English unchanged by the new merges
     assert grown.merge(vocab, merges).tokens == grown.tokens          # idempotent
+    copy = pickle.loads(pickle.dumps(grown))                          # checkpoints pickle the vocab
+    assert (copy.tokens, copy.merges, copy.sot, copy.eot) == (grown.tokens, grown.merges, grown.sot, grown.eot)
+    assert torch.equal(copy.encode(["ปุ่มกดเลข"], 24)[0], new_ids)
 
 
 def test_teir_scales_hand_computed():

@@ -77,22 +77,22 @@ class Vocab:
 
     def encode(self, texts: list[str], context_length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(tokens long [B, ctx]: SOT ids EOT, 0-padded and truncated like open_clip; EOT index [B])."""
-        out = torch.zeros(len(texts), context_length, dtype=torch.long)
-        eot = torch.zeros(len(texts), dtype=torch.long)
-        for r, enc in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
-            ids = [self.sot, *enc.ids[: context_length - 2], self.eot]
-            out[r, : len(ids)] = torch.tensor(ids)
-            eot[r] = len(ids) - 1
-        return out, eot
+        rows = [[self.sot, *enc.ids[: context_length - 2], self.eot]
+                for enc in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        out = torch.tensor([r + [0] * (context_length - len(r)) for r in rows], dtype=torch.long)
+        return out.view(len(rows), context_length), torch.tensor([len(r) - 1 for r in rows], dtype=torch.long)
 
     def ids_used(self, texts: list[str]) -> torch.Tensor:
         """Sorted unique token ids the texts use (special tokens excluded)."""
-        used = {i for enc in self.tokenizer.encode_batch(list(texts), add_special_tokens=False) for i in enc.ids}
+        unique = list(dict.fromkeys(texts))
+        used = {i for enc in self.tokenizer.encode_batch(unique, add_special_tokens=False) for i in enc.ids}
         return torch.tensor(sorted(used), dtype=torch.long)
 
-    def state_dict(self) -> dict:
-        return {"tokens": self.tokens, "merges": [list(m) for m in self.merges], "sot": self.sot, "eot": self.eot}
+    def __getstate__(self) -> dict:
+        """Pickled as one JSON string: ~100K small token and merge objects took 0.27 s a checkpoint
+        to pickle; the cached `tokenizers` object is not pickled (rebuilt on demand)."""
+        return {"json": json.dumps([self.tokens, self.merges, self.sot, self.eot], ensure_ascii=False)}
 
-    @classmethod
-    def from_state(cls, state: dict) -> "Vocab":
-        return cls(list(state["tokens"]), [tuple(m) for m in state["merges"]], state["sot"], state["eot"])
+    def __setstate__(self, state: dict) -> None:
+        tokens, merges, sot, eot = json.loads(state["json"])
+        self.__init__(tokens, [tuple(m) for m in merges], sot, eot)

@@ -99,9 +99,3 @@ class CLLText(nn.Module):
         x = self.ln_final(x)[torch.arange(len(x), device=x.device), eot]
         proj = self.text_projection
         return proj(x) if isinstance(proj, nn.Linear) else x @ proj
-
-    def __getstate__(self):  # the cached `tokenizers` object is rebuilt on demand
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
-        state = dict(state)
-        state["vocab"] = Vocab(**{k: getattr(self.vocab, k) for k in ("tokens", "merges", "sot", "eot")})
-        return state
