@@ -144,3 +144,32 @@ def test_experiment_names_are_dvc_param_keys():
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     bad = [n for n in params["experiments"] if "." in n]
     assert not bad, f"experiment names with dots: {bad}"
+
+
+def test_every_experiment_resolves_and_base_files_fit_their_consumers():
+    """In every profile of params.yaml each experiment resolves, and a model that loads a weights
+    file `models/<exp>.pt` (written by `vlcp pretrain <exp>`) has the architecture <exp> trains."""
+    from pathlib import Path
+
+    from vlcp.config import load_params, resolve_experiment
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    for profile in params["profiles"]:
+        p = {**params, "profile": profile}
+        cfgs = {name: resolve_experiment(p, name) for name in params["experiments"]}
+        for name, cfg in cfgs.items():
+            stem = Path(str(cfg.model.pretrained)).stem
+            if stem in cfgs and str(cfg.model.pretrained).endswith(".pt"):
+                assert cfg.model.name == cfgs[stem].model.name, (profile, name, stem)
+
+
+def test_arch_of_names_an_alias_architecture_without_its_weights():
+    from vlcp.config import resolve_experiment
+
+    params = {"profile": "tiny", "profiles": {"tiny": {"model_aliases": {
+        "fomo": {"name": "vlcp-tiny-s", "pretrained": "models/base.pt", "train": {"lr": 0.5}}}}},
+        "experiments": {"base": {"model": {"arch_of": "fomo", "pretrained": None}}, "bad": {"model": {"arch_of": "nope"}}}}
+    cfg = resolve_experiment(params, "base")
+    assert (cfg.model.name, cfg.model.pretrained, cfg.train.lr != 0.5) == ("vlcp-tiny-s", None, True)
+    with pytest.raises(ConfigError, match="model.arch_of: 'nope'"):
+        resolve_experiment(params, "bad")

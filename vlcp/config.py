@@ -4,7 +4,9 @@ An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]`
 `experiments[name]` < CLI `--set key=value` overrides. A profile's `model_aliases` map a model
 name an experiment uses (e.g. `resnet`) to that profile's model (a tiny config on CPU, RN50 at
 paper scale), so one experiment definition serves every profile; an alias may also carry `train:`
-settings for that model in that profile (they sit under the experiment's own `train:` and `--set`). Every field is typed; an unknown field,
+settings for that model in that profile (they sit under the experiment's own `train:` and `--set`).
+`model: {arch_of: fomo, pretrained: null}` names only an alias's architecture (what a pretraining
+stage trains from random init for the alias's `pretrained` file). Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
 Method-specific fields live under `method:` and are validated by the method's own `Config`.
 """
@@ -321,6 +323,14 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
 
     raw = merged(*on_top)
     model = raw.get("model") or {}
+    if "arch_of" in model:   # the alias's architecture only: no weights file, no train settings
+        arch = model.pop("arch_of")
+        if arch not in aliases:
+            raise ConfigError(f"model.arch_of: {arch!r} is no model alias of profile {params.get('profile')!r}; "
+                              f"known: {', '.join(aliases) or 'none'}")
+        alias = aliases[arch]
+        raw["model"] = {**model, "name": alias["name"] if isinstance(alias, dict) else alias}
+        return experiment_from_dict(raw)
     if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
         alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train]}
         alias = dict(alias) if isinstance(alias, dict) else {"name": alias}
