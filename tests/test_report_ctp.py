@@ -8,7 +8,7 @@ import yaml
 
 from vlcp.report import ctp
 from vlcp.errors import VlcpError
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run, load_runs
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run, flops_per_step, load_runs
 
 TASKS = ["Smileys & Emotion", "Animals & Nature", "Activities"]
 
@@ -83,7 +83,9 @@ def test_flop_ratio_prefers_per_task_flops_when_recorded():
     a["train"][0]["flops_per_step"] = 1e9          # task 0: no reference model yet
     for t in a["train"][1:]:
         t["flops_per_step"] = 4e9
-    assert ctp.flops_per_step(a) == pytest.approx(3e9)
+    assert flops_per_step(a) == pytest.approx(3e9)
+    a["train"][1]["task_pass_flops"] = 10 * 2e9    # e.g. an importance pass: 2 step-equivalents per step of its task
+    assert flops_per_step(a) == pytest.approx((1e9 * 10 + 4e9 * 20 + 2e10) / 30)
 
 
 def test_ctp_bwt_hand_computed():

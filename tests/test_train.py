@@ -78,3 +78,28 @@ def test_er_replays_from_the_buffer(emoji_root):
     assert set(seen["ids"][4:].tolist()) <= {100, 101, 102, 103}
     er.after_step(None, None, ctx)
     assert er.buffer.seen == 8  # the 4 current samples were offered to the reservoir
+
+
+@pytest.mark.parametrize("method,args", [("ewc", {"fisher_batches": 2}), ("afec", {"fisher_batches": 2})])
+def test_per_task_passes_are_counted_on_copies(emoji_root, tmp_path, monkeypatch, method, args):
+    """EWC's Fisher pass and AFEC's expansion are counted (task_pass_flops) without changing the
+    run: the same results as with the counting switched off."""
+    import vlcp.runner as runner
+
+    counted = run_experiment(tiny_experiment(emoji_root, method, steps=9, **args), tmp_path / "a")
+    passes = [t["task_pass_flops"] for t in counted["train"]]
+    step = counted["train"][0]["flops_per_step"]
+    assert all(p >= 2 * step * 0.5 for p in passes)              # >= the Fisher's 2 batches (of 16 vs 16)
+    if method == "afec":                                           # + the expansion from task 1 on: 3 more steps
+        assert all(p > passes[0] + 2 * step for p in passes[1:])
+    monkeypatch.setattr(runner, "_task_pass_flops", lambda *a: 0)
+    plain = run_experiment(tiny_experiment(emoji_root, method, steps=9, **args), tmp_path / "b")
+    for r in (counted, plain):
+        for t in r["train"]:
+            t.pop("task_pass_flops")
+    assert strip(counted) == strip(plain)
+
+
+def test_methods_without_per_task_hooks_count_no_passes(emoji_root, tmp_path):
+    r = run_experiment(tiny_experiment(emoji_root, "seqf", steps=6), tmp_path)
+    assert [t["task_pass_flops"] for t in r["train"]] == [0] * len(r["train"])

@@ -6,6 +6,7 @@ every task (atomic) and resumes from the last finished task when a matching chec
 """
 from __future__ import annotations
 
+import copy
 import platform
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from vlcp.data.benchmark import load_benchmark
 from vlcp.errors import VlcpError
 from vlcp.eval.evaluate import Evaluator
 from vlcp.methods import get_method
-from vlcp.methods.base import TaskContext
+from vlcp.methods.base import Method, TaskContext
 from vlcp.models import create_model
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
@@ -121,12 +122,14 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                           plain(ids, g))
         if "flops_per_step" not in results:
             results["flops_per_step"] = _measure_flops(model, method, ctx, cfg, device)
+        pass_flops = _task_pass_flops(model, method, ctx, _TASK_START, cfg.train)
         budget.reset_peak_memory(device)
         t0 = time.time()
         stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, plan, t),
                            desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)} {tasks[t]}")
         seconds = time.time() - t0
         task_flops = _measure_flops(model, method, ctx, cfg, device)  # with this task's method state (teachers, buffers)
+        pass_flops += _task_pass_flops(model, method, ctx, _TASK_END, cfg.train)
         t0 = time.time()
         method.after_task(unwrap(model), ctx)
         seconds += time.time() - t0
@@ -142,7 +145,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         results["train"].append({"task": tasks[t], "steps": steps[t], "seconds": round(seconds, 3),
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
                                  "loss": stats["loss"], "terms": stats["terms"],
-                                 "flops_per_step": task_flops,
+                                 "flops_per_step": task_flops, "task_pass_flops": pass_flops,
                                  "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
         if is_main() and row:
             c = row["cumulative"]["test"]
@@ -176,6 +179,44 @@ def resume_from(ckpt_path: Path, chash: str, model, method, cfg: ExperimentCfg) 
     if is_main():
         print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task'] + 1}")
     return state["results"], state["task"] + 1
+
+
+def _task_start(model, method, ctx, train_cfg):
+    method.before_task(model, ctx)
+    method.make_optimizer(model, train_cfg)
+
+
+def _task_end(model, method, ctx, train_cfg):
+    method.after_task(model, ctx)
+
+
+_TASK_START = (_task_start, ("before_task", "make_optimizer"))
+_TASK_END = (_task_end, ("after_task",))
+
+
+def _task_pass_flops(model, method, ctx: TaskContext, hooks, train_cfg) -> int:
+    """FLOPs of a method's per-task passes outside the training steps (EWC's and MAS's
+    importance passes, AFEC's expansion, exemplar features), counted by torch's flop counter on
+    copies of the model and method, outside the timed region (the counter slows small ops by
+    15-40%); the run's random streams, step and extras are left as they were. 0 when the method
+    overrides none of the hooks."""
+    run, names = hooks
+    if all(getattr(type(method), n) is getattr(Method, n) for n in names):
+        return 0
+    gen, rng, step, extras = ctx.generator.get_state(), torch.get_rng_state(), ctx.step, dict(ctx.extras)
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    shared = {id(ctx): ctx, id(ctx.train_set): ctx.train_set}   # the data is not copied
+    model_copy, method_copy = copy.deepcopy((unwrap(model), method), shared)
+    flops = budget.flops_per_step(lambda: run(model_copy, method_copy, ctx, train_cfg))
+    del model_copy, method_copy
+    ctx.generator.set_state(gen)
+    torch.set_rng_state(rng)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+    ctx.step = step
+    ctx.extras.clear()
+    ctx.extras.update(extras)
+    return flops
 
 
 def _measure_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:

@@ -7,7 +7,8 @@ What is read from a run's `results.json`:
   min(N, |relevant|) one (`mAP_std@N`). The final row of a run is `cumulative[-1]["test"]`.
 - `final_cumulative[i]`: the final model on the pool of tasks <= i (CTP's eval.py "BWT":
   sum_i (m(θ_i, D<=i) - m(θ_T, D<=i)) / (T - 1), positive = forgetting).
-- `train[i]["seconds"]` (training wall time, evaluation excluded) and `flops_per_step`.
+- `train[i]["seconds"]` (training wall time, evaluation excluded) and `flops_per_step` (per task,
+  with the method's per-task passes: `report.results.flops_per_step`).
 
 Definitions used by the tables and the ledger (all stated again in the notebook):
 - Mean ± std over seeds: sample std (ddof = 1); one seed shows no ±.
@@ -28,7 +29,7 @@ import pandas as pd
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.claims import Claim, combine, greater
 from vlcp.report.refs import paper_table
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run, flops_per_step
 from vlcp.utils import read_json
 
 FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
@@ -181,16 +182,6 @@ def values(rs: list[dict], metric: str) -> list[float]:
 
 def train_seconds(r: dict) -> float:
     return float(sum(t["seconds"] for t in r["train"]))
-
-
-def flops_per_step(r: dict) -> float:
-    """FLOPs of one training step. When the runner records it per task (`train[i]["flops_per_step"]`)
-    the step-weighted mean over tasks is used; otherwise the run's `flops_per_step`, which the
-    runner measures once, on task 0's first step."""
-    per_task = [(t["flops_per_step"], t.get("steps", 1)) for t in r["train"] if t.get("flops_per_step")]
-    if per_task:
-        return float(sum(f * s for f, s in per_task) / sum(s for _, s in per_task))
-    return float(r.get("flops_per_step") or float("nan"))
 
 
 def _by_seed(rs: list[dict]) -> dict:

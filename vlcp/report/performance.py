@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from vlcp.report.results import flops_per_step
+
 
 def step_seconds(r: dict) -> float:
     """Training seconds per optimiser step of one run (evaluation excluded)."""
@@ -13,18 +15,18 @@ def step_seconds(r: dict) -> float:
 
 def method_overheads(runs: dict[str, list[dict]], reference: str = "seqf", tolerance: float = 1.1) -> pd.DataFrame:
     """Per experiment, relative to `reference`: time per step (mean over seeds), FLOPs per step
-    (torch's flop counter) and peak memory; `within` = time ratio <= FLOP ratio x tolerance."""
+    (torch's flop counter, per-task passes included: `report.results.flops_per_step`) and peak memory; `within` = time ratio <= FLOP ratio x tolerance."""
     ref = runs[reference]
     t0 = np.mean([step_seconds(r) for r in ref])
-    f0 = ref[0]["flops_per_step"]
+    f0 = flops_per_step(ref[0])
     m0 = np.mean([max(t["peak_memory_mb"] for t in r["train"]) for r in ref])
     rows = {}
     for exp, rs in runs.items():
         t = [step_seconds(r) for r in rs]
         mem = np.mean([max(x["peak_memory_mb"] for x in r["train"]) for r in rs])
-        time_ratio, flop_ratio = np.mean(t) / t0, rs[0]["flops_per_step"] / f0
+        time_ratio, flop_ratio = np.mean(t) / t0, flops_per_step(rs[0]) / f0
         rows[exp] = {"ms/step": 1e3 * np.mean(t), "ms/step std": 1e3 * (np.std(t, ddof=1) if len(t) > 1 else 0.0),
-                     "GFLOPs/step": rs[0]["flops_per_step"] / 1e9, "time ratio": time_ratio,
+                     "GFLOPs/step": flops_per_step(rs[0]) / 1e9, "time ratio": time_ratio,
                      "FLOP ratio": flop_ratio, "peak MB": mem, "memory ratio": mem / m0,
                      "within": bool(time_ratio <= flop_ratio * tolerance)}
     return pd.DataFrame.from_dict(rows, orient="index")

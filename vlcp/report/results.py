@@ -105,3 +105,15 @@ def step_time(r: dict, skip_first: bool = True) -> float:
     """Seconds per training step, over the tasks after the first (where the methods differ)."""
     rows = r["train"][1:] if skip_first and len(r["train"]) > 1 else r["train"]
     return sum(t["seconds"] for t in rows) / max(1, sum(t["steps"] for t in rows))
+
+
+def flops_per_step(r: dict) -> float:
+    """FLOPs per training step, the method's per-task passes included. When the runner records
+    them per task (`train[i]["flops_per_step"]`, `train[i]["task_pass_flops"]`: importance passes,
+    AFEC's expansion, exemplar features, amortised over the task's steps), the step-weighted mean
+    over tasks; otherwise the run's `flops_per_step` (task 0's first step, older runs)."""
+    per_task = [t for t in r["train"] if t.get("flops_per_step")]
+    if per_task:
+        steps = sum(t.get("steps", 1) for t in per_task)
+        return float(sum(t["flops_per_step"] * t.get("steps", 1) + t.get("task_pass_flops", 0) for t in per_task) / steps)
+    return float(r.get("flops_per_step") or float("nan"))
