@@ -24,9 +24,10 @@ def method_overheads(runs: dict[str, list[dict]], reference: str = "seqf", toler
     for exp, rs in runs.items():
         t = [step_seconds(r) for r in rs]
         mem = np.mean([max(x["peak_memory_mb"] for x in r["train"]) for r in rs])
-        time_ratio, flop_ratio = np.mean(t) / t0, flops_per_step(rs[0]) / f0
+        flops = flops_per_step(rs[0])
+        time_ratio, flop_ratio = np.mean(t) / t0, flops / f0
         rows[exp] = {"ms/step": 1e3 * np.mean(t), "ms/step std": 1e3 * (np.std(t, ddof=1) if len(t) > 1 else 0.0),
-                     "GFLOPs/step": flops_per_step(rs[0]) / 1e9, "time ratio": time_ratio,
+                     "GFLOPs/step": flops / 1e9, "time ratio": time_ratio,
                      "FLOP ratio": flop_ratio, "peak MB": mem, "memory ratio": mem / m0,
                      "within": bool(time_ratio <= flop_ratio * tolerance)}
     return pd.DataFrame.from_dict(rows, orient="index")
