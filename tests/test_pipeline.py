@@ -25,8 +25,10 @@ def test_tiny_dvc_repro(tmp_path):
     params["profiles"]["tiny"]["data"]["tasks"] = ["Smileys & Emotion", "Activities", "Flags"]
     params["profiles"]["tiny"]["data"]["num_languages"] = 3           # the CLL-CLIP stream: en + 2
     for name, exp in params["experiments"].items():
-        if name.startswith("cll-"):
+        if name.startswith("cll"):                                     # cll-* and the 36-language cll36-*
             exp["train"] = {**(exp.get("train") or {}), "steps": 12 if name == "cll-base" else 6, "batch_size": 16}
+        if name.startswith("cll36-"):
+            exp["data"] = {**exp["data"], "num_languages": 3}
     params["experiments"]["ctp-base"]["train"] = {"steps": 12, "batch_size": 16}   # the CTP study's initialisation
     params["profiles"]["tiny"]["model_aliases"]["albef"]["train"] = {"steps": 12, "batch_size": 16}
     ctp = params["report"]["ctp"]                                      # the CTP study: a few rows of each table
