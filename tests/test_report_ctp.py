@@ -8,7 +8,7 @@ import yaml
 
 from vlcp.report import ctp
 from vlcp.errors import VlcpError
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run, flops_per_step, load_runs
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step, load_runs
 
 TASKS = ["Smileys & Emotion", "Animals & Nature", "Activities"]
 
@@ -86,6 +86,26 @@ def test_flop_ratio_prefers_per_task_flops_when_recorded():
     assert flops_per_step(a) == pytest.approx(3e9)
     a["train"][1]["task_pass_flops"] = 10 * 2e9    # e.g. an importance pass: 2 step-equivalents per step of its task
     assert flops_per_step(a) == pytest.approx((1e9 * 10 + 4e9 * 20 + 2e10) / 30)
+
+
+def test_uncounted_passes_come_from_the_counted_seed():
+    """A seed outside train.pass_flops_seeds records None per task; fill_pass_flops gives it the
+    counted seed's passes, and flops_per_step refuses a run that still has None."""
+    a, b = result(1, flops=1e9, seed=0), result(1, flops=1e9, seed=1)
+    for t, p in zip(a["train"], (0, 5e9, 7e9)):
+        t["flops_per_step"], t["task_pass_flops"] = 1e9, p
+    for t in b["train"]:
+        t["flops_per_step"], t["task_pass_flops"] = 2e9, None
+    with pytest.raises(ValueError, match="x seed 1: its per-task passes were not counted"):
+        flops_per_step(b)
+    filled = fill_pass_flops([b, a])
+    assert filled[1] is a and b["train"][1]["task_pass_flops"] is None           # copies, a unchanged
+    assert [t["task_pass_flops"] for t in filled[0]["train"]] == [0, 5e9, 7e9]
+    assert filled[0]["pass_flops_from_seed"] == 0
+    assert flops_per_step(filled[0]) == pytest.approx((2e9 * 30 + 12e9) / 30)
+    assert ctp.flop_ratios([b], [a]) == []                                      # no seed in common
+    assert ctp.flop_ratios([a, b], [a]) == [1.0]
+    assert fill_pass_flops([b]) == [b]                                          # none counted: as is
 
 
 def test_ctp_bwt_hand_computed():

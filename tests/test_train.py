@@ -100,6 +100,15 @@ def test_per_task_passes_are_counted_on_copies(emoji_root, tmp_path, monkeypatch
     assert strip(counted) == strip(plain)
 
 
+def test_passes_are_counted_only_for_the_listed_seeds(emoji_root, tmp_path):
+    cfg = tiny_experiment(emoji_root, "ewc", steps=6, fisher_batches=1)
+    cfg.train.pass_flops_seeds = [1]
+    r = run_experiment(cfg, tmp_path)
+    assert [t["task_pass_flops"] for t in r["train"]] == [None] * len(r["train"])
+    cfg.seed = 1
+    assert all(t["task_pass_flops"] > 0 for t in run_experiment(cfg, tmp_path / "s1")["train"])
+
+
 def test_methods_without_per_task_hooks_count_no_passes(emoji_root, tmp_path):
     r = run_experiment(tiny_experiment(emoji_root, "seqf", steps=6), tmp_path)
     assert [t["task_pass_flops"] for t in r["train"]] == [0] * len(r["train"])

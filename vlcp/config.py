@@ -122,6 +122,10 @@ class TrainCfg:
     precision: str = "fp32"          # fp32 | bf16 (autocast on GPU)
     augment: bool = True
     progress: bool = True
+    pass_flops_seeds: list[int] | None = None   # seeds whose runs count the method's per-task passes' FLOPs
+    #   (runner._task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
+    #   The counts depend on shapes, not the seed (<0.1% apart), so one seed can stand for the others:
+    #   report.results.fill_pass_flops
 
     def __post_init__(self):
         if self.steps < 1:

@@ -97,6 +97,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                                         seed=derive_seed(cfg.seed, "method"))
     method.prepare_model(model)
 
+    count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
     ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"
     results = {
@@ -122,14 +123,15 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                           plain(ids, g))
         if "flops_per_step" not in results:
             results["flops_per_step"] = _measure_flops(model, method, ctx, cfg, device)
-        pass_flops = _task_pass_flops(model, method, ctx, _TASK_START, cfg.train)
+        pass_flops = _task_pass_flops(model, method, ctx, _TASK_START, cfg.train) if count_passes else None
         budget.reset_peak_memory(device)
         t0 = time.time()
         stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, plan, t),
                            desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)} {tasks[t]}")
         seconds = time.time() - t0
         task_flops = _measure_flops(model, method, ctx, cfg, device)  # with this task's method state (teachers, buffers)
-        pass_flops += _task_pass_flops(model, method, ctx, _TASK_END, cfg.train)
+        if count_passes:
+            pass_flops += _task_pass_flops(model, method, ctx, _TASK_END, cfg.train)
         t0 = time.time()
         method.after_task(unwrap(model), ctx)
         seconds += time.time() - t0

@@ -29,7 +29,7 @@ import pandas as pd
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.claims import Claim, combine, greater
 from vlcp.report.refs import paper_table
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, find_run, flops_per_step
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
 from vlcp.utils import read_json
 
 FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
@@ -195,7 +195,7 @@ def time_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
 
 
 def flop_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
-    a, b = _by_seed(rs), _by_seed(ref)
+    a, b = _by_seed(fill_pass_flops(rs)), _by_seed(fill_pass_flops(ref))
     return [flops_per_step(a[s]) / flops_per_step(b[s]) for s in a if s in b]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from vlcp.report.results import flops_per_step
+from vlcp.report.results import fill_pass_flops, flops_per_step
 
 
 def step_seconds(r: dict) -> float:
@@ -18,13 +18,13 @@ def method_overheads(runs: dict[str, list[dict]], reference: str = "seqf", toler
     (torch's flop counter, per-task passes included: `report.results.flops_per_step`) and peak memory; `within` = time ratio <= FLOP ratio x tolerance."""
     ref = runs[reference]
     t0 = np.mean([step_seconds(r) for r in ref])
-    f0 = flops_per_step(ref[0])
+    f0 = flops_per_step(fill_pass_flops(ref)[0])
     m0 = np.mean([max(t["peak_memory_mb"] for t in r["train"]) for r in ref])
     rows = {}
     for exp, rs in runs.items():
         t = [step_seconds(r) for r in rs]
         mem = np.mean([max(x["peak_memory_mb"] for x in r["train"]) for r in rs])
-        flops = flops_per_step(rs[0])
+        flops = flops_per_step(fill_pass_flops(rs)[0])
         time_ratio, flop_ratio = np.mean(t) / t0, flops / f0
         rows[exp] = {"ms/step": 1e3 * np.mean(t), "ms/step std": 1e3 * (np.std(t, ddof=1) if len(t) > 1 else 0.0),
                      "GFLOPs/step": flops / 1e9, "time ratio": time_ratio,

@@ -107,12 +107,38 @@ def step_time(r: dict, skip_first: bool = True) -> float:
     return sum(t["seconds"] for t in rows) / max(1, sum(t["steps"] for t in rows))
 
 
+def fill_pass_flops(runs: list[dict]) -> list[dict]:
+    """The runs of one experiment (seeds), those that did not count their per-task passes
+    (`train.pass_flops_seeds`) given the counts of the first that did, task by task (the passes'
+    FLOPs depend on shapes, not on the seed: the study's seeds differ by < 0.1 %). Copies; runs
+    that counted, and all runs when none did, are returned as they are."""
+    counted = next((r for r in runs if all(t.get("task_pass_flops", 0) is not None for t in r["train"])), None)
+    if counted is None:
+        return list(runs)
+    out = []
+    for r in runs:
+        if all(t.get("task_pass_flops", 0) is not None for t in r["train"]):
+            out.append(r)
+            continue
+        if r.get("experiment") != counted.get("experiment") or r.get("tasks") != counted.get("tasks"):
+            raise ValueError(f"fill_pass_flops: {r.get('experiment')} and {counted.get('experiment')} are not "
+                             "runs of one experiment over the same tasks")
+        train = [t if t.get("task_pass_flops", 0) is not None else {**t, "task_pass_flops": c["task_pass_flops"]}
+                 for t, c in zip(r["train"], counted["train"])]
+        out.append({**r, "train": train, "pass_flops_from_seed": counted.get("seed")})
+    return out
+
+
 def flops_per_step(r: dict) -> float:
     """FLOPs per training step, the method's per-task passes included. When the runner records
     them per task (`train[i]["flops_per_step"]`, `train[i]["task_pass_flops"]`: importance passes,
     AFEC's expansion, exemplar features, amortised over the task's steps), the step-weighted mean
     over tasks; otherwise the run's `flops_per_step` (task 0's first step, older runs)."""
     per_task = [t for t in r["train"] if t.get("flops_per_step")]
+    if any(t.get("task_pass_flops", 0) is None for t in per_task):
+        raise ValueError(f"{r.get('experiment')} seed {r.get('seed')}: its per-task passes were not counted "
+                         f"(train.pass_flops_seeds: {r.get('config', {}).get('train', {}).get('pass_flops_seeds')}); take them "
+                         "from a seed that counted them with report.results.fill_pass_flops")
     if per_task:
         steps = sum(t.get("steps", 1) for t in per_task)
         return float(sum(t["flops_per_step"] * t.get("steps", 1) + t.get("task_pass_flops", 0) for t in per_task) / steps)
