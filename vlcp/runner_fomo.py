@@ -116,7 +116,9 @@ def step_cost(model, method: Method, ctx: TaskContext, cfg: ExperimentCfg, devic
     accounting: parameters, gradients, optimizer state after one step, saved activations, the
     method's state), measured on copies so the run is untouched. The copies first go through
     one task's `before_task`/`after_task` (no training steps), so state a method keeps from the
-    second task on (EWC's Fisher and anchor, SI's importances, a merge's θ0) is counted."""
+    second task on (EWC's Fisher and anchor, SI's importances, a merge's θ0) is counted. Under
+    DDP: one rank's (its slice of the batch; the budget's ratios to full fine-tuning's are
+    taken on the same slice)."""
     model, method = copy.deepcopy(unwrap(model)), copy.deepcopy(method)
     gen_state = ctx.generator.get_state()
     method.before_task(model, ctx)
@@ -183,9 +185,10 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
     tokens = tokenizer(corpus).view(len(train.captions), -1, tokenizer.context_length)
     materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment)
     plain = Materializer(train.images, train.image_text, tokens, device, augment=False)
-    plain_gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "side-info"))
+    whole = Materializer(train.images, train.image_text, tokens, device, augment=False, local=False)
+    side_gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "side-info"))
 
-    order = concept_order(cfg, data, model, tokenizer, device, lambda ids: plain(ids, plain_gen),
+    order = concept_order(cfg, data, model, tokenizer, device, lambda ids: whole(ids, side_gen),   # alike on every rank
                           derive_seed(cfg.seed, "order"))
     tasks = cut(cfg, order)
     index = {c: i for i, c in enumerate(data.concepts)}

@@ -8,6 +8,10 @@ task's languages come from `method.plan` (one per task; joint training: all in o
 task, every learned language is evaluated (`vlcp.eval.language`); methods that need the task
 identity (†) are evaluated with the oracle language and, as `<set>_no_id`, with the latest
 task's modules. Checkpoints (whole model, method state, results) are atomic, per task, resumable.
+
+Under torchrun every rank keeps its slice of each global batch; the model is not wrapped in DDP
+(its embedding grows at every task), the loop averages the gradients itself; the vocabs are
+trained on rank 0 and broadcast; rank 0 evaluates and writes.
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ from vlcp.models.token_embedding import CLLText
 from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device
 from vlcp.errors import ConfigError
 from vlcp.train import budget
+from vlcp.train.distributed import (all_reduce_mean, barrier, broadcast_object, init_distributed, is_main,
+                                    local_slice, rank_and_size)
 from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.train.loop import train_task
 from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
@@ -52,8 +58,10 @@ def cache_features(clip, tokenizer, images: dict, corpus, device, batch_size: in
 
 
 class TextMaterializer:
-    """Example ids -> TextBatch: a random training style's cached image feature, the caption
-    variant's cached English feature, and the foreign caption under the model's current vocab."""
+    """Global example ids -> this rank's TextBatch: a random training style's cached image
+    feature, the caption variant's cached English feature, and the foreign caption under the
+    model's current vocab. The styles are drawn for the whole global batch, then sliced (as
+    `vlcp.train.loop.Materializer`), so the batches do not depend on the world size."""
 
     def __init__(self, examples: Examples, images: torch.Tensor, english: torch.Tensor, model: CLLText, device):
         self.examples, self.images, self.english = examples, images, english   # images [styles, items, D]
@@ -62,6 +70,8 @@ class TextMaterializer:
     def __call__(self, ids: torch.Tensor, generator: torch.Generator) -> TextBatch:
         ex = self.examples
         style = torch.randint(0, len(self.images), (len(ids),), generator=generator)
+        sl = local_slice(len(ids))
+        ids, style = ids[sl], style[sl]
         item, variant = ex.item[ids], ex.variant[ids]
         tokens, eot = self.model.encode(ex.texts(ids))
         return TextBatch(self.images[style, item].to(self.device), self.english[item, variant].to(self.device),
@@ -69,11 +79,14 @@ class TextMaterializer:
 
 
 def train_vocabs(examples: Examples, languages: list[str], size: int, oracle: bool) -> dict:
-    """Each language's own BPE vocab from its training captions (+ the oracle vocab from all)."""
-    bpe = {lang: train_bpe(examples.texts(examples.of_language(lang)), size) for lang in languages}
-    if oracle:
-        bpe["oracle"] = train_bpe(examples.texts(torch.arange(len(examples))), size * ORACLE_FACTOR)
-    return bpe
+    """Each language's own BPE vocab from its training captions (+ the oracle vocab from all),
+    trained on rank 0 and broadcast (every rank must merge the same vocab)."""
+    bpe = None
+    if is_main():
+        bpe = {lang: train_bpe(examples.texts(examples.of_language(lang)), size) for lang in languages}
+        if oracle:
+            bpe["oracle"] = train_bpe(examples.texts(torch.arange(len(examples))), size * ORACLE_FACTOR)
+    return broadcast_object(bpe)
 
 
 def evaluate(model, method, evaluator: LanguageEvaluator, languages, learned, oracle=True) -> dict:
@@ -86,7 +99,9 @@ def evaluate(model, method, evaluator: LanguageEvaluator, languages, learned, or
 def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: int = 128) -> dict:
     """CLL-CLIP Fig. 3: the final model's mean training loss and the trace of the empirical
     Fisher (mean over batches of the squared norm of the batch-loss gradient w.r.t. the
-    trainable parameters) on a seeded sample of every language's training examples."""
+    trainable parameters) on a seeded sample of every language's training examples. Under DDP
+    every rank runs it on its slice of each batch; loss and gradient are averaged over ranks
+    (the one-process values)."""
     gen = torch.Generator().manual_seed(0)
     params = [p for p in model.parameters() if p.requires_grad]
     losses, traces = [], []
@@ -95,8 +110,8 @@ def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: 
         batch = ctx.materialize(ids, gen)
         loss = sum(CLLCLIP.loss(method, model, batch, ctx).values())
         grads = torch.autograd.grad(loss, params, allow_unused=True)
-        losses.append(loss.item())
-        traces.append(sum(float((g.float() ** 2).sum()) for g in grads if g is not None))
+        losses.append(all_reduce_mean(loss).item())
+        traces.append(sum(float((all_reduce_mean(g).float() ** 2).sum()) for g in grads if g is not None))
     return {"loss": sum(losses) / batches, "fisher_trace": sum(traces) / batches, "batches": batches,
             "batch_size": batch_size}
 
@@ -106,6 +121,8 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)
+    init_distributed(str(device))
+    _, world = rank_and_size()
     torch.set_num_threads(cfg.train.num_threads)
     seed_everything(derive_seed(cfg.seed, "init"))
     method_cls = get_method(cfg.method.name)
@@ -152,7 +169,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         "tasks": ["+".join(p) if len(p) < 4 else f"all {len(p)} languages" for p in plan],
         "task_languages": plan, "task_sizes": [len(i) for i in task_ids], "steps_per_task": steps,
         "coverage": {"train": coverage(corpus, train_items), "test": coverage(corpus, test_items)},
-        "needs_task_id": method.needs_task_id, "world_size": 1, "device": str(device), "versions": _versions(),
+        "needs_task_id": method.needs_task_id, "world_size": world, "device": str(device), "versions": _versions(),
         "zero_shot": None, "matrix": {}, "vocab_sizes": [], "train": [],
     }
     start = 0
@@ -163,11 +180,14 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
             mat.model = model
             method.load_state_dict(state["method"])
             results, start = state["results"], state["task"] + 1
-            print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
-        else:
+            if is_main():
+                print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
+        elif is_main():
             print(f"{ckpt_path}: checkpoint is from another config; starting over")
 
-    if results["zero_shot"] is None:   # the base CLIP with its English vocab, on every language
+    # under DDP the model is not wrapped (its embedding grows every task): the loop averages the
+    # gradients itself (vlcp.train.distributed.average_gradients); rank 0 evaluates and writes
+    if results["zero_shot"] is None and is_main():   # the base CLIP with its English vocab, on every language
         results["zero_shot"] = evaluate(model, method, evaluator, languages, set(languages))
 
     for t in range(start, len(plan)):
@@ -183,8 +203,8 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         seconds = time.time() - t0
         t1 = time.time()
         learned = {lang for p in plan[: t + 1] for lang in p}
-        rows = {"": evaluate(model, method, evaluator, languages, learned, oracle=True)}
-        if method.needs_task_id:
+        rows = {"": evaluate(model, method, evaluator, languages, learned, oracle=True)} if is_main() else {}
+        if method.needs_task_id and is_main():
             rows["_no_id"] = evaluate(model, method, evaluator, languages, learned, oracle=False)
         for suffix, row in rows.items():
             for name, metrics in row.items():
@@ -205,6 +225,8 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         ctx = TaskContext(task=len(plan) - 1, num_tasks=len(plan), train_set=examples, task_ids=task_ids, pool=every,
                           materialize=mat, generator=torch.Generator().manual_seed(0))
         results["convergence"] = convergence(model, method, ctx)
-    results["wall_seconds"] = round(time.time() - started, 2)
-    write_json(out_dir / "results.json", results)
+    if is_main():
+        results["wall_seconds"] = round(time.time() - started, 2)
+        write_json(out_dir / "results.json", results)
+    barrier()
     return results

@@ -46,6 +46,50 @@ def all_reduce_mean(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def broadcast_object(obj):
+    """Rank 0's `obj` on every rank (results of non-deterministic work, e.g. trained tokenizers)."""
+    if rank_and_size()[1] == 1:
+        return obj
+    box = [obj if is_main() else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def broadcast_parameters(model: torch.nn.Module) -> None:
+    """Rank 0's parameters and buffers on every rank, for a model not wrapped in DDP (what DDP's
+    constructor does): modules a method adds at a task's start (per-language adapters, prompts,
+    new embedding rows) start equal everywhere."""
+    if rank_and_size()[1] == 1 or isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return
+    for t in [*model.parameters(), *model.buffers()]:
+        dist.broadcast(t.data, src=0)
+
+
+def average_gradients(model: torch.nn.Module) -> None:
+    """What DDP does after backward, for a model that is not wrapped in it (one whose parameters
+    change during the stream: CLL-CLIP's expandable token embeddings): every trainable
+    parameter's gradient becomes its mean over ranks, in one flat all-reduce (a parameter
+    without a gradient counts as zeros, and keeps a gradient if any rank has one)."""
+    size = rank_and_size()[1]
+    if size == 1 or isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        return
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=flat.device)
+    dist.all_reduce(flat)
+    dist.all_reduce(has)
+    flat /= size
+    offset = 0
+    for p, g, any_grad in zip(params, grads, has.tolist()):
+        n = g.numel()
+        if any_grad:
+            p.grad = flat[offset:offset + n].view_as(p).clone()
+        offset += n
+
+
 def local_slice(n: int) -> slice:
     """This rank's rows of a global batch of n (n must divide by the world size)."""
     rank, size = rank_and_size()

@@ -17,7 +17,7 @@ from vlcp.config import TrainCfg
 from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 from vlcp.train.optim import make_optimizer  # noqa: F401  (re-exported)
-from vlcp.train.distributed import all_reduce_mean, is_main, local_slice, unwrap
+from vlcp.train.distributed import all_reduce_mean, average_gradients, broadcast_parameters, is_main, local_slice, unwrap
 from vlcp.train.schedules import lr_fn, plan_for
 
 
@@ -26,12 +26,13 @@ class Materializer:
     CLIP normalisation, and for models with an MLM head (`mask`: tokens, generator -> (masked
     input, labels), e.g. `vlcp.losses.mask_tokens` with the vocab's ids bound) BERT masking.
     Random draws are made for the whole global batch, then sliced, so the result does not
-    depend on the world size."""
+    depend on the world size. `local=False`: every rank gets the whole batch (side information
+    computed alike on every rank, outside the training steps)."""
 
     def __init__(self, images: torch.Tensor, image_text: torch.Tensor, tokens: torch.Tensor,
-                 device: torch.device, augment: bool, pad: int = 2, mask=None):
+                 device: torch.device, augment: bool, pad: int = 2, mask=None, local: bool = True):
         self.images, self.image_text, self.tokens = images, image_text, tokens  # tokens [N, K, ctx]
-        self.device, self.augment, self.pad, self.mask = device, augment, pad, mask
+        self.device, self.augment, self.pad, self.mask, self.local = device, augment, pad, mask, local
         self.mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
         self.std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
 
@@ -41,7 +42,7 @@ class Materializer:
         shift = torch.randint(0, 2 * self.pad + 1, (n, 2), generator=generator)
         tok = self.tokens[self.image_text[ids], variant]
         masked = self.mask(tok, generator) if self.mask is not None else None
-        sl = local_slice(n)
+        sl = local_slice(n) if self.local else slice(None)
         ids, shift, tok = ids[sl], shift[sl], tok[sl]
         x = self.images[ids].permute(0, 3, 1, 2).float() / 255.0
         if self.augment and self.pad:
@@ -75,6 +76,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
     lr_at = lr_at or lr_fn(cfg.schedule, plan_for(cfg, [steps]), 0)
     method.before_task(unwrap(model), ctx)
     opt = method.make_optimizer(model, cfg)
+    broadcast_parameters(model)      # under DDP without the wrapper (no-op otherwise)
     sums: dict[str, float] = {}
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
                leave=False, mininterval=1.0)
@@ -92,6 +94,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
             raise FloatingPointError(f"{desc}: loss is {loss.item()} at step {step} (lower train.lr?)")
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        average_gradients(model)     # under DDP without the wrapper (no-op otherwise)
         method.after_backward(unwrap(model), ctx)
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
