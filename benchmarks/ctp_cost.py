@@ -1,0 +1,47 @@
+"""CTP's step time against SeqF's, beside its FLOP ratio, robust to this VM's run-to-run drift.
+
+    .venv/bin/python benchmarks/ctp_cost.py [--repeats 4] [--steps 480] [--work DIR]
+
+The CTP study times each run once inside `dvc repro` (about 8 s of training for SeqF at 160
+steps); on a shared 2-core VM that moves by 10-15 % from run to run, as much as the issue's
+margin (CTP's time ratio ≤ its FLOP ratio × 1.1). This runs SeqF, CTP and CTP+ER at `--steps`
+(default 480, 3 × the study's), interleaved (ABBA), `--repeats` times each in one process, and
+reports each one's median seconds per step over all tasks (as the study's Table 1), per repeat
+its ratio to the same repeat's SeqF run (paired, so slow drift cancels), and the FLOP ratio
+(torch's counter, per-task passes included: `vlcp.report.results.flops_per_step`). Needs the
+initialisation `models/ctp-base.pt` (`dvc repro ctp_base`).
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from vlcp.report.results import flops_per_step, step_time  # noqa: E402
+from vlcp.utils import write_json  # noqa: E402
+
+from common import paired_cost_args, paired_step_times, provenance  # noqa: E402  (benchmarks/common.py)
+
+REFERENCE = "ctp-seqf"
+
+
+def main() -> None:
+    args, params, work = paired_cost_args(
+        __doc__, REFERENCE, [REFERENCE, "ctp-ctp", "ctp-ctp-er"], "benchmarks/results/ctp_cost.json",
+        steps={"type": int, "default": 480, "help": "train.steps of each run (the study's 160: ~8 s of training)"})
+    out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, lambda r: step_time(r, False),
+                            lambda r: {"flops_per_step": flops_per_step(r)}, [f"train.steps={args.steps}"])
+    flops = {e: statistics.median(x["flops_per_step"] for x in v) for e, v in out.pop("extra").items()}
+    flop_ratio = {e: f / flops[REFERENCE] for e, f in flops.items()}
+    for e in args.experiments:
+        print(f"{e}: time {out['ratio_to_reference'][e]:.3f} x, FLOPs {flop_ratio[e]:.3f} x "
+              f"(x 1.1 = {1.1 * flop_ratio[e]:.3f})")
+    out = {"what": "CTP's training step time vs SeqF's (interleaved repeats, all tasks; ratios paired per repeat), "
+                   "beside the FLOP ratio", **out, "flops_per_step": flops, "flop_ratio": flop_ratio}
+    write_json(args.out, out | provenance())
+
+
+if __name__ == "__main__":
+    main()
