@@ -315,6 +315,23 @@ def test_time_overhead_claim():
     assert o["FLOP target"] == pytest.approx(1.32) and o["paper ratio"] == pytest.approx(4.0 / 3.4)
 
 
+def test_time_overhead_claim_prefers_the_paired_benchmark():
+    """With benchmarks/results/ctp_cost.json the claim is judged on its repeats: confirmed when every
+    repeat meets both goals, inconclusive when only the median does; the study's noisy timings
+    (here 1.5x: would be not confirmed) are only quoted."""
+    runs = {"ctp-ctp": timed([15, 15, 15], 1.1e9), "ctp-seqf": timed([10, 10, 10], 1e9)}
+    bench = {"paired_ratios": {"ctp-ctp": [1.10, 1.15, 1.12]}, "ratio_to_reference": {"ctp-ctp": 1.12},
+             "flop_ratio": {"ctp-ctp": 1.1}, "overrides": ["train.steps=480"], "commit": "abc", "date": "d"}
+    c = ctp.claim_time_overhead(runs, "ctp-ctp", "ctp-seqf", bench=bench)
+    assert c.verdict == "confirmed" and "median 1.120 (1.100–1.150)" in c.evidence and "study: time ratio" in c.evidence
+    bench["paired_ratios"]["ctp-ctp"] = [1.10, 1.25, 1.12]             # one repeat over 1.18 and 1.21
+    assert ctp.claim_time_overhead(runs, "ctp-ctp", "ctp-seqf", bench=bench).verdict == "inconclusive"
+    bench["ratio_to_reference"]["ctp-ctp"] = 1.2                       # the median over 1.18
+    assert ctp.claim_time_overhead(runs, "ctp-ctp", "ctp-seqf", bench=bench).verdict == "not confirmed"
+    assert ctp.paired_cost(bench, "ctp-ctp-er") == {} and ctp.paired_cost(None, "ctp-ctp") == {}
+    assert ctp.paired_cost(bench, "ctp-ctp")["FLOP target"] == pytest.approx(1.21)
+
+
 def ranking_study(reversed_methods):
     return ctp.study_config(None, reversed=reversed_methods)
 
