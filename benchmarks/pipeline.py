@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from vlcp.utils import write_json  # noqa: E402
 
-from common import provenance  # noqa: E402  (benchmarks/common.py)
+from common import git_commit, provenance  # noqa: E402  (benchmarks/common.py)
 
 
 def timed_repro(cwd: Path, env: dict) -> tuple[float, dict[str, float], str]:
@@ -59,10 +59,11 @@ def main() -> None:
         env["PYTHONPATH"] = str(clone)
         total, stages, _ = timed_repro(clone, env)
         noop, _, noop_log = timed_repro(clone, env)
+        measured = git_commit(clone)   # the clone's commit (this checkout may have moved on meanwhile)
     write_json(args.out, {
         "what": "dvc repro from scratch in a fresh clone (default params.yaml), then a no-op dvc repro",
         "total_seconds": total, "noop_seconds": noop, "noop_up_to_date": "up to date" in noop_log,
-        "stages": stages, **provenance(),
+        "stages": stages, **provenance(), "commit": measured,
     })
     print(f"dvc repro {total / 60:.1f} min, no-op {noop:.1f} s -> {args.out}")
 
