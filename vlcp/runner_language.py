@@ -185,8 +185,6 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         elif is_main():
             print(f"{ckpt_path}: checkpoint is from another config; starting over")
 
-    # under DDP the model is not wrapped (its embedding grows every task): the loop averages the
-    # gradients itself (vlcp.train.distributed.average_gradients); rank 0 evaluates and writes
     if results["zero_shot"] is None and is_main():   # the base CLIP with its English vocab, on every language
         results["zero_shot"] = evaluate(model, method, evaluator, languages, set(languages))
 
@@ -203,9 +201,11 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         seconds = time.time() - t0
         t1 = time.time()
         learned = {lang for p in plan[: t + 1] for lang in p}
-        rows = {"": evaluate(model, method, evaluator, languages, learned, oracle=True)} if is_main() else {}
-        if method.needs_task_id and is_main():
-            rows["_no_id"] = evaluate(model, method, evaluator, languages, learned, oracle=False)
+        rows = {}
+        if is_main():
+            rows[""] = evaluate(model, method, evaluator, languages, learned, oracle=True)
+            if method.needs_task_id:
+                rows["_no_id"] = evaluate(model, method, evaluator, languages, learned, oracle=False)
         for suffix, row in rows.items():
             for name, metrics in row.items():
                 for m, vals in metrics.items():

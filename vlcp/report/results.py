@@ -107,17 +107,23 @@ def step_time(r: dict, skip_first: bool = True) -> float:
     return sum(t["seconds"] for t in rows) / max(1, sum(t["steps"] for t in rows))
 
 
+def _passes_counted(r: dict) -> bool:
+    """Whether every task of the run has its per-task pass FLOPs (None: not counted for this seed;
+    absent, in older runs: none recorded, read as 0)."""
+    return all(t.get("task_pass_flops", 0) is not None for t in r["train"])
+
+
 def fill_pass_flops(runs: list[dict]) -> list[dict]:
     """The runs of one experiment (seeds), those that did not count their per-task passes
     (`train.pass_flops_seeds`) given the counts of the first that did, task by task (the passes'
     FLOPs depend on shapes, not on the seed: the study's seeds differ by < 0.1 %). Copies; runs
     that counted, and all runs when none did, are returned as they are."""
-    counted = next((r for r in runs if all(t.get("task_pass_flops", 0) is not None for t in r["train"])), None)
+    counted = next((r for r in runs if _passes_counted(r)), None)
     if counted is None:
         return list(runs)
     out = []
     for r in runs:
-        if all(t.get("task_pass_flops", 0) is not None for t in r["train"]):
+        if _passes_counted(r):
             out.append(r)
             continue
         if r.get("experiment") != counted.get("experiment") or r.get("tasks") != counted.get("tasks"):
@@ -135,7 +141,7 @@ def flops_per_step(r: dict) -> float:
     AFEC's expansion, exemplar features, amortised over the task's steps), the step-weighted mean
     over tasks; otherwise the run's `flops_per_step` (task 0's first step, older runs)."""
     per_task = [t for t in r["train"] if t.get("flops_per_step")]
-    if any(t.get("task_pass_flops", 0) is None for t in per_task):
+    if not _passes_counted({"train": per_task}):
         raise ValueError(f"{r.get('experiment')} seed {r.get('seed')}: its per-task passes were not counted "
                          f"(train.pass_flops_seeds: {r.get('config', {}).get('train', {}).get('pass_flops_seeds')}); take them "
                          "from a seed that counted them with report.results.fill_pass_flops")
