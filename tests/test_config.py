@@ -1,4 +1,5 @@
 """Bad input fails fast with the field named, a non-zero exit and nothing half-written."""
+import dataclasses
 import subprocess
 import sys
 
@@ -135,15 +136,43 @@ def test_model_built_for_the_data_image_size():
     assert model.encode_image(torch.zeros(2, 3, 64, 64)).shape == (2, 128)
 
 
-def test_experiment_names_are_dvc_param_keys():
-    """DVC tracks `experiments.<name>` as a params key and reads a dot as nesting: a name with a
-    dot makes its run stage fail ("Parameters ... are missing from params.yaml")."""
+def test_experiment_names_are_file_names():
+    """An experiment's resolved config is `configs/<name>.json` and its runs `runs/<name>/seed<S>/`."""
+    import re
     from pathlib import Path
 
     import yaml
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
-    bad = [n for n in params["experiments"] if "." in n]
-    assert not bad, f"experiment names with dots: {bad}"
+    bad = [n for n in params["experiments"] if not re.fullmatch(r"[A-Za-z0-9_-]+", n)]
+    assert not bad, f"experiment names that are no plain file names: {bad}"
+
+
+def test_config_resolve_writes_each_experiment_and_each_study(tmp_path, capsys):
+    """`vlcp config resolve` (dvc.yaml's `configs` stage): one file per experiment, one bundle per
+    study list, byte-identical when re-run; a bad study key fails naming it and writes nothing."""
+    import json
+
+    params = write_params(tmp_path)
+    out = tmp_path / "configs"
+    args = ["config", "resolve", "--params", str(params), "--out", str(out),
+            "--study", "report.ctp.experiments", "--study", "report.fomo.studies"]
+    assert main(args) == 0
+    first = {f.name: f.read_bytes() for f in out.iterdir()}
+    raw = load_params(params)
+    assert {f"{e}.json" for e in raw["experiments"]} < set(first)
+    seqf = json.loads(first["seqf.json"])
+    assert seqf["method"]["name"] == "seqf" and "seed" not in seqf
+    assert seqf["train"] == dataclasses.asdict(resolve_experiment(raw, "seqf").train)
+    ctp = json.loads(first["study-report.ctp.experiments.json"])
+    assert ctp["experiments"] == raw["report"]["ctp"]["experiments"]
+    assert ctp["configs"]["ctp-ctp"] == json.loads(first["ctp-ctp.json"])
+    assert json.loads(first["study-report.fomo.studies.lr.json"])["experiments"] == raw["report"]["fomo"]["studies"]["lr"]
+    assert main(args) == 0
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == first
+
+    assert main(["config", "resolve", "--params", str(params), "--out", str(tmp_path / "c2"), "--study", "report.nope"]) == 2
+    assert "vlcp: error: --study report.nope: no such key" in capsys.readouterr().err
+    assert not (tmp_path / "c2").exists()
 
 
 def test_every_experiment_resolves_and_base_files_fit_their_consumers():

@@ -1,6 +1,6 @@
 """A tiny end-to-end `dvc repro` of the real pipeline (3 groups, few steps, one seed) in a scratch
 git repo: data prepare -> runs (spine, CTP, IncCLIP, CLL-CLIP and FoMo-in-Flux studies) -> papermill notebooks -> HTML -> index;
-then a no-op."""
+then a no-op, and which stages an edit of params.yaml invalidates."""
 import os
 import shutil
 import subprocess
@@ -88,3 +88,13 @@ def test_tiny_dvc_repro(tmp_path):
 
     again = run("dvc", "repro")
     assert again.returncode == 0 and "up to date" in again.stdout
+
+    # runs depend on their resolved configs (configs/), not on params.yaml: editing one experiment
+    # invalidates only its runs and studies; editing a report's settings re-runs no run
+    params["experiments"]["seqf"].setdefault("train", {})["lr"] = 0.002
+    params["report"]["ctp"]["tau_min"] = 0.5
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert run("dvc", "repro", "configs").returncode == 0
+    status = run("dvc", "status").stdout
+    assert "run@seqf-0" in status and "ctp_tables" in status
+    assert "run@er-0" not in status and "run_ctp@0" not in status and "run_fomo@methods" not in status

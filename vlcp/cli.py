@@ -4,6 +4,8 @@
     vlcp run [EXPERIMENT ...] [--list report.fomo.studies.methods] --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...]
     vlcp pretrain EXPERIMENT --out models/base.pt [--seed S] [--set ...]
     vlcp list
+    vlcp config resolve [--out configs] [--study report.ctp.experiments ...]   (resolved configs, one JSON file each)
+    vlcp config show EXPERIMENT
     vlcp report render notebooks/overview.ipynb [--reports reports]
     vlcp report index [--reports reports]
 
@@ -31,6 +33,22 @@ def cmd_prepare(args) -> None:
           f"in {meta['build_seconds']:.1f}s")
 
 
+def _lookup(params: dict, key: str, what: str, path: str):
+    node = params
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise VlcpError(f"{what}: no such key in {path}")
+        node = node[part]
+    return node
+
+
+def _experiment_list(params: dict, key: str, what: str, path: str) -> list[str]:
+    node = _lookup(params, key, what, path)
+    if not isinstance(node, list) or not all(isinstance(e, str) for e in node):
+        raise VlcpError(f"{what}: expected a list of experiment names in {path}")
+    return node
+
+
 def cmd_run(args) -> None:
     """Run one or more experiments for one seed, one after another in this process (a study's
     runs share the import and data-loading cost)."""
@@ -40,14 +58,7 @@ def cmd_run(args) -> None:
     params = load_params(args.params)
     names = list(args.experiments)
     if args.list:
-        node = params
-        for part in args.list.split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise VlcpError(f"--list {args.list}: no such key in {args.params}")
-            node = node[part]
-        if not isinstance(node, list) or not all(isinstance(e, str) for e in node):
-            raise VlcpError(f"--list {args.list}: expected a list of experiment names in {args.params}")
-        names += node
+        names += _experiment_list(params, args.list, f"--list {args.list}", args.params)
     if not names:
         raise VlcpError("run: name at least one experiment (or --list KEY)")
     cfgs = [resolve_experiment(params, e, args.seed, args.set or []) for e in names]  # all valid first
@@ -85,6 +96,42 @@ def cmd_list(args) -> None:
     print("experiments:", ", ".join(params.get("experiments") or {}))
     print("methods:", ", ".join(available_methods()))
     print("profiles:", ", ".join(params.get("profiles") or {}), f"(active: {params.get('profile', 'tiny')})")
+
+
+def cmd_config_resolve(args) -> None:
+    """Write `<out>/<experiment>.json` for every experiment, and `<out>/study-<KEY>.json` (the
+    resolved configs of the experiments listed at KEY, in order) for each `--study KEY`; a KEY
+    holding a mapping of lists gives one file per entry. These are the run stages' dependencies in
+    dvc.yaml. Everything is resolved before anything is written."""
+    import json
+
+    from vlcp.config import load_params, resolved_experiments
+    from vlcp.utils import atomic_path
+
+    params = load_params(args.params)
+    resolved = resolved_experiments(params)
+    files = {f"{name}.json": cfg for name, cfg in resolved.items()}
+    for key in args.study or []:
+        node = _lookup(params, key, f"--study {key}", args.params)
+        lists = {f"{key}.{k}": f"{key}.{k}" for k in node} if isinstance(node, dict) else {key: key}
+        for name, at in lists.items():
+            names = _experiment_list(params, at, f"--study {at}", args.params)
+            files[f"study-{name}.json"] = {"experiments": names, "configs": {e: resolved[e] for e in names}}
+    out = Path(args.out)
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        for name, obj in files.items():
+            (tmp / name).write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(files)} resolved configs to {out}/")
+
+
+def cmd_config_show(args) -> None:
+    import json
+
+    from vlcp.config import load_params, resolve_experiment
+
+    cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
+    print(json.dumps(cfg.to_dict(), indent=1))
 
 
 def cmd_index(args) -> None:
@@ -135,6 +182,20 @@ def main(argv: list[str] | None = None) -> int:
     lst = sub.add_parser("list", help="list experiments, methods and profiles")
     lst.add_argument("--params", default="params.yaml")
     lst.set_defaults(func=cmd_list)
+
+    conf = sub.add_parser("config", help="resolved experiment configs").add_subparsers(dest="config_command", required=True)
+    res = conf.add_parser("resolve", help="write every experiment's resolved config (active profile) to OUT/<name>.json")
+    res.add_argument("--params", default="params.yaml")
+    res.add_argument("--out", default="configs")
+    res.add_argument("--study", action="append", metavar="KEY",
+                     help="also write study-KEY.json: the resolved configs of the experiments listed at KEY (a list, or a mapping of lists)")
+    res.set_defaults(func=cmd_config_resolve)
+    show = conf.add_parser("show", help="print one experiment's resolved config")
+    show.add_argument("experiment")
+    show.add_argument("--seed", type=int, default=0)
+    show.add_argument("--params", default="params.yaml")
+    show.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    show.set_defaults(func=cmd_config_show)
 
     rep = sub.add_parser("report", help="reports").add_subparsers(dest="report_command", required=True)
     idx = rep.add_parser("index", help="write reports/index.html")

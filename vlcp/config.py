@@ -123,7 +123,7 @@ class TrainCfg:
     augment: bool = True
     progress: bool = True
     pass_flops_seeds: list[int] | None = None   # seeds whose runs count the method's per-task passes' FLOPs
-    #   (runner._task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
+    #   (runner.task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
     #   The counts depend on shapes, not the seed (<0.1% apart), so one seed can stand for the others:
     #   report.results.fill_pass_flops
 
@@ -342,6 +342,18 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
             raw = merged({"train": alias.pop("train")}, *on_top)
         raw["model"] = {**model, **alias}
     return experiment_from_dict(raw)
+
+
+def resolved_experiments(params: dict) -> dict[str, dict]:
+    """Every experiment of `params` resolved on its active profile, as plain dicts without the seed
+    (`vlcp config resolve` writes them one file each: what a run stage of dvc.yaml depends on, so
+    that DVC checks one small file per run instead of re-parsing params.yaml for each stage)."""
+    out = {}
+    for name in params.get("experiments") or {}:
+        d = resolve_experiment(params, name).to_dict()
+        d.pop("seed")
+        out[name] = d
+    return out
 
 
 def experiment_from_dict(raw: dict) -> ExperimentCfg:
