@@ -92,7 +92,7 @@ def test_per_task_passes_are_counted_on_copies(emoji_root, tmp_path, monkeypatch
     assert all(p >= 2 * step * 0.5 for p in passes)              # >= the Fisher's 2 batches (of 16 vs 16)
     if method == "afec":                                           # + the expansion from task 1 on: 3 more steps
         assert all(p > passes[0] + 2 * step for p in passes[1:])
-    monkeypatch.setattr(runner, "_task_pass_flops", lambda *a: 0)
+    monkeypatch.setattr(runner, "task_pass_flops", lambda *a: 0)
     plain = run_experiment(tiny_experiment(emoji_root, method, steps=9, **args), tmp_path / "b")
     for r in (counted, plain):
         for t in r["train"]:
@@ -112,3 +112,23 @@ def test_passes_are_counted_only_for_the_listed_seeds(emoji_root, tmp_path):
 def test_methods_without_per_task_hooks_count_no_passes(emoji_root, tmp_path):
     r = run_experiment(tiny_experiment(emoji_root, "seqf", steps=6), tmp_path)
     assert [t["task_pass_flops"] for t in r["train"]] == [0] * len(r["train"])
+
+
+def test_cpu_peak_memory_is_per_task(tmp_path):
+    """On Linux the CPU peak (VmHWM) restarts at each task's reset, so the runs of a study process
+    each get their own peak memory rather than the largest of every earlier run."""
+    import os
+
+    import torch
+
+    from vlcp.train import budget
+    if not os.path.exists("/proc/self/clear_refs"):
+        pytest.skip("no /proc/self/clear_refs (not Linux)")
+    cpu = torch.device("cpu")
+    budget.reset_peak_memory(cpu)
+    base = budget.peak_memory_mb(cpu)
+    x = torch.ones(64 * 2**20)      # 256 MB, touched
+    del x
+    assert budget.peak_memory_mb(cpu) > base + 200
+    budget.reset_peak_memory(cpu)
+    assert budget.peak_memory_mb(cpu) < base + 100

@@ -122,16 +122,16 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                           materialize_plain=lambda ids, g=torch.Generator().manual_seed(derive_seed(cfg.seed, "plain", t)):
                           plain(ids, g))
         if "flops_per_step" not in results:
-            results["flops_per_step"] = _measure_flops(model, method, ctx, cfg, device)
-        pass_flops = _task_pass_flops(model, method, ctx, _TASK_START, cfg.train) if count_passes else None
+            results["flops_per_step"] = measure_step_flops(model, method, ctx, cfg, device)
+        pass_flops = task_pass_flops(model, method, ctx, TASK_START, cfg.train) if count_passes else None
         budget.reset_peak_memory(device)
         t0 = time.time()
         stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, plan, t),
                            desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)} {tasks[t]}")
         seconds = time.time() - t0
-        task_flops = _measure_flops(model, method, ctx, cfg, device)  # with this task's method state (teachers, buffers)
+        task_flops = measure_step_flops(model, method, ctx, cfg, device)  # with this task's method state (teachers, buffers)
         if count_passes:
-            pass_flops += _task_pass_flops(model, method, ctx, _TASK_END, cfg.train)
+            pass_flops += task_pass_flops(model, method, ctx, TASK_END, cfg.train)
         t0 = time.time()
         method.after_task(unwrap(model), ctx)
         seconds += time.time() - t0
@@ -192,11 +192,11 @@ def _task_end(model, method, ctx, train_cfg):
     method.after_task(model, ctx)
 
 
-_TASK_START = (_task_start, ("before_task", "make_optimizer"))
-_TASK_END = (_task_end, ("after_task",))
+TASK_START = (_task_start, ("before_task", "make_optimizer"))
+TASK_END = (_task_end, ("after_task",))
 
 
-def _task_pass_flops(model, method, ctx: TaskContext, hooks, train_cfg) -> int:
+def task_pass_flops(model, method, ctx: TaskContext, hooks, train_cfg) -> int:
     """FLOPs of a method's per-task passes outside the training steps (EWC's and MAS's
     importance passes, AFEC's expansion, exemplar features), counted by torch's flop counter on
     copies of the model and method, outside the timed region (the counter slows small ops by
@@ -221,7 +221,7 @@ def _task_pass_flops(model, method, ctx: TaskContext, hooks, train_cfg) -> int:
     return flops
 
 
-def _measure_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:
+def measure_step_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:
     """FLOPs of one training step's forward + backward (method batch and loss included). The
     measurement leaves the run's random stream and the context's extras as they were."""
     gen_state, extras = ctx.generator.get_state(), dict(ctx.extras)

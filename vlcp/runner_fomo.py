@@ -250,7 +250,10 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
             results["trajectory"].append(row)
         results["train"].append({"task": t, "steps": steps[t], "seconds": round(seconds, 3),
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
-                                 "loss": stats["loss"], "terms": stats["terms"]})
+                                 "loss": stats["loss"], "terms": stats["terms"],
+                                 "flops_per_step": cost["method"]["flops"],          # the budget's step_cost (measured once)
+                                 "task_pass_flops": cost["method"]["task_flops"],
+                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
         if is_main() and row:
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)}: loss {stats['loss']:.3f} "
                   f"A_KA {row['A_KA']:.1f} A_ZS {row['A_ZS']:.1f} GM {row['GM']:.1f} ({seconds:.0f}s)", flush=True)

@@ -31,7 +31,8 @@ from vlcp.methods.base import TaskContext
 from vlcp.methods.cllclip import CLLCLIP, TextBatch
 from vlcp.models.clip import create_clip
 from vlcp.models.token_embedding import CLLText
-from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device
+from vlcp.runner import (RESULTS_FORMAT, TASK_END, _save_checkpoint, _versions, measure_step_flops, pick_device,
+                         task_pass_flops)
 from vlcp.errors import ConfigError
 from vlcp.train import budget
 from vlcp.train.distributed import (all_reduce_mean, barrier, broadcast_object, init_distributed, is_main,
@@ -161,6 +162,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     lr_plan = plan_for(cfg.train, steps)
     mat = TextMaterializer(examples, torch.stack([img[s] for s in cfg.data.train_styles]), english, model, device)
 
+    count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
     ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"
     results = {
@@ -193,12 +195,20 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         ctx = TaskContext(task=t, num_tasks=len(plan), train_set=examples, task_ids=task_ids, pool=task_ids[t],
                           materialize=lambda ids, g=gen: mat(ids, g), generator=gen,
                           extras={"languages": plan[t], "bpe": bpe})
+        # per-task passes are counted after the task only: the language methods' before_task grows
+        # vocabularies, embeddings, adapters and prompts (no matrix products); re-running it to count costs ~0.2 s
+        pass_flops = 0 if count_passes else None
         budget.reset_peak_memory(device)
         t0 = time.time()
         stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, lr_plan, t),
                            desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(plan)} {results['tasks'][t]}")
-        method.after_task(model, ctx)
         seconds = time.time() - t0
+        task_flops = measure_step_flops(model, method, ctx, cfg, device)   # outside the timed region
+        if count_passes:
+            pass_flops += task_pass_flops(model, method, ctx, TASK_END, cfg.train)
+        t0 = time.time()
+        method.after_task(model, ctx)
+        seconds += time.time() - t0
         t1 = time.time()
         learned = {lang for p in plan[: t + 1] for lang in p}
         rows = {}
@@ -214,6 +224,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         results["train"].append({"task": results["tasks"][t], "steps": steps[t], "seconds": round(seconds, 3),
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
                                  "loss": stats["loss"], "terms": stats["terms"],
+                                 "flops_per_step": task_flops, "task_pass_flops": pass_flops,
                                  "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
         _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model,
                                      "method": method.state_dict(), "results": results})

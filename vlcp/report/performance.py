@@ -5,7 +5,76 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pathlib import Path
+
 from vlcp.report.results import fill_pass_flops, flops_per_step
+from vlcp.utils import read_json
+
+# Why a method's step can cost more time than its FLOPs say (torch's flop counter counts matrix
+# products, convolutions and attention only): the uncounted work each method adds, by method name.
+# Shown beside every row over the target; a method not listed says so.
+UNCOUNTED_WORK = {
+    "si": "per-step path-integral update over every parameter (elementwise)",
+    "rwalk": "per-step path-integral scores and Fisher update over every parameter (elementwise)",
+    "ewc": "penalty over every parameter each step (elementwise)",
+    "mas": "penalty over every parameter each step (elementwise)",
+    "afec": "two penalties (old and expanded model) over every parameter each step (elementwise)",
+    "lwf": "distillation targets' softmax over the batch (small ops)",
+    "kmeans": "k-means selection of the buffer after each task (scikit-learn, outside torch)",
+    "icarl": "herding selection of exemplars after each task (small ops)",
+    "lucir": "normalised-feature distillation and margin ranking over the batch (small ops)",
+    "mof": "mean-of-features buffer selection after each task (small ops)",
+    "er": "sampling and materialising replayed pairs (data path, no FLOPs)",
+    "ctp": "momentum update over every parameter each step; queue updates (elementwise)",
+    "ctp-er": "momentum update over every parameter each step (elementwise); replay sampling (data path)",
+    "incclip": "building pseudo texts each step (sampling and tokenising, outside torch)",
+    "ucir": "normalised-feature distillation and margin ranking over the batch (small ops)",
+    "geodl": "geodesic interpolation of old and new features (small ops)",
+    "co2l": "asymmetric contrastive masks and distillation over the batch (small ops)",
+    "galore": "SVD of each projected gradient every few steps (not counted)",
+    "dora": "weight norm of every adapted matrix each step (elementwise)",
+    "vera": "shared random projections scaled per layer (small ops)",
+    "ema-merge": "merging every parameter after each task (elementwise)",
+    "ft-merge": "merging every parameter after each task (elementwise)",
+    "zs-merge": "merging every parameter after each task (elementwise)",
+    "cll-oewc": "penalty over every trainable parameter each step (elementwise)",
+    "cll-er": "sampling and materialising replayed captions (data path)",
+    "cll-der": "sampling replayed captions and their stored features (data path)",
+    "cll-mla": "per-language adapter routing (small ops)",
+    "cll-dualprompt": "prompt-key matching and top-k selection (small ops)",
+    "cll-codaprompt": "attention over the prompt components (small ops)",
+}
+TEIR_WORK = "TEIR's per-row gradient and weight-decay scaling (elementwise)"
+
+
+def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, list[dict]]:
+    """{experiment: [results of every seed found]} under `runs_dir/<experiment>/seed*/` or one
+    study directory down (`runs_dir/<study>/<experiment>/seed*/`); experiments without runs are left out."""
+    out = {}
+    for exp in experiments:
+        paths = sorted(Path(runs_dir).glob(f"{exp}/seed*/results.json")) + sorted(Path(runs_dir).glob(f"*/{exp}/seed*/results.json"))
+        if paths:
+            out[exp] = [read_json(p) for p in paths]
+    return out
+
+
+def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: float = 1.1) -> pd.DataFrame:
+    """`method_overheads` of one study's runs, with each row's method and, for rows over the target,
+    the work torch's flop counter does not see (`UNCOUNTED_WORK`). A run without FLOP counts
+    (older results) gives NaN ratios."""
+    usable = {e: rs for e, rs in runs.items() if all(t.get("flops_per_step") for r in rs for t in r["train"])}
+    if reference not in usable:
+        raise ValueError(f"study reference {reference!r}: no runs with FLOP counts")
+    df = method_overheads(usable, reference, tolerance)
+    df.insert(0, "method", [usable[e][0]["config"]["method"]["name"] for e in df.index])
+    df.insert(1, "seeds", [len(usable[e]) for e in df.index])
+    notes = []
+    for exp, ok in zip(df.index, df["within"]):
+        m = usable[exp][0]["config"]["method"]
+        work = [w for w in (UNCOUNTED_WORK.get(m["name"]), TEIR_WORK if m.get("teir") else None) if w]
+        notes.append("" if ok else "; ".join(work) or "not analysed")
+    df["likely uncounted work (rows over target)"] = notes
+    return df
 
 
 def step_seconds(r: dict) -> float:

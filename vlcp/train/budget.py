@@ -29,15 +29,29 @@ def flops_per_step(step_fn) -> int:
 
 
 def peak_memory_mb(device: torch.device) -> float:
-    """Peak GPU memory since the last reset, or the process's peak RSS on CPU."""
+    """Peak GPU memory since the last reset; on CPU the process's peak resident set since the
+    last reset (Linux: VmHWM, which `reset_peak_memory` resets), else since the process started."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def reset_peak_memory(device: torch.device) -> None:
+    """Start a new peak: CUDA's peak statistics, or on Linux the process's VmHWM (writing 5 to
+    /proc/self/clear_refs), so each task of a study process that runs many experiments gets its own
+    peak rather than the largest of every earlier run."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 # --------------------------------------------------------------------------- MAFs (FoMo-in-Flux)
