@@ -20,7 +20,7 @@ test:     ## the test suite (CPU, a few minutes)
 repro:    ## the whole study: dvc repro
 	$(BIN)/dvc repro
 
-bench:    ## re-measure performance (about 45 min): throughput, eval memory, IncCLIP seed spread and step cost, FoMo memory, then the whole dvc repro
+bench:    ## re-measure performance (about 2 h): throughput, eval memory, IncCLIP seed spread, the paired step-cost benchmarks (IncCLIP, TEIR, CTP), FoMo memory, then the whole dvc repro
 	$(BIN)/dvc repro --force benchmarks/dvc.yaml
 	$(BIN)/python benchmarks/pipeline.py
 
