@@ -113,10 +113,9 @@ def cmd_config_resolve(args) -> None:
     files = {f"{name}.json": cfg for name, cfg in resolved.items()}
     for key in args.study or []:
         node = _lookup(params, key, f"--study {key}", args.params)
-        lists = {f"{key}.{k}": f"{key}.{k}" for k in node} if isinstance(node, dict) else {key: key}
-        for name, at in lists.items():
+        for at in [f"{key}.{k}" for k in node] if isinstance(node, dict) else [key]:
             names = _experiment_list(params, at, f"--study {at}", args.params)
-            files[f"study-{name}.json"] = {"experiments": names, "configs": {e: resolved[e] for e in names}}
+            files[f"study-{at}.json"] = {"experiments": names, "configs": {e: resolved[e] for e in names}}
     out = Path(args.out)
     with atomic_path(out) as tmp:
         tmp.mkdir()

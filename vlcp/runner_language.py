@@ -31,14 +31,12 @@ from vlcp.methods.base import TaskContext
 from vlcp.methods.cllclip import CLLCLIP, TextBatch
 from vlcp.models.clip import create_clip
 from vlcp.models.token_embedding import CLLText
-from vlcp.runner import (RESULTS_FORMAT, TASK_END, _save_checkpoint, _versions, measure_step_flops, pick_device,
-                         task_pass_flops)
+from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device, train_counted
 from vlcp.errors import ConfigError
 from vlcp.train import budget
 from vlcp.train.distributed import (all_reduce_mean, barrier, broadcast_object, init_distributed, is_main,
                                     local_slice, rank_and_size)
 from vlcp.train.schedules import lr_fn, plan_for
-from vlcp.train.loop import train_task
 from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
 
 ORACLE_FACTOR = 20   # oracle vocab size / per-language size (the paper: 200K vs 10K)
@@ -195,20 +193,9 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         ctx = TaskContext(task=t, num_tasks=len(plan), train_set=examples, task_ids=task_ids, pool=task_ids[t],
                           materialize=lambda ids, g=gen: mat(ids, g), generator=gen,
                           extras={"languages": plan[t], "bpe": bpe})
-        # per-task passes are counted after the task only: the language methods' before_task grows
-        # vocabularies, embeddings, adapters and prompts (no matrix products); re-running it to count costs ~0.2 s
-        pass_flops = 0 if count_passes else None
-        budget.reset_peak_memory(device)
-        t0 = time.time()
-        stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, lr_plan, t),
-                           desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(plan)} {results['tasks'][t]}")
-        seconds = time.time() - t0
-        task_flops = measure_step_flops(model, method, ctx, cfg, device)   # outside the timed region
-        if count_passes:
-            pass_flops += task_pass_flops(model, method, ctx, TASK_END, cfg.train)
-        t0 = time.time()
-        method.after_task(model, ctx)
-        seconds += time.time() - t0
+        stats, seconds, task_flops, pass_flops = train_counted(
+            model, method, ctx, steps[t], cfg, device, lr_fn(cfg.train.schedule, lr_plan, t),
+            f"{cfg.name} s{cfg.seed} task {t + 1}/{len(plan)} {results['tasks'][t]}", count_passes, start_passes=False)
         t1 = time.time()
         learned = {lang for p in plan[: t + 1] for lang in p}
         rows = {}

@@ -2,12 +2,12 @@
 evaluation-memory scaling and per-paper time budgets from `benchmarks/results/*.json`."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from pathlib import Path
-
-from vlcp.report.results import fill_pass_flops, flops_per_step
+from vlcp.report.results import fill_pass_flops, flops_per_step, run_paths
 from vlcp.utils import read_json
 
 # Why a method's step can cost more time than its FLOPs say (torch's flop counter counts matrix
@@ -56,20 +56,16 @@ TEIR_WORK = "TEIR's per-row gradient and weight-decay scaling (elementwise)"
 
 
 def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, list[dict]]:
-    """{experiment: [results of every seed found]} under `runs_dir/<experiment>/seed*/` or one
-    study directory down (`runs_dir/<study>/<experiment>/seed*/`); experiments without runs are left out."""
-    out = {}
-    for exp in experiments:
-        paths = sorted(Path(runs_dir).glob(f"{exp}/seed*/results.json")) + sorted(Path(runs_dir).glob(f"*/{exp}/seed*/results.json"))
-        if paths:
-            out[exp] = [read_json(p) for p in paths]
-    return out
+    """{experiment: [results of every seed found]} (`report.results.run_paths`); experiments
+    without runs are left out."""
+    found = {exp: run_paths(runs_dir, exp) for exp in experiments}
+    return {exp: [read_json(p) for p in paths] for exp, paths in found.items() if paths}
 
 
 def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: float = 1.1) -> pd.DataFrame:
     """`method_overheads` of one study's runs, with each row's method and, for rows over the target,
-    the work torch's flop counter does not see (`UNCOUNTED_WORK`). A run without FLOP counts
-    (older results) gives NaN ratios."""
+    the work torch's flop counter does not see (`UNCOUNTED_WORK`). Experiments whose runs lack
+    per-task FLOP counts (older results) are left out; a reference without them is an error."""
     usable = {e: rs for e, rs in runs.items() if all(t.get("flops_per_step") for r in rs for t in r["train"])}
     if reference not in usable:
         raise ValueError(f"study reference {reference!r}: no runs with FLOP counts")

@@ -15,12 +15,18 @@ MAP = ["mAP@1", "mAP@5", "mAP@10"]
 MAP_STD = ["mAP_std@1", "mAP_std@5", "mAP_std@10"]
 
 
+def run_paths(runs_dir: str | Path, experiment: str, seed: int | str = "*") -> list[Path]:
+    """The results files of `experiment` at `seed` (default: every seed) under
+    `runs_dir/<experiment>/seed<S>/results.json` or one level down, in a study stage's directory
+    (`runs_dir/<study>/<experiment>/seed<S>`, one process per study)."""
+    rel = f"{experiment}/seed{seed}/results.json"
+    return sorted(Path(runs_dir).glob(rel)) + sorted(Path(runs_dir).glob(f"*/{rel}"))
+
+
 def find_run(runs_dir: str | Path, experiment: str, seed: int) -> Path | None:
-    """`runs_dir/<experiment>/seed<S>/results.json`, or the same one level down, in a study
-    stage's directory (`runs_dir/<study>/<experiment>/seed<S>`, one process per study); None if
-    there is none. The same run in two places is an error naming both."""
-    rel = Path(experiment) / f"seed{seed}" / "results.json"
-    found = [p for p in [Path(runs_dir) / rel] if p.exists()] + sorted(Path(runs_dir).glob(f"*/{rel}"))
+    """The one results file of `experiment` at `seed` (`run_paths`); None if there is none. The same
+    run in two places is an error naming both."""
+    found = run_paths(runs_dir, experiment, seed)
     if len(found) > 1:
         raise VlcpError(f"{experiment} seed {seed}: results in more than one place ({', '.join(map(str, found))}); "
                         "delete the stale one")
