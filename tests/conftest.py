@@ -43,5 +43,5 @@ def strip_timings(r: dict) -> dict:
     r = json.loads(json.dumps(r))
     r.pop("wall_seconds", None)
     for t in r["train"]:
-        t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb")
+        t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb"), t.pop("phase_seconds")
     return r

@@ -100,6 +100,29 @@ def test_per_task_passes_are_counted_on_copies(emoji_root, tmp_path, monkeypatch
     assert strip(counted) == strip(plain)
 
 
+def test_phase_seconds_split_each_task_and_a_profile_splits_them_by_op(emoji_root, tmp_path):
+    """Every task records the seconds of each loop phase (they add up to the task's time); under
+    torch.profiler the same phases are labelled, and `phase_profile` finds them with their ops."""
+    import torch
+
+    from vlcp.train.budget import PYTHON, phase_profile
+    from vlcp.train.loop import PHASES, TASK_PHASES
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        r = run_experiment(tiny_experiment(emoji_root, "si", steps=6), tmp_path)
+    for t in r["train"]:
+        ph = t["phase_seconds"]
+        assert set(ph) == set(PHASES + TASK_PHASES)       # SI has after_backward, after_step and after_task work
+        assert 0.5 * t["seconds"] < sum(ph.values()) <= t["seconds"] * 1.01
+    prof_ms = phase_profile(prof.events(), steps=6)
+    assert set(prof_ms["ms_per_step"]) == set(PHASES + TASK_PHASES)
+    ops = dict(prof_ms["top_ops"]["backward"])
+    assert any(op.startswith("aten::") for op in ops) and all(v >= 0 for v in ops.values())
+    fwd = dict(prof_ms["top_ops"]["forward"])
+    assert PYTHON in dict(phase_profile(prof.events(), steps=6, top=100)["top_ops"]["forward"])
+    assert max(fwd.values()) <= prof_ms["ms_per_step"]["forward"]
+
+
 def test_passes_are_counted_only_for_the_listed_seeds(emoji_root, tmp_path):
     cfg = tiny_experiment(emoji_root, "ewc", steps=6, fisher_batches=1)
     cfg.train.pass_flops_seeds = [1]

@@ -24,7 +24,7 @@ from vlcp.models import create_model
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
 from vlcp.train.schedules import lr_fn, plan_for
-from vlcp.train.loop import Materializer, autocast, draw_ids, train_task
+from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
 from vlcp.utils import atomic_path, config_hash, derive_seed, seed_everything, write_json
 
 RESULTS_FORMAT = 1
@@ -139,7 +139,8 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
                                  "loss": stats["loss"], "terms": stats["terms"],
                                  "flops_per_step": task_flops, "task_pass_flops": pass_flops,
-                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
+                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1),
+                                 "phase_seconds": stats["phase_seconds"]})
         if is_main() and row:
             c = row["cumulative"]["test"]
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)} {tasks[t]}: loss {stats['loss']:.3f} "
@@ -189,23 +190,26 @@ TASK_END = (_task_end, ("after_task",))
 
 def train_counted(model, method, ctx: TaskContext, steps: int, cfg: ExperimentCfg, device, lr_at, desc: str,
                   count_passes: bool, start_passes: bool = True) -> tuple[dict, float, int, int | None]:
-    """Train one task and run its `after_task`: (train_task's stats, seconds of both, FLOPs of a
-    step with the task's method state (teachers, buffers), FLOPs of the per-task passes or None when
-    `count_passes` is off). Peak memory is reset at the start; the counting runs outside the timed
+    """Train one task and run its `after_task`: (train_task's stats, `after_task` in its
+    phase_seconds; seconds of both; FLOPs of a step with the task's method state (teachers,
+    buffers); FLOPs of the per-task passes or None when `count_passes` is off). Peak memory is reset at the start; the counting runs outside the timed
     region. `start_passes=False` counts the after-task passes only (the language methods' before_task
     grows vocabularies, embeddings, adapters and prompts: no matrix products, ~0.2 s to re-run)."""
     pass_flops = None
     if count_passes:
         pass_flops = task_pass_flops(model, method, ctx, TASK_START, cfg.train) if start_passes else 0
     budget.reset_peak_memory(device)
+    clock = PhaseClock()
     t0 = time.time()
-    stats = train_task(model, method, ctx, steps, cfg.train, device, lr_at=lr_at, desc=desc)
+    stats = train_task(model, method, ctx, steps, cfg.train, device, lr_at=lr_at, desc=desc, clock=clock)
     seconds = time.time() - t0
     task_flops = measure_step_flops(model, method, ctx, cfg, device)
     if count_passes:
         pass_flops += task_pass_flops(model, method, ctx, TASK_END, cfg.train)
     t0 = time.time()
-    method.after_task(unwrap(model), ctx)
+    with clock("after_task"):
+        method.after_task(unwrap(model), ctx)
+    stats["phase_seconds"] = clock.rounded()
     return stats, seconds + time.time() - t0, task_flops, pass_flops
 
 

@@ -34,7 +34,7 @@ from vlcp.models import create_model
 from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device, resume_from
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
-from vlcp.train.loop import Materializer, autocast, draw_ids, train_task
+from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
 from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
 
@@ -239,10 +239,12 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
     for t in range(start, len(tasks)):
         ctx = context(t)
         budget.reset_peak_memory(device)
+        clock = PhaseClock()
         t0 = time.time()
         stats = train_task(model, method, ctx, steps[t], cfg.train, device, lr_at=lr_fn(cfg.train.schedule, plan, t),
-                           desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)}")
-        method.after_task(unwrap(model), ctx)
+                           desc=f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)}", clock=clock)
+        with clock("after_task"):
+            method.after_task(unwrap(model), ctx)
         seconds = time.time() - t0
         t1 = time.time()
         row = evaluate_fomo(unwrap(model), eval_tokenizer, data.eval_sets, device, cfg.eval.batch_size) if is_main() else None
@@ -253,7 +255,8 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
                                  "loss": stats["loss"], "terms": stats["terms"],
                                  "flops_per_step": cost["method"]["flops"],          # the budget's step_cost (measured once)
                                  "task_pass_flops": cost["method"]["task_flops"],
-                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
+                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1),
+                                 "phase_seconds": clock.rounded()})
         if is_main() and row:
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)}: loss {stats['loss']:.3f} "
                   f"A_KA {row['A_KA']:.1f} A_ZS {row['A_ZS']:.1f} GM {row['GM']:.1f} ({seconds:.0f}s)", flush=True)

@@ -212,7 +212,8 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
                                  "loss": stats["loss"], "terms": stats["terms"],
                                  "flops_per_step": task_flops, "task_pass_flops": pass_flops,
-                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1)})
+                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1),
+                                 "phase_seconds": stats["phase_seconds"]})
         _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model,
                                      "method": method.state_dict(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(plan) - 1:

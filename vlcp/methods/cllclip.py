@@ -124,8 +124,8 @@ class CLLCLIP(Method):
                     grad_scale=self.scale if self.cfg.grad_reg else None,
                     decay_scale=self.scale if self.cfg.decay_reg else None)
         if self.cfg.optimizer == "sgd":
-            return RowScaledSGD(groups, lr=cfg.lr, **rows)
-        return RowScaledAdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, **rows)
+            return RowScaledSGD(groups, lr=cfg.lr, fused=True, **rows)
+        return RowScaledAdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=True, **rows)
 
     def loss(self, model, batch, ctx):
         txt = self.text_features(model, batch, ctx)

@@ -1,7 +1,8 @@
-"""Compute accounting: steps per task, FLOPs per step, peak memory."""
+"""Compute accounting: steps per task, FLOPs per step, peak memory, time per loop phase."""
 from __future__ import annotations
 
 import resource
+from collections import defaultdict
 
 import torch
 
@@ -26,6 +27,38 @@ def flops_per_step(step_fn) -> int:
     with FlopCounterMode(display=False) as counter:
         step_fn()
     return int(counter.get_total_flops())
+
+
+PHASE_LABEL = "vlcp/"                     # the loop's profiler labels (`vlcp.train.loop.phase`)
+PYTHON = "(Python, outside torch ops)"   # a phase's own time: interpreter work between its ops
+
+
+def _self_times(event, into: dict[str, float]) -> None:
+    """Self CPU microseconds of `event` and its descendants, summed by op name."""
+    into[event.name] += event.self_cpu_time_total
+    for child in event.cpu_children:
+        _self_times(child, into)
+
+
+def phase_profile(events, steps: int, top: int = 5) -> dict:
+    """Where a run's time went, from torch.profiler's events of a run of `steps` optimiser steps:
+    {"ms_per_step": {phase: CPU ms per step, children included}, "top_ops": {phase: [[op, ms per
+    step], ...] (the `top` largest self times among its descendants; the label's own self time, the
+    Python between ops, is `PYTHON`)}}. Phases are the loop's labels (`vlcp.train.loop.PHASES`
+    and `TASK_PHASES`); per-task phases are spread over the steps, as the runs' step times are."""
+    total: dict[str, float] = defaultdict(float)
+    ops: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for e in events:
+        if not e.name.startswith(PHASE_LABEL):
+            continue
+        name = e.name[len(PHASE_LABEL):]
+        total[name] += e.cpu_time_total
+        ops[name][PYTHON] += e.self_cpu_time_total
+        for child in e.cpu_children:
+            _self_times(child, ops[name])
+    return {"ms_per_step": {p: round(us / 1e3 / steps, 4) for p, us in total.items()},
+            "top_ops": {p: [[op, round(us / 1e3 / steps, 4)] for op, us in sorted(o.items(), key=lambda kv: -kv[1])[:top]]
+                        for p, o in ops.items()}}
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -3,14 +3,19 @@
 `train_task` runs `steps` AdamW steps on batches drawn from `ctx.pool`, with the LR of
 `lr_at(step)` (default: `train.schedule` over this one task; the runners pass the stream's plan so
 meta-schedules see every task), optimizer state reset per task, gradient clipping,
-logit-scale clamping, optional bf16 autocast, and a tqdm bar.
+logit-scale clamping, optional bf16 autocast, and a tqdm bar. A `PhaseClock` times each phase of
+a step (`PHASES`: data, forward, backward, ...) and labels it for torch.profiler ("vlcp/data", ...),
+so every run records where its time went and a profile splits it further by op
+(`benchmarks/method_profile.py`).
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import time
 
 import torch
+from torch.profiler import record_function
 from tqdm import tqdm
 
 from vlcp.config import TrainCfg
@@ -69,13 +74,41 @@ def autocast(device: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
+# a step's phases, in order; then the per-task ones (after_task: timed by the runners)
+PHASES = ("data", "forward", "backward", "after_backward", "optimizer", "after_step", "logging")
+TASK_PHASES = ("before_task", "make_optimizer", "after_task")
+
+
+class PhaseClock:
+    """Seconds spent in each phase of the loop (`PHASES`, `TASK_PHASES`); each phase also runs
+    under the torch.profiler label "vlcp/<phase>". Host time: on a GPU, kernels still running when
+    a phase ends are counted in the phase that waits for them (the loss's `.item()`: forward)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        with record_function(f"vlcp/{name}"):
+            yield
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 4) for k, v in self.seconds.items()}
+
+
 def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: int, cfg: TrainCfg,
-               device: torch.device, desc: str = "train", lr_at=None) -> dict:
-    """Train one task; returns {"loss": mean total loss, "samples": samples seen, per-term means}.
-    `lr_at`: step -> LR (default: `cfg.schedule` on a stream of this one task)."""
+               device: torch.device, desc: str = "train", lr_at=None, clock: PhaseClock | None = None) -> dict:
+    """Train one task; returns {"loss": mean total loss, "samples": samples seen, "terms": per-term
+    means, "phase_seconds": seconds per phase}. `lr_at`: step -> LR (default: `cfg.schedule` on a
+    stream of this one task); `clock`: the task's PhaseClock (the runners time `after_task` on it)."""
     lr_at = lr_at or lr_fn(cfg.schedule, plan_for(cfg, [steps]), 0)
-    method.before_task(unwrap(model), ctx)
-    opt = method.make_optimizer(model, cfg)
+    phase = clock or PhaseClock()
+    with phase("before_task"):
+        method.before_task(unwrap(model), ctx)
+    with phase("make_optimizer"):
+        opt = method.make_optimizer(model, cfg)
     broadcast_parameters(model)      # under DDP without the wrapper (no-op otherwise)
     sums: dict[str, float] = {}
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
@@ -85,26 +118,32 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
         lr = lr_at(step)
         for g in opt.param_groups:
             g["lr"] = lr
-        ids = draw_ids(ctx, cfg.batch_size)
-        batch = method.make_batch(ids, ctx)
-        with autocast(device, cfg.precision):
+        with phase("data"):
+            batch = method.make_batch(draw_ids(ctx, cfg.batch_size), ctx)
+        with phase("forward"), autocast(device, cfg.precision):
             terms = method.loss(model, batch, ctx)
-        loss = sum(terms.values())
+            loss = sum(terms.values())
         if not math.isfinite(loss.item()):
             raise FloatingPointError(f"{desc}: loss is {loss.item()} at step {step} (lower train.lr?)")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        average_gradients(model)     # under DDP without the wrapper (no-op otherwise)
-        method.after_backward(unwrap(model), ctx)
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        with torch.no_grad():
-            unwrap(model).logit_scale.clamp_(0, math.log(100))
-        method.after_step(unwrap(model), batch, ctx)
-        for k, v in terms.items():
-            sums[k] = sums.get(k, 0.0) + all_reduce_mean(v.detach().float()).item()
-        if step % 10 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}")
+        with phase("backward"):
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            average_gradients(model)     # under DDP without the wrapper (no-op otherwise)
+        with phase("after_backward"):
+            method.after_backward(unwrap(model), ctx)
+        with phase("optimizer"):
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            with torch.no_grad():
+                unwrap(model).logit_scale.clamp_(0, math.log(100))
+        with phase("after_step"):
+            method.after_step(unwrap(model), batch, ctx)
+        with phase("logging"):
+            for k, v in terms.items():
+                sums[k] = sums.get(k, 0.0) + all_reduce_mean(v.detach().float()).item()
+            if step % 10 == 0:
+                bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}")
     method_terms = {k: v / max(steps, 1) for k, v in sums.items()}
-    return {"loss": sum(method_terms.values()), "terms": method_terms, "samples": steps * cfg.batch_size}
+    return {"loss": sum(method_terms.values()), "terms": method_terms, "samples": steps * cfg.batch_size,
+            "phase_seconds": phase.rounded()}
