@@ -5,10 +5,10 @@ from vlcp.report import performance as pf
 from vlcp.utils import write_json
 
 
-def run(name, method, seconds, flops, passes=0, mem=100.0, steps=10, seed=0, **method_args):
+def run(name, method, seconds, flops, passes=0, mem=100.0, steps=10, seed=0, phases=None, **method_args):
     return {"experiment": name, "seed": seed, "config": {"method": {"name": method, **method_args}},
             "train": [{"steps": steps, "seconds": seconds, "flops_per_step": flops, "task_pass_flops": passes,
-                       "peak_memory_mb": mem} for _ in range(2)]}
+                       "peak_memory_mb": mem, **({"phase_seconds": phases} if phases else {})} for _ in range(2)]}
 
 
 def test_study_overheads_ratios_and_uncounted_work(tmp_path):
@@ -26,11 +26,34 @@ def test_study_overheads_ratios_and_uncounted_work(tmp_path):
     assert t.loc["ref", "time ratio"] == 1 and t.loc["ref", "seeds"] == 2
     assert t.loc["si", "time ratio"] == pytest.approx(1.5) and t.loc["si", "FLOP ratio"] == 1
     assert t.loc["si", "memory ratio"] == 1.5 and not t.loc["si", "within"]
-    assert "path-integral" in t.loc["si", "likely uncounted work (rows over target)"]
+    assert "path-integral" in t.loc["si", "uncounted work"]
     assert t.loc["ewc", "FLOP ratio"] == pytest.approx(2.0) and t.loc["ewc", "within"]      # 2.0 <= 2.0 x 1.1
-    assert t.loc["ewc", "likely uncounted work (rows over target)"] == ""
-    assert "TEIR" in t.loc["teir", "likely uncounted work (rows over target)"]
-    assert t.loc["new", "likely uncounted work (rows over target)"] == "not analysed"
+    assert t.loc["ewc", "uncounted work"] == ""
+    assert "TEIR" in t.loc["teir", "uncounted work"]
+    assert t.loc["new", "uncounted work"] == "not analysed"
+    assert t["extra time by phase (rows over target)"].eq("").all() and t["phase named"].isna().all()   # no phase times
+
+
+def test_extra_time_is_located_by_phase_and_checked_against_the_note():
+    """Per step: ref 10 ms forward, 10 backward, 2 optimizer. SI spends +6 ms in after_step (its
+    note's phase); LwF's +6 ms are in after_task, which its note (distillation in the loss) does
+    not name; a method over target without extra in any phase is said to have none."""
+    def ph(**extra):   # seconds per task of 10 steps
+        return {"forward": 0.1, "backward": 0.1, "optimizer": 0.02} | {k: v / 100 for k, v in extra.items()}
+    runs = {"ref": [run("ref", "seqf", 0.22, 100, phases=ph())],
+            "si": [run("si", "si", 0.28, 100, phases=ph(after_step=6, forward=10.5))],
+            "lwf": [run("lwf", "lwf", 0.28, 100, phases=ph(after_task=6))],
+            "odd": [run("odd", "lwf", 0.28, 100, phases=ph(forward=9.0))]}
+    phases = pf.study_phases(runs)
+    assert list(phases.columns[:3]) == ["forward", "backward", "optimizer"] and "after_task" in phases
+    assert phases.loc["si", "after_step"] == pytest.approx(6.0) and phases.loc["ref", "after_step"] == 0
+    assert pf.extra_time(phases, "ref", "si").index[0] == "after_step"
+    t = pf.study_overheads(runs, "ref")
+    assert t.loc["si", "extra time by phase (rows over target)"] == "after_step +6.0 ms"   # forward +0.5: under 10 %
+    assert t.loc["si", "phase named"] == True and t.loc["lwf", "phase named"] == False     # noqa: E712
+    assert t.loc["lwf", "extra time by phase (rows over target)"].startswith("after_task +6.0")
+    assert t.loc["odd", "extra time by phase (rows over target)"] == "none beyond the reference's"
+    assert t.loc["odd", "phase named"] is None and t.loc["ref", "phase named"] is None
 
 
 def test_study_overheads_needs_flop_counts():
@@ -39,3 +62,15 @@ def test_study_overheads_needs_flop_counts():
         del t["flops_per_step"]
     with pytest.raises(ValueError, match="no runs with FLOP counts"):
         pf.study_overheads({"ref": [old]}, "ref")
+
+
+def test_profile_frame_names_the_phase_and_its_ops():
+    prof = {"studies": {"S": {"reference": "ref", "experiments": {
+        "ref": {"ms_per_step": {"forward": 10.0, "optimizer": 2.0}, "top_ops": {}},
+        "teir": {"ms_per_step": {"forward": 10.5, "optimizer": 7.0, "before_task": 1.0},
+                 "top_ops": {"optimizer": [["aten::mul_", 3.0], ["aten::_fused_adamw_", 2.5]]}}}}}}
+    t = pf.profile_frame(prof)
+    assert list(t.index) == [("S", "teir")]
+    row = t.loc[("S", "teir")]
+    assert row["phase"] == "optimizer" and row["extra ms/step"] == pytest.approx(5.0)
+    assert row["its ops (self ms/step)"] == "aten::mul_ 3.0, aten::_fused_adamw_ 2.5"

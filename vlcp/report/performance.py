@@ -8,51 +8,102 @@ import numpy as np
 import pandas as pd
 
 from vlcp.report.results import fill_pass_flops, flops_per_step, run_paths
+from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_json
 
 # Why a method's step can cost more time than its FLOPs say (torch's flop counter counts matrix
-# products, convolutions and attention only): the uncounted work each method adds, by method name.
-# Shown beside every row over the target; a method not listed says so.
+# products, convolutions and attention only): by method name, the loop phases (`vlcp.train.loop.PHASES`,
+# `TASK_PHASES`) where the method does work beyond its reference's, and what that work is. Every
+# run records its seconds per phase; for rows over the target the report checks that the phase with
+# the most extra time is one of these. A method not listed says so.
+FB = ("forward", "backward")
 UNCOUNTED_WORK = {
-    "si": "per-step path-integral update over every parameter (elementwise)",
-    "rwalk": "per-step path-integral scores and Fisher update over every parameter (elementwise)",
-    "ewc": "penalty over every parameter each step (elementwise)",
-    "mas": "penalty over every parameter each step (elementwise)",
-    "afec": "two penalties (old and expanded model) over every parameter each step (elementwise)",
-    "lwf": "distillation targets' softmax over the batch (small ops)",
-    "kmeans": "k-means selection of the buffer after each task (scikit-learn, outside torch)",
-    "icarl": "herding selection of exemplars after each task (small ops)",
-    "lucir": "normalised-feature distillation and margin ranking over the batch (small ops)",
-    "mof": "mean-of-features buffer selection after each task (small ops)",
-    "er": "sampling and materialising replayed pairs (data path, no FLOPs)",
-    "ctp": "momentum update over every parameter each step; queue updates (elementwise)",
-    "ctp-er": "momentum update over every parameter each step (elementwise); replay sampling (data path)",
-    "incclip": "building pseudo texts each step (sampling and tokenising, outside torch)",
-    "ucir": "normalised-feature distillation and margin ranking over the batch (small ops)",
-    "geodl": "geodesic interpolation of old and new features (small ops)",
-    "co2l": "asymmetric contrastive masks and distillation over the batch (small ops)",
-    "galore": "SVD of each projected gradient every few steps (not counted)",
-    "dora": "weight norm of every adapted matrix each step (elementwise)",
-    "vera": "shared random projections scaled per layer (small ops)",
-    "ema-merge": "merging every parameter after each task (elementwise)",
-    "ft-merge": "merging every parameter after each task (elementwise)",
-    "zs-merge": "merging every parameter after each task (elementwise)",
-    "lora": "low-rank adapter products (many small matmuls, far below the large ones' efficiency); freezing drops weight-gradient FLOPs, not the backward's memory traffic",
-    "bitfit": "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer",
-    "lnfit": "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer",
-    "locked-image": "freezing drops the image tower's weight-gradient FLOPs; its forward activations are still kept",
-    "locked-text": "freezing drops the text tower's weight-gradient FLOPs; its forward activations are still kept",
-    "cll-joint": "AdamW over every language's embedding rows from the first step (elementwise; the stream grows its rows task by task)",
-    "cll-lora": "low-rank adapter products per language (many small matmuls)",
-    "cll-ptuning": "the per-language prompt encoder (many small ops)",
-    "cll-oewc": "penalty over every trainable parameter each step (elementwise)",
-    "cll-er": "sampling and materialising replayed captions (data path)",
-    "cll-der": "sampling replayed captions and their stored features (data path)",
-    "cll-mla": "per-language adapter routing (small ops)",
-    "cll-dualprompt": "prompt-key matching and top-k selection (small ops)",
-    "cll-codaprompt": "attention over the prompt components (small ops)",
+    "si": (FB + ("after_backward", "after_step"), "the penalty over every parameter in the loss and the path-integral update after each step (elementwise)"),
+    "rwalk": (FB + ("after_backward", "after_step"), "the penalty, path-integral scores and Fisher update over every parameter each step (elementwise)"),
+    "ewc": (FB + ("after_task",), "the penalty over every parameter each step (elementwise); the Fisher passes after each task"),
+    "mas": (FB + ("after_task",), "the penalty over every parameter each step (elementwise); the importance passes after each task"),
+    "afec": (FB + ("before_task", "after_task", "after_backward"), "two penalties (old and expanded model) over every parameter each step (elementwise); the expansion"),
+    "lwf": (FB, "the distillation targets' softmax over the batch (small ops)"),
+    "kmeans": (("after_task",), "k-means selection of the buffer after each task (scikit-learn, outside torch)"),
+    "icarl": (("after_task",), "herding selection of exemplars after each task (small ops)"),
+    "lucir": (FB + ("after_task",), "normalised-feature distillation and margin ranking over the batch (small ops); exemplar selection"),
+    "mof": (("after_task",), "mean-of-features buffer selection after each task (small ops)"),
+    "er": (("data", "after_step"), "sampling and materialising replayed pairs; the buffer update after each step"),
+    "ctp": (("after_step", "forward", "before_task"), "the momentum update over every parameter each step; queue updates (elementwise)"),
+    "ctp-er": (("after_step", "forward", "data", "before_task"), "the momentum update over every parameter each step (elementwise); replay sampling"),
+    "incclip": (("forward", "backward", "after_step"), "building pseudo texts each step (sampling, tokenising, the inversion's small steps)"),
+    "ucir": (FB, "normalised-feature distillation and margin ranking over the batch (small ops)"),
+    "geodl": (FB, "geodesic interpolation of old and new features (small ops)"),
+    "co2l": (FB, "asymmetric contrastive masks and distillation over the batch (small ops)"),
+    "galore": (("optimizer",), "the SVD of each projected gradient every few steps and the projections (not counted)"),
+    "dora": (FB, "the weight norm of every adapted matrix each step (elementwise)"),
+    "vera": (FB, "shared random projections scaled per layer (small ops)"),
+    "ema-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
+    "ft-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
+    "zs-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
+    "lora": (FB, "low-rank adapter products (many small matmuls, far below the large ones' efficiency); freezing drops weight-gradient FLOPs, not the backward's memory traffic"),
+    "bitfit": (("backward",), "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer"),
+    "lnfit": (("backward",), "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer"),
+    "locked-image": (("backward",), "freezing drops the image tower's weight-gradient FLOPs; its forward activations are still kept"),
+    "locked-text": (("backward",), "freezing drops the text tower's weight-gradient FLOPs; its forward activations are still kept"),
+    "cll-joint": (("optimizer", "before_task"), "AdamW over every language's embedding rows from the first step (elementwise; the stream grows its rows task by task)"),
+    "cll-lora": (FB + ("before_task",), "low-rank adapter products per language (many small matmuls)"),
+    "cll-ptuning": (FB + ("before_task",), "the per-language prompt encoder (many small ops)"),
+    "cll-oewc": (FB + ("after_task",), "the penalty over every trainable parameter each step (elementwise); the Fisher passes"),
+    "cll-er": (("data", "after_step", "before_task"), "sampling and materialising replayed captions"),
+    "cll-der": (("data", "after_step", "before_task", "forward"), "sampling replayed captions and their stored features"),
+    "cll-mla": (FB + ("before_task",), "per-language adapter routing (small ops)"),
+    "cll-dualprompt": (FB + ("before_task",), "prompt-key matching and top-k selection (small ops)"),
+    "cll-codaprompt": (FB + ("before_task",), "attention over the prompt components (small ops)"),
 }
-TEIR_WORK = "TEIR's per-row gradient and weight-decay scaling (elementwise)"
+TEIR_WORK = (("optimizer", "before_task"), "TEIR's per-row gradient and weight-decay scaling (elementwise)")
+
+
+def explain(method: dict) -> tuple[tuple[str, ...], str]:
+    """(phases, text) of the work a method's config adds that torch's flop counter does not see
+    (`UNCOUNTED_WORK`, plus TEIR's when `teir` is on); ((), "") for a method not analysed."""
+    parts = [w for w in (UNCOUNTED_WORK.get(method["name"]), TEIR_WORK if method.get("teir") else None) if w]
+    return tuple(p for ph, _ in parts for p in ph), "; ".join(text for _, text in parts)
+
+
+def phase_ms(rs: list[dict]) -> pd.Series | None:
+    """Milliseconds per optimiser step in each loop phase (`phase_seconds` summed over tasks, over
+    the steps, mean over seeds); None when a run has no phase times (results from older code)."""
+    if not all("phase_seconds" in t for r in rs for t in r["train"]):
+        return None
+    per_run = [pd.DataFrame([t["phase_seconds"] for t in r["train"]]).fillna(0).sum() * 1e3
+               / sum(t["steps"] for t in r["train"]) for r in rs]
+    return pd.concat(per_run, axis=1).fillna(0).mean(axis=1)
+
+
+def study_phases(runs: dict[str, list[dict]]) -> pd.DataFrame:
+    """experiments x phases: milliseconds per step (`phase_ms`) of the runs that record them,
+    phases in loop order."""
+    rows = {e: ms for e, rs in runs.items() if (ms := phase_ms(rs)) is not None}
+    df = pd.DataFrame(rows).T.fillna(0.0)
+    return df[[p for p in PHASES + TASK_PHASES if p in df.columns]]
+
+
+def extra_time(phases: pd.DataFrame, reference: str, exp: str) -> pd.Series:
+    """Milliseconds per step `exp` spends in each phase beyond `reference`, largest first."""
+    return (phases.loc[exp] - phases.loc[reference]).sort_values(ascending=False)
+
+
+def profile_frame(profile: dict, top: int = 4) -> pd.DataFrame:
+    """From `benchmarks/results/method_profile.json`: per profiled experiment (study, experiment),
+    the phase with the most milliseconds per step beyond its study's reference, that extra, and
+    the ops with the most self time in that phase (ms per step)."""
+    rows = {}
+    for study, sp in profile["studies"].items():
+        ref = sp["experiments"].get(sp["reference"])
+        for exp, prof in sp["experiments"].items():
+            if exp == sp["reference"] or ref is None:
+                continue
+            extra = {p: v - ref["ms_per_step"].get(p, 0.0) for p, v in prof["ms_per_step"].items()}
+            phase = max(extra, key=extra.get)
+            rows[(study, exp)] = {"phase": phase, "extra ms/step": extra[phase],
+                                  "its ops (self ms/step)": ", ".join(f"{op} {ms:.1f}" for op, ms in prof["top_ops"].get(phase, [])[:top])}
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, list[dict]]:
@@ -64,7 +115,9 @@ def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, lis
 
 def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: float = 1.1) -> pd.DataFrame:
     """`method_overheads` of one study's runs, with each row's method and, for rows over the target,
-    the work torch's flop counter does not see (`UNCOUNTED_WORK`). Experiments whose runs lack
+    where its extra time went and why: the phase with the most milliseconds per step beyond the
+    reference's (from the runs' phase times; "" without them), the work torch's flop counter does not
+    see (`explain`), and whether that phase is one the explanation names. Experiments whose runs lack
     per-task FLOP counts (older results) are left out; a reference without them is an error."""
     usable = {e: rs for e, rs in runs.items() if all(t.get("flops_per_step") for r in rs for t in r["train"])}
     if reference not in usable:
@@ -72,12 +125,23 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
     df = method_overheads(usable, reference, tolerance)
     df.insert(0, "method", [usable[e][0]["config"]["method"]["name"] for e in df.index])
     df.insert(1, "seeds", [len(usable[e]) for e in df.index])
-    notes = []
+    phases = study_phases(usable)
+    where, why, agrees = [], [], []
     for exp, ok in zip(df.index, df["within"]):
-        m = usable[exp][0]["config"]["method"]
-        work = [w for w in (UNCOUNTED_WORK.get(m["name"]), TEIR_WORK if m.get("teir") else None) if w]
-        notes.append("" if ok else "; ".join(work) or "not analysed")
-    df["likely uncounted work (rows over target)"] = notes
+        names, text = explain(usable[exp][0]["config"]["method"])
+        top = None
+        if not ok and exp in phases.index and reference in phases.index:
+            extra = extra_time(phases, reference, exp)
+            top = extra.index[0] if extra.iloc[0] > 0 else None
+            where.append("none beyond the reference's" if top is None else
+                         ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0]) + " ms")
+        else:
+            where.append("")
+        why.append("" if ok else text or "not analysed")
+        agrees.append(None if top is None or not names else top in names)
+    df["extra time by phase (rows over target)"] = where
+    df["uncounted work"] = why
+    df["phase named"] = agrees
     return df
 
 
