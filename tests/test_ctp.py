@@ -169,6 +169,10 @@ def test_compatible_momentum_update_by_hand():
     mom, prev, cur = [torch.tensor([1.0])], [torch.tensor([0.0])], [torch.tensor([2.0])]
     momentum_update(mom, [(0.9, mom), (0.05, prev), (0.05, cur)])
     assert mom[0].item() == pytest.approx(0.9 + 0.1)
+    momentum_update(mom, [(0.5, mom), (0.0, prev), (0.5, cur)])
+    assert mom[0].item() == pytest.approx(0.5 * 1.0 + 0.5 * 2.0)
+    with pytest.raises(ValueError, match="first source"):
+        momentum_update(mom, [(0.5, cur), (0.5, mom)])
 
 
 # -- the CTP method ----------------------------------------------------------------------------
