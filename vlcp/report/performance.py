@@ -13,9 +13,9 @@ from vlcp.utils import read_json
 
 # Why a method's step can cost more time than its FLOPs say (torch's flop counter counts matrix
 # products, convolutions and attention only): by method name, the loop phases (`vlcp.train.loop.PHASES`,
-# `TASK_PHASES`) where the method does work beyond its reference's, and what that work is. Every
-# run records its seconds per phase; for rows over the target the report checks that the phase with
-# the most extra time is one of these. A method not listed says so.
+# `TASK_PHASES`) where the method does work of its own beyond its reference's, and what that work is.
+# Every run records its seconds per phase; for rows over the target the report checks the phases
+# against the runs (`study_overheads`). A method not listed says so.
 FB = ("forward", "backward")
 UNCOUNTED_WORK = {
     "si": (FB + ("after_backward", "after_step"), "the penalty over every parameter in the loss and the path-integral update after each step (elementwise)"),
@@ -29,6 +29,7 @@ UNCOUNTED_WORK = {
     "lucir": (FB + ("after_task",), "normalised-feature distillation and margin ranking over the batch (small ops); exemplar selection"),
     "mof": (("after_task",), "mean-of-features buffer selection after each task (small ops)"),
     "er": (("data", "after_step"), "sampling and materialising replayed pairs; the buffer update after each step"),
+    "jointt": (("data",), "sampling from every task seen so far (data path, no FLOPs)"),
     "ctp": (("after_step", "forward", "before_task"), "the momentum update over every parameter each step; queue updates (elementwise)"),
     "ctp-er": (("after_step", "forward", "data", "before_task"), "the momentum update over every parameter each step (elementwise); replay sampling"),
     "incclip": (("forward", "backward", "after_step"), "building pseudo texts each step (sampling, tokenising, the inversion's small steps)"),
@@ -46,17 +47,17 @@ UNCOUNTED_WORK = {
     "lnfit": (("backward",), "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer"),
     "locked-image": (("backward",), "freezing drops the image tower's weight-gradient FLOPs; its forward activations are still kept"),
     "locked-text": (("backward",), "freezing drops the text tower's weight-gradient FLOPs; its forward activations are still kept"),
-    "cll-joint": (("optimizer", "before_task"), "AdamW over every language's embedding rows from the first step (elementwise; the stream grows its rows task by task)"),
-    "cll-lora": (FB + ("before_task",), "low-rank adapter products per language (many small matmuls)"),
-    "cll-ptuning": (FB + ("before_task",), "the per-language prompt encoder (many small ops)"),
-    "cll-oewc": (FB + ("after_task",), "the penalty over every trainable parameter each step (elementwise); the Fisher passes"),
-    "cll-er": (("data", "after_step", "before_task"), "sampling and materialising replayed captions"),
-    "cll-der": (("data", "after_step", "before_task", "forward"), "sampling replayed captions and their stored features"),
-    "cll-mla": (FB + ("before_task",), "per-language adapter routing (small ops)"),
+    "cll-joint": (("optimizer", "before_task"), "AdamW over every language's embedding rows from the first step (elementwise; the stream grows its rows task by task); every vocabulary merged at the first task"),
+    "cll-lora": (FB + ("before_task",), "low-rank adapter products per language (many small matmuls); a new adapter per task"),
+    "cll-ptuning": (FB + ("before_task",), "the per-language prompt encoder (many small ops); a new encoder per task"),
+    "cll-oewc": (FB + ("after_task",), "the penalty over every trainable parameter (the growing embedding included) each step (elementwise); the Fisher passes after each task"),
+    "cll-er": (("data", "after_step"), "sampling and materialising replayed captions; the buffer update after each step"),
+    "cll-der": (("data", "after_step", "forward"), "sampling replayed captions and their stored features; storing features after each step"),
+    "cll-mla": (FB + ("before_task",), "per-language adapter routing (small ops); a new adapter per task"),
     "cll-dualprompt": (FB + ("before_task",), "prompt-key matching and top-k selection (small ops)"),
     "cll-codaprompt": (FB + ("before_task",), "attention over the prompt components (small ops)"),
 }
-TEIR_WORK = (("optimizer", "before_task"), "TEIR's per-row gradient and weight-decay scaling (elementwise)")
+TEIR_WORK = (("optimizer",), "TEIR's per-row gradient and weight-decay scaling (elementwise)")
 
 
 def explain(method: dict) -> tuple[tuple[str, ...], str]:
@@ -114,11 +115,15 @@ def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, lis
 
 
 def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: float = 1.1) -> pd.DataFrame:
-    """`method_overheads` of one study's runs, with each row's method and, for rows over the target,
-    where its extra time went and why: the phase with the most milliseconds per step beyond the
-    reference's (from the runs' phase times; "" without them), the work torch's flop counter does not
-    see (`explain`), and whether that phase is one the explanation names. Experiments whose runs lack
-    per-task FLOP counts (older results) are left out; a reference without them is an error."""
+    """`method_overheads` of one study's runs, with each row's method and, from the runs' phase
+    times (`study_phases`; blank without them): "own-work ratio", the time ratio with only the
+    phases its explanation names (`explain`) differing from the reference (the others at the
+    reference's: their differences are the same code's run-to-run variance). For rows over the
+    target: the phases where it spends more than the reference, the work torch's flop counter does
+    not see, and "explained": "its phases" when the phase with the most extra time is one the
+    explanation names, "variance elsewhere" when not but its own-work ratio is within the target,
+    else "no" ("" without phase times or explanation, and for rows within the target). Experiments whose runs lack per-task FLOP
+    counts (older results) are left out; a reference without them is an error."""
     usable = {e: rs for e, rs in runs.items() if all(t.get("flops_per_step") for r in rs for t in r["train"])}
     if reference not in usable:
         raise ValueError(f"study reference {reference!r}: no runs with FLOP counts")
@@ -126,22 +131,27 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
     df.insert(0, "method", [usable[e][0]["config"]["method"]["name"] for e in df.index])
     df.insert(1, "seeds", [len(usable[e]) for e in df.index])
     phases = study_phases(usable)
-    where, why, agrees = [], [], []
-    for exp, ok in zip(df.index, df["within"]):
+    ref_ms = df.loc[reference, "ms/step"]
+    own, where, why, explained = [], [], [], []
+    for exp, ok, flop_ratio in zip(df.index, df["within"], df["FLOP ratio"]):
         names, text = explain(usable[exp][0]["config"]["method"])
-        top = None
-        if not ok and exp in phases.index and reference in phases.index:
-            extra = extra_time(phases, reference, exp)
-            top = extra.index[0] if extra.iloc[0] > 0 else None
-            where.append("none beyond the reference's" if top is None else
-                         ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0]) + " ms")
-        else:
-            where.append("")
+        extra = extra_time(phases, reference, exp) if exp in phases.index and reference in phases.index else None
+        own.append(np.nan if extra is None or (not names and exp != reference)
+                   else (ref_ms + extra[[p for p in names if p in extra.index]].sum()) / ref_ms)
         why.append("" if ok else text or "not analysed")
-        agrees.append(None if top is None or not names else top in names)
+        if ok or extra is None:
+            where.append("")
+            explained.append("")
+            continue
+        top = extra.index[0] if extra.iloc[0] > 0 else None
+        where.append("none beyond the reference's" if top is None else
+                     ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0]) + " ms")
+        explained.append("" if not names else "its phases" if top in names
+                         else "variance elsewhere" if own[-1] <= flop_ratio * tolerance else "no")
+    df["own-work ratio"] = own
     df["extra time by phase (rows over target)"] = where
     df["uncounted work"] = why
-    df["phase named"] = agrees
+    df["explained"] = explained
     return df
 
 
