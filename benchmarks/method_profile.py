@@ -76,7 +76,7 @@ def main() -> None:
             ap.error(f"--study {s!r}: not in report.performance.studies ({', '.join(studies)})")
     work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-method-profile-"))
     out = {"what": "milliseconds per training step of each loop phase under torch.profiler (one whole run each); "
-                   "per phase the ops with the most self time", "seed": args.seed, "studies": {}}
+                   "per phase the ops with the most self time", "argv": sys.argv[1:], "seed": args.seed, "studies": {}}
     todo = []
     for name in args.study or studies:
         s = studies[name]
