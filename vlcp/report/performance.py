@@ -96,14 +96,16 @@ def profile_frame(profile: dict, top: int = 4) -> pd.DataFrame:
     the ops with the most self time in that phase (ms per step)."""
     rows = {}
     for study, sp in profile["studies"].items():
-        ref = sp["experiments"].get(sp["reference"])
+        if sp["reference"] not in sp["experiments"]:
+            continue
+        ms = pd.DataFrame({e: p["ms_per_step"] for e, p in sp["experiments"].items()}).T.fillna(0.0)
         for exp, prof in sp["experiments"].items():
-            if exp == sp["reference"] or ref is None:
+            if exp == sp["reference"]:
                 continue
-            extra = {p: v - ref["ms_per_step"].get(p, 0.0) for p, v in prof["ms_per_step"].items()}
-            phase = max(extra, key=extra.get)
-            rows[(study, exp)] = {"phase": phase, "extra ms/step": extra[phase],
-                                  "its ops (self ms/step)": ", ".join(f"{op} {ms:.1f}" for op, ms in prof["top_ops"].get(phase, [])[:top])}
+            extra = extra_time(ms, sp["reference"], exp)
+            phase = extra.index[0]
+            rows[(study, exp)] = {"phase": phase, "extra ms/step": extra.iloc[0],
+                                  "its ops (self ms/step)": ", ".join(f"{op} {v:.1f}" for op, v in prof["top_ops"].get(phase, [])[:top])}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -122,8 +124,9 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
     target: the phases where it spends more than the reference, the work torch's flop counter does
     not see, and "explained": "its phases" when the phase with the most extra time is one the
     explanation names, "variance elsewhere" when not but its own-work ratio is within the target,
-    else "no" ("" without phase times or explanation, and for rows within the target). Experiments whose runs lack per-task FLOP
-    counts (older results) are left out; a reference without them is an error."""
+    else "no" ("" without phase times or explanation, and for rows within the target). Experiments
+    whose runs lack per-task FLOP counts (older results) are left out; a reference without them is
+    an error."""
     usable = {e: rs for e, rs in runs.items() if all(t.get("flops_per_step") for r in rs for t in r["train"])}
     if reference not in usable:
         raise ValueError(f"study reference {reference!r}: no runs with FLOP counts")

@@ -29,7 +29,7 @@ def flops_per_step(step_fn) -> int:
     return int(counter.get_total_flops())
 
 
-PHASE_LABEL = "vlcp/"                     # the loop's profiler labels (`vlcp.train.loop.phase`)
+PHASE_LABEL = "vlcp/"                     # prefix of the loop's profiler labels (`vlcp.train.loop.PhaseClock`)
 PYTHON = "(Python, outside torch ops)"   # a phase's own time: interpreter work between its ops
 
 

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from vlcp.config import TrainCfg
 from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
+from vlcp.train.budget import PHASE_LABEL
 from vlcp.train.optim import make_optimizer  # noqa: F401  (re-exported)
 from vlcp.train.distributed import all_reduce_mean, average_gradients, broadcast_parameters, is_main, local_slice, unwrap
 from vlcp.train.schedules import lr_fn, plan_for
@@ -81,8 +82,9 @@ TASK_PHASES = ("before_task", "make_optimizer", "after_task")
 
 class PhaseClock:
     """Seconds spent in each phase of the loop (`PHASES`, `TASK_PHASES`); each phase also runs
-    under the torch.profiler label "vlcp/<phase>". Host time: on a GPU, kernels still running when
-    a phase ends are counted in the phase that waits for them (the loss's `.item()`: forward)."""
+    under the torch.profiler label "vlcp/<phase>" (`budget.PHASE_LABEL`, which
+    `budget.phase_profile` reads). Host time: on a GPU, kernels still running when a phase ends
+    are counted in the phase that waits for them (the loss's `.item()`: forward)."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
@@ -90,7 +92,7 @@ class PhaseClock:
     @contextlib.contextmanager
     def __call__(self, name: str):
         t0 = time.perf_counter()
-        with record_function(f"vlcp/{name}"):
+        with record_function(PHASE_LABEL + name):
             yield
         self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
