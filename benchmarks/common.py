@@ -101,3 +101,15 @@ def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: 
         print(f"{e}: {1000 * out['median_seconds_per_step'][e]:.1f} ms/step, {out['ratio_to_reference'][e]:.3f} × "
               f"{reference} (paired, {lo:.3f}–{hi:.3f})")
     return out
+
+
+def with_flop_ratio(out: dict) -> dict:
+    """`paired_step_times`' summary of runs measured with `extra=lambda r: {"flops_per_step": ...}`,
+    its "extra" replaced by each experiment's median FLOPs per step and its ratio to the reference."""
+    import statistics
+
+    flops = {e: statistics.median(x["flops_per_step"] for x in v) for e, v in out.pop("extra").items()}
+    flop_ratio = {e: f / flops[out["reference"]] for e, f in flops.items()}
+    for e, f in flop_ratio.items():
+        print(f"{e}: time {out['ratio_to_reference'][e]:.3f} x, FLOPs {f:.3f} x (x 1.1 = {1.1 * f:.3f})")
+    return {**out, "flops_per_step": flops, "flop_ratio": flop_ratio}

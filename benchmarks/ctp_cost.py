@@ -13,7 +13,6 @@ initialisation `models/ctp-base.pt` (`dvc repro ctp_base`).
 """
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from vlcp.report.results import flops_per_step, step_time  # noqa: E402
 from vlcp.utils import write_json  # noqa: E402
 
-from common import paired_cost_args, paired_step_times, provenance  # noqa: E402  (benchmarks/common.py)
+from common import paired_cost_args, paired_step_times, provenance, with_flop_ratio  # noqa: E402  (benchmarks/common.py)
 
 REFERENCE = "ctp-seqf"
 
@@ -33,13 +32,8 @@ def main() -> None:
         steps={"type": int, "default": 480, "help": "train.steps of each run (the study's 160: ~8 s of training)"})
     out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, lambda r: step_time(r, False),
                             lambda r: {"flops_per_step": flops_per_step(r)}, [f"train.steps={args.steps}"])
-    flops = {e: statistics.median(x["flops_per_step"] for x in v) for e, v in out.pop("extra").items()}
-    flop_ratio = {e: f / flops[REFERENCE] for e, f in flops.items()}
-    for e in args.experiments:
-        print(f"{e}: time {out['ratio_to_reference'][e]:.3f} x, FLOPs {flop_ratio[e]:.3f} x "
-              f"(x 1.1 = {1.1 * flop_ratio[e]:.3f})")
     out = {"what": "CTP's training step time vs SeqF's (interleaved repeats, all tasks; ratios paired per repeat), "
-                   "beside the FLOP ratio", **out, "flops_per_step": flops, "flop_ratio": flop_ratio}
+                   "beside the FLOP ratio", **with_flop_ratio(out)}
     write_json(args.out, out | provenance())
 
 
