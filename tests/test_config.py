@@ -24,7 +24,8 @@ def test_errors_name_the_field():
     assert err({"train": {"lr": -0.1}}).startswith("train.lr: must be > 0")
     assert err({"train": {"lr": "fast"}}).startswith("train.lr: expected float")
     assert err({"train": {"steps": True}}).startswith("train.steps: expected int")
-    assert err({"data": {"benchmark": "p9d"}}).startswith("data.benchmark: unknown benchmark 'p9d'")
+    assert err({"data": {"benchmark": "coco"}}).startswith("data.benchmark: unknown benchmark 'coco'")
+    assert err({"data": {"benchmark": "p9d"}}).startswith("data.unseen_styles: the p9d benchmark has one image")
     assert err({"data": {"split": {"test": 1.5}}}).startswith("data.split.test:")
     assert err({"data": {"train_styles": ["comic"]}}).startswith("data.train_styles: unknown style")
     assert err({"trian": {}}).startswith("trian: unknown field")
@@ -74,7 +75,7 @@ def test_cli_unknown_benchmark_exit_code(tmp_path):
     r = subprocess.run([sys.executable, "-m", "vlcp", "data", "prepare", "--params", str(p),
                         "--out", str(tmp_path / "d")], capture_output=True, text=True)
     assert r.returncode == 2
-    assert r.stderr.strip() == "vlcp: error: data.benchmark: unknown benchmark 'coco'; known: emoji"
+    assert r.stderr.strip() == "vlcp: error: data.benchmark: unknown benchmark 'coco'; known: emoji, p9d"
     assert not (tmp_path / "d").exists()
 
 

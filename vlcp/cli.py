@@ -26,6 +26,9 @@ def cmd_prepare(args) -> None:
     from vlcp.data.emoji import prepare_emoji
 
     cfg = resolve_data(load_params(args.params))
+    if cfg.benchmark != "emoji":
+        raise VlcpError(f"data.benchmark: {cfg.benchmark} is a real dataset: vlcp does not download or prepare it; "
+                        f"put it under {cfg.root} as data/README.md describes")
     meta = prepare_emoji(cfg, args.out or cfg.root)
     n = len(meta["items"])
     print(f"prepared {n} emoji × {len(meta['styles'])} styles ({', '.join(meta['styles'])}), "

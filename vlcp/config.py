@@ -4,7 +4,8 @@ An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]`
 `experiments[name]` < CLI `--set key=value` overrides. A profile's `model_aliases` map a model
 name an experiment uses (e.g. `resnet`) to that profile's model (a tiny config on CPU, RN50 at
 paper scale), so one experiment definition serves every profile; an alias may also carry `train:`
-settings for that model in that profile (they sit under the experiment's own `train:` and `--set`).
+and `data:` settings for that model in that profile (they sit under the experiment's own `train:`,
+`data:` and `--set`): the `paper` profile's CTP model brings P9D with it.
 `model: {arch_of: fomo, pretrained: null}` names only an alias's architecture (what a pretraining
 stage trains from random init for the alias's `pretrained` file). Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
@@ -23,7 +24,7 @@ import yaml
 
 from vlcp.errors import ConfigError
 
-BENCHMARKS = ("emoji",)
+BENCHMARKS = ("emoji", "p9d")   # p9d: vlcp.data.real (the real datasets the runners stream)
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 STREAMS = ("group", "class", "instance", "language", "concepts")
 
@@ -61,10 +62,20 @@ class DataCfg:
     languages: list[str] = field(default_factory=list)  # language stream: CLDR codes in order; empty = en + the 35 others, seeded
     num_languages: int = 0           # language stream: keep the first N of the order (0 = all); ignored by other streams
     captions_per_item: int = 8
+    workers: int = 4                 # real datasets: threads decoding each batch's images (the emoji benchmark is in memory)
 
     def __post_init__(self):
         if self.benchmark not in BENCHMARKS:
             raise ConfigError(f"benchmark: unknown benchmark {self.benchmark!r}; known: {', '.join(BENCHMARKS)}")
+        if self.benchmark != "emoji":
+            if self.unseen_styles:
+                raise ConfigError(f"unseen_styles: the {self.benchmark} benchmark has one image per item, no style "
+                                  "to hold out; set data.unseen_styles: []")
+            if self.stream != "group":
+                raise ConfigError(f"stream: the {self.benchmark} benchmark runs the group stream (one task per "
+                                  f"industry), not {self.stream!r}")
+        if self.workers < 1:
+            raise ConfigError(f"workers: must be >= 1, got {self.workers}")
         for name in ("styles", "train_styles", "unseen_styles"):
             bad = [s for s in getattr(self, name) if s not in STYLES]
             if bad:
@@ -336,10 +347,11 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
         raw["model"] = {**model, "name": alias["name"] if isinstance(alias, dict) else alias}
         return experiment_from_dict(raw)
     if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
-        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train]}
+        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data]}
         alias = dict(alias) if isinstance(alias, dict) else {"name": alias}
-        if "train" in alias:   # the profile's training settings for this model, under the experiment's own
-            raw = merged({"train": alias.pop("train")}, *on_top)
+        settings = {k: alias.pop(k) for k in ("train", "data") if k in alias}
+        if settings:   # the profile's training and data settings for this model, under the experiment's own
+            raw = merged(settings, *on_top)
         raw["model"] = {**model, **alias}
     return experiment_from_dict(raw)
 

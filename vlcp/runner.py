@@ -80,7 +80,8 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     sets = {"test": bench.pairs("test", cfg.data.train_styles)}
     if cfg.data.unseen_styles:
         sets["unseen_style"] = bench.pairs(("train", "val", "test", "query"), cfg.data.unseen_styles)
-    evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), train,
+    gallery = train if bench.gallery_split == "train" else bench.pairs(bench.gallery_split, cfg.data.train_styles)
+    evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), gallery,
                           bench.class_names, len(tasks), cfg.eval, bench.group_names)
 
     corpus = [c for caps in train.captions for c in caps]

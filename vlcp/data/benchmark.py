@@ -1,7 +1,10 @@
-"""Load a prepared benchmark into in-memory image–text pair sets.
+"""Load a benchmark into image–text pair sets.
 
 A `PairSet` holds images and their texts: each image belongs to one item (text) and each item
 may have several images (one per style), so retrieval handles several ground truths per text.
+A `Benchmark` is a list of items (split, group, subgroup, captions) with their images, cut into
+tasks by `data.stream`: the embedded emoji benchmark (`EmojiBenchmark`, images in memory), or a
+real dataset read by `vlcp.data.formats` (`vlcp.data.real`, images decoded on access).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from vlcp.utils import read_json
 
 @dataclass
 class PairSet:
-    images: torch.Tensor       # uint8 [M, S, S, 3]
+    images: torch.Tensor       # uint8 [M, S, S, 3] (or `vlcp.data.formats.ImageFiles`: decoded on access)
     image_text: torch.Tensor   # long [M]: index into the texts below
     texts: list[str]           # fixed evaluation caption per item
     captions: list[list[str]]  # caption variants per item (training)
@@ -48,7 +51,8 @@ class PairSet:
         new_id = torch.cumsum(keep.long(), 0) - 1
         img_keep = keep[self.image_text]
         idx = keep.nonzero().squeeze(1).tolist()
-        return PairSet(self.images[img_keep], new_id[self.image_text[img_keep]],
+        images = self.images.subset(img_keep) if hasattr(self.images, "subset") else self.images[img_keep]
+        return PairSet(images, new_id[self.image_text[img_keep]],
                        [self.texts[i] for i in idx], [self.captions[i] for i in idx],
                        self.labels[keep], self.tasks[keep], self.items[keep],
                        None if self.groups is None else self.groups[keep])
@@ -57,36 +61,21 @@ class PairSet:
         return self.select_texts(torch.isin(self.tasks, torch.as_tensor(list(task_ids))))
 
 
-class EmojiBenchmark:
-    """A prepared emoji benchmark directory (see `vlcp.data.emoji`)."""
+class Benchmark:
+    """Items (dicts with `split`, `group`, `subgroup`, `captions`) and their images, cut into
+    tasks by `cfg.stream` (`vlcp.data.streams.assign_tasks`). Subclasses give the images of
+    selected items (`_images`) and say which split is the multi-modal gallery."""
 
-    def __init__(self, root: str | Path, cfg: DataCfg):
-        root = Path(root)
-        if not (root / "meta.json").exists():
-            raise VlcpError(f"data.root: {root} has no prepared benchmark (meta.json); run `vlcp data prepare`")
-        self.root, self.cfg = root, cfg
-        self.meta = read_json(root / "meta.json")
-        try:
-            with np.load(root / "images.npz") as z:
-                self._images = {s: z[s] for s in z.files}
-        except (OSError, ValueError) as e:
-            raise VlcpError(f"{root / 'images.npz'}: unreadable ({e})") from None
-        for s in cfg.train_styles + cfg.unseen_styles:
-            if s not in self._images:
-                raise VlcpError(f"data.styles: style {s!r} not in {root}; re-run `vlcp data prepare`")
-        if self.meta["image_size"] != cfg.image_size:
-            raise VlcpError(f"data.image_size: {cfg.image_size} but {root} was prepared at "
-                            f"{self.meta['image_size']}; re-run `vlcp data prepare`")
-        self.item_task, self.task_names = assign_tasks(self.items, self.meta["groups"], self.meta["subgroups"], cfg)
-        self.class_names = self.meta["subgroups"]
-        self.group_names = self.meta["groups"]
+    gallery_split = "train"   # the multi-modal retrieval gallery (the emoji benchmark: the train items)
 
-    @property
-    def items(self) -> list[dict]:
-        return self.meta["items"]
+    def __init__(self, items: list[dict], groups: list[str], subgroups: list[str], cfg: DataCfg):
+        self.items, self.cfg = items, cfg
+        self.group_names, self.class_names = list(groups), list(subgroups)
+        self.item_task, self.task_names = assign_tasks(items, self.group_names, self.class_names, cfg)
 
-    def images(self, style: str) -> np.ndarray:
-        return self._images[style]
+    def _images(self, sel: list[int], styles: list[str]):
+        """The images of items `sel`, style-major: uint8 [len(styles) * len(sel), S, S, 3]."""
+        raise NotImplementedError
 
     def caption_corpus(self) -> list[str]:
         """Every caption of the benchmark (all splits and groups): what a model's own vocab is built
@@ -94,19 +83,18 @@ class EmojiBenchmark:
         return [c for it in self.items for c in it["captions"]]
 
     def pairs(self, split: str | tuple[str, ...], styles: list[str]) -> PairSet:
-        """Items of the selected tasks in `split`, with one image per style."""
+        """Items of the selected tasks in `split`, with their images (one per style)."""
         splits = (split,) if isinstance(split, str) else split
         task_of = self.item_task
         class_of = {c: i for i, c in enumerate(self.class_names)}
         group_of = {g: i for i, g in enumerate(self.group_names)}
         sel = [i for i, it in enumerate(self.items) if it["split"] in splits and task_of[i] >= 0]
         sel.sort(key=lambda i: task_of[i])  # task-major order (stable: benchmark order within a task)
-        imgs = np.concatenate([self._images[s][sel] for s in styles]) if sel else \
-            np.zeros((0, self.cfg.image_size, self.cfg.image_size, 3), np.uint8)
+        imgs = self._images(sel, styles)
         n = len(sel)
         return PairSet(
-            images=torch.from_numpy(imgs),
-            image_text=torch.arange(n).repeat(len(styles)),
+            images=imgs,
+            image_text=torch.arange(n).repeat(len(imgs) // n if n else 1),
             texts=[self.items[i]["captions"][0] for i in sel],
             captions=[self.items[i]["captions"] for i in sel],
             labels=torch.tensor([class_of[self.items[i]["subgroup"]] for i in sel], dtype=torch.long),
@@ -116,5 +104,40 @@ class EmojiBenchmark:
         )
 
 
-def load_benchmark(cfg: DataCfg) -> EmojiBenchmark:
-    return EmojiBenchmark(cfg.root, cfg)
+class EmojiBenchmark(Benchmark):
+    """A prepared emoji benchmark directory (see `vlcp.data.emoji`)."""
+
+    def __init__(self, root: str | Path, cfg: DataCfg):
+        root = Path(root)
+        if not (root / "meta.json").exists():
+            raise VlcpError(f"data.root: {root} has no prepared benchmark (meta.json); run `vlcp data prepare`")
+        self.root = root
+        self.meta = read_json(root / "meta.json")
+        try:
+            with np.load(root / "images.npz") as z:
+                self._by_style = {s: z[s] for s in z.files}
+        except (OSError, ValueError) as e:
+            raise VlcpError(f"{root / 'images.npz'}: unreadable ({e})") from None
+        for s in cfg.train_styles + cfg.unseen_styles:
+            if s not in self._by_style:
+                raise VlcpError(f"data.styles: style {s!r} not in {root}; re-run `vlcp data prepare`")
+        if self.meta["image_size"] != cfg.image_size:
+            raise VlcpError(f"data.image_size: {cfg.image_size} but {root} was prepared at "
+                            f"{self.meta['image_size']}; re-run `vlcp data prepare`")
+        super().__init__(self.meta["items"], self.meta["groups"], self.meta["subgroups"], cfg)
+
+    def images(self, style: str) -> np.ndarray:
+        return self._by_style[style]
+
+    def _images(self, sel: list[int], styles: list[str]) -> torch.Tensor:
+        if not sel:
+            return torch.zeros((0, self.cfg.image_size, self.cfg.image_size, 3), dtype=torch.uint8)
+        return torch.from_numpy(np.concatenate([self._by_style[s][sel] for s in styles]))
+
+
+def load_benchmark(cfg: DataCfg) -> Benchmark:
+    """The benchmark `cfg.benchmark` names, from `cfg.root`."""
+    if cfg.benchmark == "emoji":
+        return EmojiBenchmark(cfg.root, cfg)
+    from vlcp.data.real import load_real_benchmark
+    return load_real_benchmark(cfg)

@@ -12,7 +12,8 @@
 FoMo's `DATASET+++class` stream files: `vlcp.data.concepts.read_stream` / `write_stream`.
 Where each dataset goes and its exact layout: `data/README.md` ("Real datasets").
 `load_images` turns records into the uint8 `[N, S, S, 3]` arrays of `vlcp.data.benchmark.PairSet`,
-and `to_pairset` builds the PairSet itself.
+`ImageFiles` stands in for them when they do not fit in memory (decoded on access), and
+`to_pairset` builds a PairSet. `vlcp.data.real` builds the runners' benchmarks from these readers.
 """
 from __future__ import annotations
 
@@ -114,6 +115,54 @@ def load_images(records: Sequence[Record], image_size: int) -> np.ndarray:
     for i, r in enumerate(records):
         out[i] = load_image(r.image, image_size, r.key if isinstance(r.image, bytes) else "")
     return out
+
+
+class ImageFiles:
+    """A dataset's images decoded on access: stands in for the uint8 `[N, S, S, 3]` tensor of a
+    `PairSet` when the images do not fit in memory (P9D: a million product photos). Indexing with
+    ids (a long tensor, a list or a slice) decodes those images, in `workers` threads (PIL
+    releases the GIL while decoding), into a uint8 tensor; `subset` keeps a lazy selection."""
+
+    def __init__(self, sources: Sequence[Path | bytes], image_size: int, workers: int = 4,
+                 names: Sequence[str] | None = None):
+        if not isinstance(image_size, int) or image_size < 1:
+            raise VlcpError(f"image_size: {image_size!r} must be a positive integer")
+        self.sources, self.image_size, self.workers = list(sources), image_size, max(1, workers)
+        self.names = list(names) if names is not None else [""] * len(self.sources)
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (len(self), self.image_size, self.image_size, 3)
+
+    def _ids(self, index) -> list[int]:
+        import torch
+
+        if isinstance(index, slice):
+            return list(range(len(self)))[index]
+        if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
+            index = index.nonzero().squeeze(1)
+        return [int(i) for i in (index.tolist() if hasattr(index, "tolist") else index)]
+
+    def __getitem__(self, index):
+        import torch
+
+        ids = self._ids(index)
+        load = lambda i: load_image(self.sources[i], self.image_size, self.names[i])  # noqa: E731
+        if self.workers > 1 and len(ids) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(min(self.workers, len(ids))) as pool:
+                arrays = list(pool.map(load, ids))
+        else:
+            arrays = [load(i) for i in ids]
+        out = np.stack(arrays) if arrays else np.zeros((0, self.image_size, self.image_size, 3), np.uint8)
+        return torch.from_numpy(out)
+
+    def subset(self, index) -> "ImageFiles":
+        ids = self._ids(index)
+        return ImageFiles([self.sources[i] for i in ids], self.image_size, self.workers, [self.names[i] for i in ids])
 
 
 def to_pairset(records: Sequence[Record], image_size: int, tasks: Sequence[str] | None = None,
