@@ -133,6 +133,8 @@ class TrainCfg:
     precision: str = "fp32"          # fp32 | bf16 (autocast on GPU)
     augment: bool = True
     progress: bool = True
+    compile: str = ""                # "" = off; else a torch.compile backend for the model's forward (nn.Module.compile):
+    #   inductor on GPUs; aot_eager / eager trace it without code generation (how the tests check it)
     pass_flops_seeds: list[int] | None = None   # seeds whose runs count the method's per-task passes' FLOPs
     #   (runner.task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
     #   The counts depend on shapes, not the seed (<0.1% apart), so one seed can stand for the others:
@@ -162,6 +164,11 @@ class TrainCfg:
             raise ConfigError(f"device: must be auto, cpu or cuda, got {self.device!r}")
         if self.precision not in ("fp32", "bf16"):
             raise ConfigError(f"precision: must be fp32 or bf16, got {self.precision!r}")
+        if self.compile:
+            import torch._dynamo
+            if self.compile not in torch._dynamo.list_backends(exclude_tags=()):
+                raise ConfigError(f"compile: unknown torch.compile backend {self.compile!r}; known: "
+                                  f"{', '.join(torch._dynamo.list_backends(exclude_tags=()))}")
 
 
 ORDERINGS = ("random", "easy-to-hard", "frequency", "similarity", "time", "dataset")

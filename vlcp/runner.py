@@ -97,6 +97,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     method = get_method(cfg.method.name)(get_method(cfg.method.name).Config(**cfg.method.args),
                                         seed=derive_seed(cfg.seed, "method"))
     method.prepare_model(model)
+    compile_model(model, cfg)
 
     count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
@@ -157,6 +158,14 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         write_json(out_dir / "results.json", results)
     barrier()
     return results
+
+
+def compile_model(model: torch.nn.Module, cfg: ExperimentCfg) -> None:
+    """`train.compile`: compile the model's forward with that torch.compile backend, in place
+    (`nn.Module.compile`: parameter names, state dicts and the methods' attribute access stay
+    as they are). The language runner does not call it: its token embedding grows every task."""
+    if cfg.train.compile:
+        model.compile(backend=cfg.train.compile)
 
 
 def resume_from(ckpt_path: Path, chash: str, model, method, cfg: ExperimentCfg) -> tuple[dict, int] | None:

@@ -31,7 +31,7 @@ from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
-from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device, resume_from
+from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, compile_model, pick_device, resume_from
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
 from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
@@ -212,6 +212,7 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
     full_ft = step_cost(model, SeqF(), context(0), cfg, device)   # the budget's reference, before adapters and freezing
     method.prepare_model(model)
     steps_per_task, cost = method_steps(cfg, full_ft, model, method, context(0), device)
+    compile_model(model, cfg)
     steps = [steps_per_task] * len(tasks)
     plan = plan_for(cfg.train, steps)
 

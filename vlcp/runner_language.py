@@ -128,6 +128,9 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     if not issubclass(method_cls, CLLCLIP):
         raise ConfigError(f"method.name: {cfg.method.name!r} is not a language-stream method (cllclip and its family)")
     method = method_cls(method_cls.Config(**cfg.method.args), seed=derive_seed(cfg.seed, "method"))
+    if cfg.train.compile:
+        raise ConfigError("train.compile: the language stream's model grows its token embedding every task "
+                          "(a recompile each task); run it uncompiled")
 
     bench = load_benchmark(cfg.data)
     items = bench.items

@@ -38,7 +38,7 @@ class Materializer:
     def __init__(self, images: torch.Tensor, image_text: torch.Tensor, tokens: torch.Tensor,
                  device: torch.device, augment: bool, pad: int = 2, mask=None, local: bool = True):
         self.images, self.image_text, self.tokens = images, image_text, tokens  # tokens [N, K, ctx]
-        self.device, self.augment, self.pad, self.mask, self.local = device, augment, pad, mask, local
+        self.device, self.augment, self.pad, self.mask, self.local = torch.device(device), augment, pad, mask, local
         self.mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
         self.std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
 
@@ -56,6 +56,8 @@ class Materializer:
             padded = torch.nn.functional.pad(x, (self.pad,) * 4, value=1.0)
             x = torch.stack([padded[i, :, dy:dy + s, dx:dx + s] for i, (dy, dx) in enumerate(shift.tolist())])
         x = (x - self.mean) / self.std
+        if self.device.type == "cuda":   # page-locked, so the copy below runs asynchronously
+            x, tok = x.pin_memory(), tok.pin_memory()
         to = lambda t: t.to(self.device, non_blocking=True)  # noqa: E731
         mlm = (to(masked[0][sl]), to(masked[1][sl])) if masked is not None else (None, None)
         return Batch(to(x), to(tok), ids, *mlm)

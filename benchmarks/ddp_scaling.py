@@ -1,0 +1,89 @@
+"""2-process DDP on CPU against one process, at the same per-rank batch (the scale-path issue's target: ≥ 1.6×).
+
+    .venv/bin/python benchmarks/ddp_scaling.py [--repeats 3] [--steps 480] [--batch 128] [--work DIR]
+
+Runs the spine's SeqF (`vlcp run seqf`, the default tiny CLIP on the emoji benchmark) as
+- `1 process`: batch `--batch`, 1 thread;
+- `2 processes`: `torchrun --standalone --nproc_per_node=2`, global batch 2 × `--batch` (each rank
+  keeps its slice of the same global batch: `vlcp.train.distributed`), 1 thread per rank;
+- `1 process, 2 threads`: batch `--batch`, 2 threads (the other way to spend the second core),
+interleaved (the order flips every repeat), each a fresh `vlcp run --no-resume` in its own
+processes. Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`:
+training and after-task passes, not evaluation). The ratio of each repeat's `2 processes` to the
+same repeat's `1 process` is paired (slow drift cancels); the median and range are reported.
+Needs the prepared benchmark (`dvc repro prepare`). About 6 minutes on 2 cores at the defaults.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from vlcp.utils import write_json  # noqa: E402
+
+from common import provenance  # noqa: E402  (benchmarks/common.py)
+
+TARGET = 1.6
+
+
+def configs(batch: int) -> dict[str, tuple[list[str], int, int]]:
+    """name -> (launcher, global batch, threads per process)."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    return {"1 process": ([sys.executable], batch, 1),
+            "2 processes": (torchrun, 2 * batch, 1),
+            "1 process, 2 threads": ([sys.executable], batch, 2)}
+
+
+def run(launcher: list[str], batch: int, threads: int, steps: int, params: str, where: Path) -> float:
+    """Samples per second of one `vlcp run seqf` (training seconds only)."""
+    cmd = [*launcher, "-m", "vlcp", "run", "seqf", "--seed", "0", "--params", params, "--no-resume",
+           "--out", str(where / "runs"), "--checkpoints", str(where / "ckpt"),
+           *(a for kv in (f"train.batch_size={batch}", f"train.num_threads={threads}", f"train.steps={steps}",
+                          "train.progress=false") for a in ("--set", kv))]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    r = json.loads((where / "runs" / "seqf" / "seed0" / "results.json").read_text())
+    return sum(t["steps"] * batch for t in r["train"]) / sum(t["seconds"] for t in r["train"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=480, help="train.steps of each run (the study's 240)")
+    ap.add_argument("--batch", type=int, default=128, help="per-rank batch (the study's 128)")
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/ddp_scaling.json"))
+    args = ap.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-ddp-"))
+    cfgs = configs(args.batch)
+    rate = {name: [] for name in cfgs}
+    for rep in range(args.repeats):
+        for name in list(cfgs) if rep % 2 == 0 else list(cfgs)[::-1]:
+            launcher, batch, threads = cfgs[name]
+            rate[name].append(run(launcher, batch, threads, args.steps, args.params,
+                                  work / f"rep{rep}" / name.replace(" ", "_").replace(",", "")))
+            print(f"repeat {rep + 1}/{args.repeats} {name}: {rate[name][-1]:.0f} samples/s", flush=True)
+    paired = {name: [a / b for a, b in zip(v, rate["1 process"])] for name, v in rate.items()}
+    out = {"what": "SeqF samples/s: 2 DDP processes (gloo, 1 thread each) vs 1 process at the same per-rank batch",
+           "experiment": "seqf", "per_rank_batch": args.batch, "steps": args.steps, "repeats": args.repeats,
+           "samples_per_second": rate, "median_samples_per_second": {n: statistics.median(v) for n, v in rate.items()},
+           "paired_ratio_to_one_process": paired,
+           "ratio_to_one_process": {n: statistics.median(v) for n, v in paired.items()},
+           "ratio_range": {n: [min(v), max(v)] for n, v in paired.items()}, "target_ratio": TARGET}
+    for n in cfgs:
+        lo, hi = out["ratio_range"][n]
+        print(f"{n}: {out['median_samples_per_second'][n]:.0f} samples/s, {out['ratio_to_one_process'][n]:.2f} x "
+              f"1 process (paired {lo:.2f}-{hi:.2f})")
+    write_json(args.out, out | provenance())
+
+
+if __name__ == "__main__":
+    main()
