@@ -6,12 +6,15 @@ Runs the spine's SeqF (`vlcp run seqf`, the default tiny CLIP on the emoji bench
 - `1 process`: batch `--batch`, 1 thread;
 - `2 processes`: `torchrun --standalone --nproc_per_node=2`, global batch 2 × `--batch` (each rank
   keeps its slice of the same global batch: `vlcp.train.distributed`), 1 thread per rank;
-- `1 process, 2 threads`: batch `--batch`, 2 threads (the other way to spend the second core),
+- `1 process, 2 threads`: batch `--batch`, 2 threads (the other way to spend the second core);
+- `2 independent processes`: two 1-thread `1 process` runs at the same time, their samples/s
+  summed: what two workers reach on this machine with no communication at all (the ceiling DDP
+  is measured against: on a VM, cores share caches and memory bandwidth),
 interleaved (the order flips every repeat), each a fresh `vlcp run --no-resume` in its own
 processes. Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`:
 training and after-task passes, not evaluation). The ratio of each repeat's `2 processes` to the
 same repeat's `1 process` is paired (slow drift cancels); the median and range are reported.
-Needs the prepared benchmark (`dvc repro prepare`). About 6 minutes on 2 cores at the defaults.
+Needs the prepared benchmark (`dvc repro prepare`). About 10 minutes on 2 cores at the defaults.
 """
 from __future__ import annotations
 
@@ -33,24 +36,32 @@ from common import provenance  # noqa: E402  (benchmarks/common.py)
 TARGET = 1.6
 
 
-def configs(batch: int) -> dict[str, tuple[list[str], int, int]]:
-    """name -> (launcher, global batch, threads per process)."""
+def configs(batch: int) -> dict[str, tuple[list[str], int, int, int]]:
+    """name -> (launcher, global batch, threads per process, independent copies at once)."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    return {"1 process": ([sys.executable], batch, 1),
-            "2 processes": (torchrun, 2 * batch, 1),
-            "1 process, 2 threads": ([sys.executable], batch, 2)}
+    return {"1 process": ([sys.executable], batch, 1, 1),
+            "2 processes": (torchrun, 2 * batch, 1, 1),
+            "1 process, 2 threads": ([sys.executable], batch, 2, 1),
+            "2 independent processes": ([sys.executable], batch, 1, 2)}
 
 
-def run(launcher: list[str], batch: int, threads: int, steps: int, params: str, where: Path) -> float:
-    """Samples per second of one `vlcp run seqf` (training seconds only)."""
-    cmd = [*launcher, "-m", "vlcp", "run", "seqf", "--seed", "0", "--params", params, "--no-resume",
-           "--out", str(where / "runs"), "--checkpoints", str(where / "ckpt"),
-           *(a for kv in (f"train.batch_size={batch}", f"train.num_threads={threads}", f"train.steps={steps}",
-                          "train.progress=false") for a in ("--set", kv))]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    r = json.loads((where / "runs" / "seqf" / "seed0" / "results.json").read_text())
-    return sum(t["steps"] * batch for t in r["train"]) / sum(t["seconds"] for t in r["train"])
+def run(launcher: list[str], batch: int, threads: int, copies: int, steps: int, params: str, where: Path) -> float:
+    """Samples per second of `copies` simultaneous `vlcp run seqf` (training seconds only), summed."""
+    procs = []
+    for c in range(copies):
+        cmd = [*launcher, "-m", "vlcp", "run", "seqf", "--seed", "0", "--params", params, "--no-resume",
+               "--out", str(where / f"runs{c}"), "--checkpoints", str(where / f"ckpt{c}"),
+               *(a for kv in (f"train.batch_size={batch}", f"train.num_threads={threads}", f"train.steps={steps}",
+                              "train.progress=false") for a in ("--set", kv))]
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL))
+    if any(p.wait() for p in procs):
+        raise SystemExit(f"{where}: a vlcp run failed")
+    rate = 0.0
+    for c in range(copies):
+        r = json.loads((where / f"runs{c}" / "seqf" / "seed0" / "results.json").read_text())
+        rate += sum(t["steps"] * batch for t in r["train"]) / sum(t["seconds"] for t in r["train"])
+    return rate
 
 
 def main() -> None:
@@ -67,8 +78,8 @@ def main() -> None:
     rate = {name: [] for name in cfgs}
     for rep in range(args.repeats):
         for name in list(cfgs) if rep % 2 == 0 else list(cfgs)[::-1]:
-            launcher, batch, threads = cfgs[name]
-            rate[name].append(run(launcher, batch, threads, args.steps, args.params,
+            launcher, batch, threads, copies = cfgs[name]
+            rate[name].append(run(launcher, batch, threads, copies, args.steps, args.params,
                                   work / f"rep{rep}" / name.replace(" ", "_").replace(",", "")))
             print(f"repeat {rep + 1}/{args.repeats} {name}: {rate[name][-1]:.0f} samples/s", flush=True)
     paired = {name: [a / b for a, b in zip(v, rate["1 process"])] for name, v in rate.items()}
@@ -77,11 +88,15 @@ def main() -> None:
            "samples_per_second": rate, "median_samples_per_second": {n: statistics.median(v) for n, v in rate.items()},
            "paired_ratio_to_one_process": paired,
            "ratio_to_one_process": {n: statistics.median(v) for n, v in paired.items()},
-           "ratio_range": {n: [min(v), max(v)] for n, v in paired.items()}, "target_ratio": TARGET}
+           "ratio_range": {n: [min(v), max(v)] for n, v in paired.items()}, "target_ratio": TARGET,
+           # DDP's share of what two workers reach here without communicating (paired per repeat)
+           "ddp_over_independent": statistics.median(
+               a / b for a, b in zip(rate["2 processes"], rate["2 independent processes"]))}
     for n in cfgs:
         lo, hi = out["ratio_range"][n]
         print(f"{n}: {out['median_samples_per_second'][n]:.0f} samples/s, {out['ratio_to_one_process'][n]:.2f} x "
               f"1 process (paired {lo:.2f}-{hi:.2f})")
+    print(f"2 processes / 2 independent processes: {out['ddp_over_independent']:.2f}")
     write_json(args.out, out | provenance())
 
 

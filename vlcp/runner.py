@@ -22,7 +22,7 @@ from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
 from vlcp.models import create_model
 from vlcp.train import budget
-from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
+from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
 from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
 from vlcp.utils import atomic_path, config_hash, derive_seed, seed_everything, write_json
@@ -113,7 +113,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         results, start = state
 
     if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = wrap_ddp(model)
     if results["zero_shot"] is None and is_main():  # the model before any task: the curves' start
         results["zero_shot"] = evaluator(unwrap(model), tokenizer, device, 0)["matrix"]
 

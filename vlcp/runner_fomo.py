@@ -33,7 +33,7 @@ from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
 from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, compile_model, pick_device, resume_from
 from vlcp.train import budget
-from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap
+from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
 from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
 from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
@@ -232,7 +232,7 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         results, start = state
 
     if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = wrap_ddp(model)
     eval_tokenizer = MemoTokenizer(tokenizer)   # the same texts at every evaluation
     if results["zero_shot"] is None and is_main():
         results["zero_shot"] = evaluate_fomo(unwrap(model), eval_tokenizer, data.eval_sets, device, cfg.eval.batch_size)

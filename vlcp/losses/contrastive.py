@@ -29,6 +29,15 @@ def gather_features(x: torch.Tensor) -> torch.Tensor:
     return torch.cat(torch.distributed.nn.all_gather(x), dim=0)
 
 
+def gather_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`gather_features` of two [B, ·] tensors in one collective (concatenated along dim 1 for
+    the exchange): the image and text features of a contrastive step."""
+    if world()[1] == 1:
+        return a, b
+    both = gather_features(torch.cat([a, b.to(a.dtype)], 1))
+    return both[:, :a.shape[1]], both[:, a.shape[1]:].to(b.dtype)
+
+
 def _gather_ids(x: torch.Tensor) -> torch.Tensor:
     _, size = world()
     if size == 1:
@@ -51,7 +60,7 @@ def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_s
     the target mass split evenly (CLFM's multi-positive targets: one image, several captions).
     """
     rank, _ = world()
-    all_img, all_txt = gather_features(image_features), gather_features(text_features)
+    all_img, all_txt = gather_pair(image_features, text_features)
     labels = torch.arange(image_features.shape[0], device=image_features.device) + rank * image_features.shape[0]
     txt_cols = all_txt if extra_text is None else torch.cat([all_txt, extra_text], 0)
     logits_i2t = logit_scale * image_features @ txt_cols.T

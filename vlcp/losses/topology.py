@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from vlcp.losses.contrastive import gather_features, world
+from vlcp.losses.contrastive import gather_features, gather_pair, world
 
 
 def _own_columns(rows: int, device) -> torch.Tensor:
@@ -26,7 +26,7 @@ def momentum_contrast(image: torch.Tensor, text: torch.Tensor, mom_image: torch.
                       text_queue: torch.Tensor | None = None) -> torch.Tensor:
     """(CE_i2t + CE_t2i) / 2 of current unit features against the momentum features of the
     global batch (+ the other modality's queue [K, D]); the target is the row's own pair."""
-    cols_t, cols_i = gather_features(mom_text.detach()), gather_features(mom_image.detach())
+    cols_t, cols_i = gather_pair(mom_text.detach(), mom_image.detach())
     if text_queue is not None:
         cols_t, cols_i = torch.cat([cols_t, text_queue]), torch.cat([cols_i, image_queue])
     target = _own_columns(image.shape[0], image.device)

@@ -99,5 +99,11 @@ def local_slice(n: int) -> slice:
     return slice(rank * b, (rank + 1) * b)
 
 
+def wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` in DistributedDataParallel, its gradients views into DDP's communication buckets
+    (no copy of every gradient into the buckets and back each step)."""
+    return torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True)
+
+
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model

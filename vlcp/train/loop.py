@@ -143,11 +143,12 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
                 unwrap(model).logit_scale.clamp_(0, math.log(100))
         with phase("after_step"):
             method.after_step(unwrap(model), batch, ctx)
-        with phase("logging"):
+        with phase("logging"):   # this rank's sums, on the device: no collective, no host sync per step
             for k, v in terms.items():
-                sums[k] = sums.get(k, 0.0) + all_reduce_mean(v.detach().float()).item()
+                sums[k] = sums.get(k, 0) + v.detach().double()
             if step % 10 == 0:
                 bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}")
-    method_terms = {k: v / max(steps, 1) for k, v in sums.items()}
+    # the mean over ranks of the per-step sums = the sum of the per-step means over ranks (one collective per term)
+    method_terms = {k: all_reduce_mean(v).item() / max(steps, 1) for k, v in sums.items()}
     return {"loss": sum(method_terms.values()), "terms": method_terms, "samples": steps * cfg.batch_size,
             "phase_seconds": phase.rounded()}
