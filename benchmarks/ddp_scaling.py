@@ -45,8 +45,10 @@ def configs(batch: int) -> dict[str, tuple[list[str], int, int, int]]:
             "2 independent processes": ([sys.executable], batch, 1, 2)}
 
 
-def run(launcher: list[str], batch: int, threads: int, copies: int, steps: int, params: str, where: Path) -> float:
-    """Samples per second of `copies` simultaneous `vlcp run seqf` (training seconds only), summed."""
+def run(launcher: list[str], batch: int, threads: int, copies: int, steps: int, params: str, where: Path
+        ) -> tuple[float, dict[str, float]]:
+    """Samples per second of `copies` simultaneous `vlcp run seqf` (training seconds only), summed,
+    and the first copy's milliseconds per step by loop phase (its `phase_seconds`)."""
     procs = []
     for c in range(copies):
         cmd = [*launcher, "-m", "vlcp", "run", "seqf", "--seed", "0", "--params", params, "--no-resume",
@@ -57,11 +59,16 @@ def run(launcher: list[str], batch: int, threads: int, copies: int, steps: int, 
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL))
     if any(p.wait() for p in procs):
         raise SystemExit(f"{where}: a vlcp run failed")
-    rate = 0.0
+    rate, phases = 0.0, {}
     for c in range(copies):
         r = json.loads((where / f"runs{c}" / "seqf" / "seed0" / "results.json").read_text())
-        rate += sum(t["steps"] * batch for t in r["train"]) / sum(t["seconds"] for t in r["train"])
-    return rate
+        steps = sum(t["steps"] for t in r["train"])
+        rate += steps * batch / sum(t["seconds"] for t in r["train"])
+        if c == 0:
+            for t in r["train"]:
+                for k, v in t["phase_seconds"].items():
+                    phases[k] = phases.get(k, 0.0) + 1000 * v / steps
+    return rate, phases
 
 
 def main() -> None:
@@ -76,11 +83,14 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-ddp-"))
     cfgs = configs(args.batch)
     rate = {name: [] for name in cfgs}
+    phase_ms = {name: [] for name in cfgs}
     for rep in range(args.repeats):
         for name in list(cfgs) if rep % 2 == 0 else list(cfgs)[::-1]:
             launcher, batch, threads, copies = cfgs[name]
-            rate[name].append(run(launcher, batch, threads, copies, args.steps, args.params,
-                                  work / f"rep{rep}" / name.replace(" ", "_").replace(",", "")))
+            r, ph = run(launcher, batch, threads, copies, args.steps, args.params,
+                        work / f"rep{rep}" / name.replace(" ", "_").replace(",", ""))
+            rate[name].append(r)
+            phase_ms[name].append(ph)
             print(f"repeat {rep + 1}/{args.repeats} {name}: {rate[name][-1]:.0f} samples/s", flush=True)
     paired = {name: [a / b for a, b in zip(v, rate["1 process"])] for name, v in rate.items()}
     out = {"what": "SeqF samples/s: 2 DDP processes (gloo, 1 thread each) vs 1 process at the same per-rank batch",
@@ -89,6 +99,9 @@ def main() -> None:
            "paired_ratio_to_one_process": paired,
            "ratio_to_one_process": {n: statistics.median(v) for n, v in paired.items()},
            "ratio_range": {n: [min(v), max(v)] for n, v in paired.items()}, "target_ratio": TARGET,
+           # where each configuration's step time goes (median over repeats, ms per step of one process / rank 0)
+           "phase_ms_per_step": {n: {k: round(statistics.median(p[k] for p in v), 2) for k in v[0]}
+                                 for n, v in phase_ms.items()},
            # DDP's share of what two workers reach here without communicating (paired per repeat)
            "ddp_over_independent": statistics.median(
                a / b for a, b in zip(rate["2 processes"], rate["2 independent processes"]))}
