@@ -103,6 +103,22 @@ def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: 
     return out
 
 
+def flop_paired_cost(doc: str, reference: str, experiments: list[str], out: str, steps: int, steps_help: str,
+                     what: str, skip_first: bool = True) -> None:
+    """A paired-cost benchmark's whole command: `experiments` (the first the reference) at
+    `--steps` (default `steps`), interleaved repeats timed by `step_time` (over the tasks after the
+    first when `skip_first`), beside each one's FLOP ratio; the JSON (with `what`) goes to `--out`."""
+    from vlcp.report.results import flops_per_step, step_time
+    from vlcp.utils import write_json
+
+    args, params, work = paired_cost_args(doc, reference, experiments, out,
+                                          steps={"type": int, "default": steps, "help": steps_help})
+    res = paired_step_times(params, args.experiments, args.repeats, args.seed, work,
+                            lambda r: step_time(r, skip_first), lambda r: {"flops_per_step": flops_per_step(r)},
+                            [f"train.steps={args.steps}"])
+    write_json(args.out, {"what": what, **with_flop_ratio(res)} | provenance())
+
+
 def with_flop_ratio(out: dict) -> dict:
     """`paired_step_times`' summary of runs measured with `extra=lambda r: {"flops_per_step": ...}`,
     its "extra" replaced by each experiment's median FLOPs per step and its ratio to the reference."""

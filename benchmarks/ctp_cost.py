@@ -16,25 +16,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from vlcp.report.results import flops_per_step, step_time  # noqa: E402
-from vlcp.utils import write_json  # noqa: E402
-
-from common import paired_cost_args, paired_step_times, provenance, with_flop_ratio  # noqa: E402  (benchmarks/common.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import flop_paired_cost  # noqa: E402  (benchmarks/common.py)
 
 REFERENCE = "ctp-seqf"
 
 
 def main() -> None:
-    args, params, work = paired_cost_args(
-        __doc__, REFERENCE, [REFERENCE, "ctp-ctp", "ctp-ctp-er"], "benchmarks/results/ctp_cost.json",
-        steps={"type": int, "default": 480, "help": "train.steps of each run (the study's 160: ~8 s of training)"})
-    out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, lambda r: step_time(r, False),
-                            lambda r: {"flops_per_step": flops_per_step(r)}, [f"train.steps={args.steps}"])
-    out = {"what": "CTP's training step time vs SeqF's (interleaved repeats, all tasks; ratios paired per repeat), "
-                   "beside the FLOP ratio", **with_flop_ratio(out)}
-    write_json(args.out, out | provenance())
+    flop_paired_cost(__doc__, REFERENCE, [REFERENCE, "ctp-ctp", "ctp-ctp-er"], "benchmarks/results/ctp_cost.json", 480,
+                     "train.steps of each run (the study's 160: ~8 s of training)",
+                     "CTP's training step time vs SeqF's (interleaved repeats, all tasks; ratios paired per repeat), "
+                     "beside the FLOP ratio",
+                     skip_first=False)
 
 
 if __name__ == "__main__":

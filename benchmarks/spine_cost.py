@@ -18,25 +18,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from vlcp.report.results import flops_per_step, step_time  # noqa: E402
-from vlcp.utils import write_json  # noqa: E402
-
-from common import paired_cost_args, paired_step_times, provenance, with_flop_ratio  # noqa: E402  (benchmarks/common.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import flop_paired_cost  # noqa: E402  (benchmarks/common.py)
 
 REFERENCE = "seqf"
 
 
 def main() -> None:
-    args, params, work = paired_cost_args(
-        __doc__, REFERENCE, [REFERENCE, "er", "jointt"], "benchmarks/results/spine_cost.json",
-        steps={"type": int, "default": 960, "help": "train.steps of each run (the study's 240: ~11 s of training)"})
-    out = paired_step_times(params, args.experiments, args.repeats, args.seed, work, step_time,
-                            lambda r: {"flops_per_step": flops_per_step(r)}, [f"train.steps={args.steps}"])
-    out = {"what": "ER's and JointT's training step time vs SeqF's (interleaved repeats, tasks 2..; ratios paired "
-                   "per repeat), beside the FLOP ratio", **with_flop_ratio(out)}
-    write_json(args.out, out | provenance())
+    flop_paired_cost(__doc__, REFERENCE, [REFERENCE, "er", "jointt"], "benchmarks/results/spine_cost.json", 960,
+                     "train.steps of each run (the study's 240: ~11 s of training)",
+                     "ER's and JointT's training step time vs SeqF's (interleaved repeats, tasks 2..; ratios paired "
+                     "per repeat), beside the FLOP ratio",
+                     skip_first=True)
 
 
 if __name__ == "__main__":
