@@ -145,3 +145,28 @@ def test_prepare_refuses_a_real_dataset(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode != 0 and "does not download or prepare it" in r.stderr and "data/README.md" in r.stderr
     assert not (tmp_path / "p9d").exists()
+
+
+def test_paper_profile_brings_p9d_with_the_ctp_model():
+    """The `paper` profile's `albef` alias carries its dataset: every CTP-study experiment (and
+    only those) trains on P9D at 224 px with CTP's hyperparameters (the pretraining stages, which
+    build the tiny profile's initialisations, name an architecture only)."""
+    from vlcp.config import load_params, resolve_experiment
+    params = load_params("params.yaml")
+    params["profile"] = "paper"
+    for name, exp in params["experiments"].items():
+        if "arch_of" in ((exp or {}).get("model") or {}):   # the tiny profile's pretraining stages (ctp-base, ...)
+            continue
+        cfg = resolve_experiment(params, name)
+        assert (cfg.data.benchmark == "p9d") == (cfg.model.name == "albef-base"), name
+    cfg = resolve_experiment(params, "ctp-rev-ctp")
+    assert (cfg.data.root, cfg.data.image_size, cfg.data.reverse) == ("data/p9d", 224, True)
+    assert (cfg.train.batch_size, cfg.train.lr, cfg.train.warmup_steps, cfg.train.weight_decay) == (512, 1e-4, 0, 0.05)
+
+
+def test_language_stream_refuses_compile(tmp_path):
+    from vlcp.config import experiment_from_dict
+    cfg = experiment_from_dict({"data": {"stream": "language"}, "method": {"name": "cllclip"},
+                                "train": {"compile": "eager"}})
+    with pytest.raises(ConfigError, match="train.compile: the language stream"):
+        run_experiment(cfg, tmp_path)
