@@ -63,6 +63,21 @@ def paired_cost_args(doc: str, reference: str, experiments: list[str], out: str,
     return args, load_params(args.params), work
 
 
+def interleaved(names: list[str], rep: int) -> list[str]:
+    """The run order of repeat `rep`: as given, reversed every other repeat (ABBA: none always runs first)."""
+    return list(names) if rep % 2 == 0 else list(names)[::-1]
+
+
+def paired(values: dict[str, list[float]], reference: str) -> tuple[dict, dict, dict]:
+    """Each repeat's value over the same repeat's `reference` value (paired, so slow drift
+    cancels): (the paired ratios, their medians, their [min, max]) per name."""
+    import statistics
+
+    ratios = {n: [a / b for a, b in zip(v, values[reference])] for n, v in values.items()}
+    return (ratios, {n: statistics.median(v) for n, v in ratios.items()},
+            {n: [min(v), max(v)] for n, v in ratios.items()})
+
+
 def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: int, work: Path,
                       step_time, extra=None, overrides: list[str] = ()) -> dict:
     """Run `experiments` interleaved, `repeats` times each in this process (so a shared VM's slow
@@ -80,7 +95,7 @@ def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: 
     step = {e: [] for e in experiments}
     extras = {e: [] for e in experiments}
     for rep in range(repeats):
-        for exp in experiments if rep % 2 == 0 else experiments[::-1]:   # ABBA: no experiment always runs first
+        for exp in interleaved(experiments, rep):
             cfg = resolve_experiment(params, exp, seed, ["train.progress=false", *overrides])
             where = work / f"rep{rep}" / exp
             r = run_experiment(cfg, where / "run", where / "ckpt", resume=False)
@@ -88,12 +103,10 @@ def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: 
             if extra is not None:
                 extras[exp].append(extra(r))
             print(f"repeat {rep + 1}/{repeats} {exp}: {1000 * step[exp][-1]:.1f} ms/step", flush=True)
-    paired = {e: [a / b for a, b in zip(v, step[reference])] for e, v in step.items()}
+    ratios, medians, ranges = paired(step, reference)
     out = {"reference": reference, "seed": seed, "repeats": repeats, "overrides": list(overrides),
            "seconds_per_step": step, "median_seconds_per_step": {e: statistics.median(v) for e, v in step.items()},
-           "paired_ratios": paired,
-           "ratio_to_reference": {e: statistics.median(v) for e, v in paired.items()},
-           "ratio_range": {e: [min(v), max(v)] for e, v in paired.items()}}
+           "paired_ratios": ratios, "ratio_to_reference": medians, "ratio_range": ranges}
     if extra is not None:
         out["extra"] = extras
     for e in experiments:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from vlcp.utils import write_json  # noqa: E402
 
-from common import provenance  # noqa: E402  (benchmarks/common.py)
+from common import interleaved, paired, provenance  # noqa: E402  (benchmarks/common.py)
 
 TARGET = 1.6
 
@@ -85,26 +85,24 @@ def main() -> None:
     rate = {name: [] for name in cfgs}
     phase_ms = {name: [] for name in cfgs}
     for rep in range(args.repeats):
-        for name in list(cfgs) if rep % 2 == 0 else list(cfgs)[::-1]:
+        for name in interleaved(list(cfgs), rep):
             launcher, batch, threads, copies = cfgs[name]
             r, ph = run(launcher, batch, threads, copies, args.steps, args.params,
                         work / f"rep{rep}" / name.replace(" ", "_").replace(",", ""))
             rate[name].append(r)
             phase_ms[name].append(ph)
             print(f"repeat {rep + 1}/{args.repeats} {name}: {rate[name][-1]:.0f} samples/s", flush=True)
-    paired = {name: [a / b for a, b in zip(v, rate["1 process"])] for name, v in rate.items()}
+    ratios, medians, ranges = paired(rate, "1 process")
     out = {"what": "SeqF samples/s: 2 DDP processes (gloo, 1 thread each) vs 1 process at the same per-rank batch",
            "experiment": "seqf", "per_rank_batch": args.batch, "steps": args.steps, "repeats": args.repeats,
            "samples_per_second": rate, "median_samples_per_second": {n: statistics.median(v) for n, v in rate.items()},
-           "paired_ratio_to_one_process": paired,
-           "ratio_to_one_process": {n: statistics.median(v) for n, v in paired.items()},
-           "ratio_range": {n: [min(v), max(v)] for n, v in paired.items()}, "target_ratio": TARGET,
+           "paired_ratio_to_one_process": ratios, "ratio_to_one_process": medians, "ratio_range": ranges,
+           "target_ratio": TARGET,
            # where each configuration's step time goes (median over repeats, ms per step of one process / rank 0)
            "phase_ms_per_step": {n: {k: round(statistics.median(p[k] for p in v), 2) for k in v[0]}
                                  for n, v in phase_ms.items()},
            # DDP's share of what two workers reach here without communicating (paired per repeat)
-           "ddp_over_independent": statistics.median(
-               a / b for a, b in zip(rate["2 processes"], rate["2 independent processes"]))}
+           "ddp_over_independent": paired(rate, "2 independent processes")[1]["2 processes"]}
     for n in cfgs:
         lo, hi = out["ratio_range"][n]
         print(f"{n}: {out['median_samples_per_second'][n]:.0f} samples/s, {out['ratio_to_one_process'][n]:.2f} x "

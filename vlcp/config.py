@@ -166,9 +166,9 @@ class TrainCfg:
             raise ConfigError(f"precision: must be fp32 or bf16, got {self.precision!r}")
         if self.compile:
             import torch._dynamo
-            if self.compile not in torch._dynamo.list_backends(exclude_tags=()):
-                raise ConfigError(f"compile: unknown torch.compile backend {self.compile!r}; known: "
-                                  f"{', '.join(torch._dynamo.list_backends(exclude_tags=()))}")
+            backends = torch._dynamo.list_backends(exclude_tags=())
+            if self.compile not in backends:
+                raise ConfigError(f"compile: unknown torch.compile backend {self.compile!r}; known: {', '.join(backends)}")
 
 
 ORDERINGS = ("random", "easy-to-hard", "frequency", "similarity", "time", "dataset")

@@ -47,13 +47,11 @@ class RecordBenchmark(Benchmark):
                   "captions": [caption(r.captions[k % len(r.captions)]) for k in range(most)], "key": r.key}
                  for r in records]
         subgroups = list(dict.fromkeys(it["subgroup"] for it in items))
-        self.sources = [r.image for r in records]
-        self.names = [r.key if isinstance(r.image, bytes) else "" for r in records]
+        self.images = ImageFiles.of_records(records, cfg.image_size, cfg.workers)
         super().__init__(items, groups, subgroups, cfg)
 
     def _images(self, sel: list[int], styles: list[str]) -> ImageFiles:
-        return ImageFiles([self.sources[i] for i in sel], self.cfg.image_size, self.cfg.workers,
-                          [self.names[i] for i in sel])
+        return self.images.subset(sel)
 
 
 def p9d_benchmark(cfg: DataCfg) -> RecordBenchmark:

@@ -109,12 +109,7 @@ def load_image(image: Path | bytes, image_size: int, name: str = "") -> np.ndarr
 
 def load_images(records: Sequence[Record], image_size: int) -> np.ndarray:
     """Decode the records' images into uint8 [N, S, S, 3] (S = image_size), in record order."""
-    if not isinstance(image_size, int) or image_size < 1:
-        raise VlcpError(f"image_size: {image_size!r} must be a positive integer")
-    out = np.zeros((len(records), image_size, image_size, 3), np.uint8)
-    for i, r in enumerate(records):
-        out[i] = load_image(r.image, image_size, r.key if isinstance(r.image, bytes) else "")
-    return out
+    return ImageFiles.of_records(records, image_size, workers=1)[:].numpy()
 
 
 class ImageFiles:
@@ -129,6 +124,12 @@ class ImageFiles:
             raise VlcpError(f"image_size: {image_size!r} must be a positive integer")
         self.sources, self.image_size, self.workers = list(sources), image_size, max(1, workers)
         self.names = list(names) if names is not None else [""] * len(self.sources)
+
+    @classmethod
+    def of_records(cls, records: Sequence[Record], image_size: int, workers: int = 4) -> "ImageFiles":
+        """The records' images (an image inside a shard is named by its record's key in errors)."""
+        return cls([r.image for r in records], image_size, workers,
+                   [r.key if isinstance(r.image, bytes) else "" for r in records])
 
     def __len__(self) -> int:
         return len(self.sources)
