@@ -24,7 +24,8 @@ import yaml
 
 from vlcp.errors import ConfigError
 
-BENCHMARKS = ("emoji", "p9d")   # p9d: vlcp.data.real (the real datasets the runners stream)
+BENCHMARKS = ("emoji", "p9d", "mscoco36")   # p9d, mscoco36: vlcp.data.real (the real datasets the runners stream)
+REAL_STREAM = {"p9d": "group", "mscoco36": "language"}   # the one stream each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 STREAMS = ("group", "class", "instance", "language", "concepts")
 
@@ -63,6 +64,7 @@ class DataCfg:
     num_languages: int = 0           # language stream: keep the first N of the order (0 = all); ignored by other streams
     captions_per_item: int = 8
     workers: int = 4                 # real datasets: threads decoding each batch's images (the emoji benchmark is in memory)
+    ood_root: str = ""               # mscoco36: the XM3600 directory, the out-of-domain test set ("" = none)
 
     def __post_init__(self):
         if self.benchmark not in BENCHMARKS:
@@ -71,9 +73,12 @@ class DataCfg:
             if self.unseen_styles:
                 raise ConfigError(f"unseen_styles: the {self.benchmark} benchmark has one image per item, no style "
                                   "to hold out; set data.unseen_styles: []")
-            if self.stream != "group":
-                raise ConfigError(f"stream: the {self.benchmark} benchmark runs the group stream (one task per "
-                                  f"industry), not {self.stream!r}")
+            if self.stream != REAL_STREAM[self.benchmark]:
+                raise ConfigError(f"stream: the {self.benchmark} benchmark runs the {REAL_STREAM[self.benchmark]} "
+                                  f"stream only, not {self.stream!r}")
+        elif self.ood_root:
+            raise ConfigError("ood_root: only the mscoco36 benchmark has an out-of-domain directory (XM3600); "
+                              "the emoji benchmark holds out data.unseen_styles")
         if self.workers < 1:
             raise ConfigError(f"workers: must be >= 1, got {self.workers}")
         for name in ("styles", "train_styles", "unseen_styles"):

@@ -1,9 +1,11 @@
 """Run one experiment on the language stream (CLL-CLIP's continual language learning).
 
 Like `vlcp.runner`, but the model is `CLLText` over a frozen base CLIP and training never
-touches pixels: the base CLIP's image features (every item in every style) and English text
-features (every caption variant) are computed once per run (cached teacher features, as CLFM's
-.npy caches), and a batch is (image feature, English feature, foreign caption tokens). Each
+touches pixels: the base CLIP's image features (every training image, in every training style,
+and every test image) and English text features (every English source caption) are computed once
+per run (cached teacher features, as CLFM's .npy caches), and a batch is (image feature, English
+feature, foreign caption tokens). The data come from `vlcp.data.languages.load_language_data`: the
+emoji benchmark's CLDR captions, or CLFM's MSCOCO36 corpus and XM3600 (`data.benchmark: mscoco36`). Each
 task's languages come from `method.plan` (one per task; joint training: all in one). After every
 task, every learned language is evaluated (`vlcp.eval.language`); methods that need the task
 identity (†) are evaluated with the oracle language and, as `<set>_no_id`, with the latest
@@ -19,11 +21,11 @@ import time
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from vlcp.config import ExperimentCfg
-from vlcp.data.benchmark import load_benchmark
 from vlcp.data.bpe import Vocab, train_bpe
-from vlcp.data.languages import VARIANTS, Examples, build_corpus, build_examples, coverage, language_order
+from vlcp.data.languages import Examples, load_language_data
 from vlcp.eval.evaluate import _normalise
 from vlcp.eval.language import LanguageEvaluator
 from vlcp.methods import get_method
@@ -43,22 +45,25 @@ ORACLE_FACTOR = 20   # oracle vocab size / per-language size (the paper: 200K vs
 
 
 @torch.no_grad()
-def cache_features(clip, tokenizer, images: dict, corpus, device, batch_size: int = 512):
-    """(normalised image features {style: [items, D]}, English text features [items, VARIANTS, D])."""
-    img = {}
-    for style, arr in images.items():
-        x = torch.from_numpy(arr)
-        img[style] = torch.cat([clip.encode_image(_normalise(x[s:s + batch_size]).to(device), normalize=True).float().cpu()
-                                for s in range(0, len(x), batch_size)])
-    texts = [c for caps in corpus.text["en"] for c in caps]
-    en = torch.cat([clip.encode_text(tokenizer(texts[s:s + batch_size]).to(device)).float().cpu()
-                    for s in range(0, len(texts), batch_size)])
-    return img, en.view(len(corpus.text["en"]), VARIANTS, -1)
+def encode_images(clip, images, device, batch_size: int = 512, desc: str = "") -> torch.Tensor:
+    """Normalised image features [N, D] of uint8 images [N, S, S, 3] (array, tensor or `ImageFiles`)."""
+    starts = range(0, len(images), batch_size)
+    return torch.cat([clip.encode_image(_normalise(torch.as_tensor(images[s:s + batch_size])).to(device),
+                                        normalize=True).float().cpu()
+                      for s in tqdm(starts, desc=desc, unit="batch", disable=len(starts) < 20 or not is_main())])
+
+
+@torch.no_grad()
+def encode_texts(clip, tokenizer, texts: list[str], device, batch_size: int = 512, desc: str = "") -> torch.Tensor:
+    """The frozen CLIP's (unnormalised) text features [N, D], as CLFM's teacher caches."""
+    starts = range(0, len(texts), batch_size)
+    return torch.cat([clip.encode_text(tokenizer(texts[s:s + batch_size]).to(device)).float().cpu()
+                      for s in tqdm(starts, desc=desc, unit="batch", disable=len(starts) < 20 or not is_main())])
 
 
 class TextMaterializer:
     """Global example ids -> this rank's TextBatch: a random training style's cached image
-    feature, the caption variant's cached English feature, and the foreign caption under the
+    feature, the cached English feature of the example's row, and its caption under the
     model's current vocab. The styles are drawn for the whole global batch, then sliced (as
     `vlcp.train.loop.Materializer`), so the batches do not depend on the world size."""
 
@@ -71,9 +76,9 @@ class TextMaterializer:
         style = torch.randint(0, len(self.images), (len(ids),), generator=generator)
         sl = local_slice(len(ids))
         ids, style = ids[sl], style[sl]
-        item, variant = ex.item[ids], ex.variant[ids]
+        item = ex.item[ids]
         tokens, eot = self.model.encode(ex.texts(ids))
-        return TextBatch(self.images[style, item].to(self.device), self.english[item, variant].to(self.device),
+        return TextBatch(self.images[style, item].to(self.device), self.english[ex.row[ids]].to(self.device),
                          tokens, eot, ids, item.to(self.device), [ex.languages[i] for i in ex.lang[ids].tolist()])
 
 
@@ -132,28 +137,19 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         raise ConfigError("train.compile: the language stream's model grows its token embedding every task "
                           "(a recompile each task); run it uncompiled")
 
-    bench = load_benchmark(cfg.data)
-    items = bench.items
-    languages = language_order(cfg.data.languages, cfg.data.seed)
-    languages = languages[: cfg.data.num_languages or None]
-    corpus = build_corpus(items, languages, cfg.data.seed)
-    split = lambda s: [i for i, it in enumerate(items) if it["split"] == s]  # noqa: E731
-    train_items, test_items = split("train"), split("test")
-    examples = build_examples(corpus, train_items)
+    data = load_language_data(cfg.data)
+    languages, examples = data.languages, data.examples
     plan = method.plan(languages)
 
     clip, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
     clip.eval()
-    styles = cfg.data.train_styles + cfg.data.unseen_styles
-    img, english = cache_features(clip, tokenizer, {s: bench.images(s) for s in styles}, corpus, device)
-    pos = torch.arange(len(test_items))
-    test_idx = torch.tensor(test_items)
-    image_sets = {"in_domain": (torch.cat([img[s][test_idx] for s in cfg.data.train_styles]),
-                                pos.repeat(len(cfg.data.train_styles)))}
-    if cfg.data.unseen_styles:
-        image_sets["out_domain"] = (torch.cat([img[s][test_idx] for s in cfg.data.unseen_styles]),
-                                    pos.repeat(len(cfg.data.unseen_styles)))
-    evaluator = LanguageEvaluator(corpus, test_items, image_sets, cfg.eval.ks, cfg.eval.batch_size)
+    train_img = torch.stack([encode_images(clip, im, device, desc=f"image features ({len(im)} training images)")
+                             for im in data.train_images])
+    english = encode_texts(clip, tokenizer, data.english, device, desc="English text features")
+    image_sets = {name: (encode_images(clip, s.images, device, desc=f"image features ({name})"), s.image_items)
+                  for name, s in data.eval_sets.items()}
+    evaluator = LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets,
+                                  cfg.eval.ks, cfg.eval.batch_size)
 
     model = CLLText(clip, Vocab.from_open_clip(tokenizer)).to(device)
     del clip
@@ -161,7 +157,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
     lr_plan = plan_for(cfg.train, steps)
-    mat = TextMaterializer(examples, torch.stack([img[s] for s in cfg.data.train_styles]), english, model, device)
+    mat = TextMaterializer(examples, train_img, english, model, device)
 
     count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
@@ -171,7 +167,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         "config_hash": chash, "stream": "language", "languages": languages,
         "tasks": ["+".join(p) if len(p) < 4 else f"all {len(p)} languages" for p in plan],
         "task_languages": plan, "task_sizes": [len(i) for i in task_ids], "steps_per_task": steps,
-        "coverage": {"train": coverage(corpus, train_items), "test": coverage(corpus, test_items)},
+        "benchmark": cfg.data.benchmark, "coverage": data.coverage,
         "needs_task_id": method.needs_task_id, "world_size": world, "device": str(device), "versions": _versions(),
         "zero_shot": None, "matrix": {}, "vocab_sizes": [], "train": [],
     }

@@ -16,10 +16,12 @@ XM3600 calls Cusco Quechua `quz`; CLDR's table has Quechua as `qu`. We use the C
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from vlcp.config import DataCfg
 from vlcp.data.cldr import load_cldr
 from vlcp.errors import ConfigError
 from vlcp.utils import derive_seed
@@ -95,35 +97,89 @@ def coverage(corpus: LanguageCorpus, idx: list[int] | None = None) -> dict[str, 
 
 @dataclass
 class Examples:
-    """The training examples of a language stream: example e is (language `lang[e]`, item
-    `item[e]`, caption variant `variant[e]`). Ids index these arrays."""
-    corpus: LanguageCorpus
+    """The training examples of a language stream: example e is (language `lang[e]`, image
+    `item[e]`, row `row[e]`); its caption is `captions[languages[lang[e]]][row[e]]` and its English
+    source caption row `row[e]` of `LanguageData.english` (the emoji benchmark: row = item x
+    VARIANTS + caption variant; CLFM's corpus: the line of the triplet files). Ids index these arrays."""
     languages: list[str]
     lang: torch.Tensor      # long [E]: index into `languages`
-    item: torch.Tensor      # long [E]: benchmark item id
-    variant: torch.Tensor   # long [E]
+    item: torch.Tensor      # long [E]: row of the training images
+    row: torch.Tensor       # long [E]: row of the English captions and of the language's captions
+    captions: dict[str, Sequence[str | None]]
 
     def __len__(self) -> int:
         return len(self.lang)
 
     def texts(self, ids: torch.Tensor) -> list[str]:
-        rows = self.corpus.text
-        return [rows[self.languages[lg]][it][v] for lg, it, v in
-                zip(self.lang[ids].tolist(), self.item[ids].tolist(), self.variant[ids].tolist())]
+        return [self.captions[self.languages[lg]][r] for lg, r in zip(self.lang[ids].tolist(), self.row[ids].tolist())]
 
     def of_language(self, lang: str) -> torch.Tensor:
         return (self.lang == self.languages.index(lang)).nonzero().squeeze(1)
 
 
+@dataclass
+class EvalSet:
+    """One retrieval test set of a language stream: images, the item each shows, and per language
+    the captions of those items (several per item where the dataset has them)."""
+    images: Any                   # uint8 [M, S, S, 3]: array, tensor or `ImageFiles`
+    image_items: torch.Tensor     # long [M]
+    captions: dict[str, tuple[list[str], torch.Tensor]]   # lang -> (captions, item of each caption)
+
+
+@dataclass
+class LanguageData:
+    """What the language runner trains and evaluates on, from the emoji benchmark
+    (`emoji_language_data`) or CLFM's MSCOCO36 corpus (`vlcp.data.real.mscoco36_language_data`)."""
+    languages: list[str]               # the task order
+    examples: Examples
+    train_images: list[Any]            # one image array per training style (real data: one); Examples.item indexes each
+    english: list[str]                 # English source captions; Examples.row indexes them
+    eval_sets: dict[str, EvalSet]      # "in_domain", and "out_domain" where there is one
+    coverage: dict[str, dict[str, float]]   # {"train" | "test": {lang: share of items with captions}}
+
+
 def build_examples(corpus: LanguageCorpus, items: list[int]) -> Examples:
     """Every (language, item, variant) of the given (training) items the language covers."""
-    lang, item, var = [], [], []
+    lang, item, row = [], [], []
     for li, name in enumerate(corpus.languages):
         for i in items:
             if corpus.text[name][i] is not None:
                 for v in range(VARIANTS):
                     lang.append(li)
                     item.append(i)
-                    var.append(v)
+                    row.append(i * VARIANTS + v)
+    flat = {name: [c for caps in corpus.text[name] for c in (caps or [None] * VARIANTS)] for name in corpus.text}
     t = lambda x: torch.tensor(x, dtype=torch.long)  # noqa: E731
-    return Examples(corpus, list(corpus.languages), t(lang), t(item), t(var))
+    return Examples(list(corpus.languages), t(lang), t(item), t(row), flat)
+
+
+def emoji_language_data(bench, cfg: DataCfg, languages: list[str]) -> LanguageData:
+    """The language stream on the emoji benchmark: CLDR captions of the training items in every
+    training style; in-domain test = the test items in the training styles, out-of-domain = the
+    test items in the held-out styles; evaluation caption = variant 0."""
+    corpus = build_corpus(bench.items, languages, cfg.seed)
+    split = lambda s: [i for i, it in enumerate(bench.items) if it["split"] == s]  # noqa: E731
+    train_items, test_items = split("train"), split("test")
+    pos = torch.arange(len(test_items))
+    captions = {}
+    for lang in languages:
+        keep = [k for k, i in enumerate(test_items) if corpus.text[lang][i] is not None]
+        captions[lang] = ([corpus.text[lang][test_items[k]][0] for k in keep], torch.tensor(keep, dtype=torch.long))
+    sets = {"in_domain": cfg.train_styles, "out_domain": cfg.unseen_styles}
+    eval_sets = {name: EvalSet(np.concatenate([bench.images(s)[test_items] for s in styles]),
+                               pos.repeat(len(styles)), captions) for name, styles in sets.items() if styles}
+    english = [c for caps in corpus.text["en"] for c in caps]
+    return LanguageData(languages, build_examples(corpus, train_items), [bench.images(s) for s in cfg.train_styles],
+                        english, eval_sets, {"train": coverage(corpus, train_items), "test": coverage(corpus, test_items)})
+
+
+def load_language_data(cfg: DataCfg) -> LanguageData:
+    """The language stream's data for `cfg.benchmark` (emoji, or CLFM's MSCOCO36 corpus), in the
+    order `data.languages` gives (default: English first, then the others seeded, or CLL-CLIP's
+    own order on MSCOCO36), cut to `data.num_languages`."""
+    if cfg.benchmark == "emoji":
+        from vlcp.data.benchmark import load_benchmark
+        languages = language_order(cfg.languages, cfg.seed)[: cfg.num_languages or None]
+        return emoji_language_data(load_benchmark(cfg), cfg, languages)
+    from vlcp.data.real import LANGUAGE_READERS
+    return LANGUAGE_READERS[cfg.benchmark](cfg)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from vlcp.data.formats import Record, require
 from vlcp.data.formats.karpathy import read_caption_rows
@@ -61,6 +61,29 @@ def read_mscoco36(root: str | Path, split: str = "test", languages: Sequence[str
     return out
 
 
+def triplet_path(root: str | Path, language: str, dataset: str = "coco") -> Path:
+    """CLFM's training file of one target language under `root` (its corpus `triplet/` directory's
+    parent), `{root}/triplet/{dataset}_vision-en-{language}.tsv.gz` (English too: `...-en-en...`)."""
+    return Path(root) / "triplet" / f"{dataset}_vision-en-{language}.tsv.gz"
+
+
+def iter_triplet_lines(path: str | Path) -> Iterator[tuple[str, str | None, str]]:
+    """(image_rpath, en_caption or None, target_caption) per line of a triplet / vision_text TSV
+    (plain or .gz); a malformed line or unreadable file is a VlcpError naming it."""
+    path = require(Path(path), "CLFM triplet TSV")
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else
+              open(path, encoding="utf-8")) as f:
+            for i, line in enumerate(f):
+                parts = line.rstrip("\r\n").split("\t")
+                if len(parts) not in (2, 3) or not all(parts):
+                    raise VlcpError(f"{path}: line {i + 1}: expected 'image_rpath<TAB>en_caption<TAB>target_caption'"
+                                    f", got {len(parts)} field(s){' (one empty)' if len(parts) in (2, 3) else ''}")
+                yield parts[0], (parts[1] if len(parts) == 3 else None), parts[-1]
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise VlcpError(f"{path}: not a readable TSV ({e})") from None
+
+
 def read_triplets(path: str | Path, image_dir: str | Path, language: str | None = None) -> list[Record]:
     """CLFM's triplet TSV (plain or .gz): one record per line `image_rpath \\t en_caption \\t target_caption`.
 
@@ -74,18 +97,6 @@ def read_triplets(path: str | Path, image_dir: str | Path, language: str | None 
     require(image_dir, "images of the triplet TSV")
     if language is None and (m := _TSV_NAME.search(path.name)):
         language = m.group(2)
-    out = []
-    try:
-        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else
-              open(path, encoding="utf-8")) as f:
-            for i, line in enumerate(f):
-                parts = line.rstrip("\r\n").split("\t")
-                if len(parts) not in (2, 3) or not all(parts):
-                    raise VlcpError(f"{path}: line {i + 1}: expected 'image_rpath<TAB>en_caption<TAB>target_caption'"
-                                    f", got {len(parts)} field(s){' (one empty)' if len(parts) in (2, 3) else ''}")
-                out.append(Record(image=image_dir / parts[0], captions=(parts[-1],), split="train", key=str(i),
-                                  task=language, language=language,
-                                  source_caption=parts[1] if len(parts) == 3 else None))
-    except (OSError, UnicodeDecodeError, EOFError) as e:
-        raise VlcpError(f"{path}: not a readable TSV ({e})") from None
-    return out
+    return [Record(image=image_dir / rpath, captions=(target,), split="train", key=str(i), task=language,
+                   language=language, source_caption=source)
+            for i, (rpath, source, target) in enumerate(iter_triplet_lines(path))]
