@@ -22,6 +22,18 @@ def emoji_root(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="session")
+def paper_experiments():
+    """Every experiment of params.yaml resolved under the `paper` profile ({name: config}), but the
+    tiny profile's pretraining stages (ctp-base, ...), which name an architecture only."""
+    from vlcp.config import load_params, resolve_experiment
+
+    params = load_params("params.yaml")
+    params["profile"] = "paper"
+    return {name: resolve_experiment(params, name) for name, exp in params["experiments"].items()
+            if "arch_of" not in ((exp or {}).get("model") or {})}
+
+
 def tiny_experiment(root, method="seqf", steps=12, model="vlcp-tiny", **method_args):
     from vlcp.config import experiment_from_dict
 

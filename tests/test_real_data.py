@@ -147,19 +147,12 @@ def test_prepare_refuses_a_real_dataset(tmp_path):
     assert not (tmp_path / "p9d").exists()
 
 
-def test_paper_profile_brings_p9d_with_the_ctp_model():
+def test_paper_profile_brings_p9d_with_the_ctp_model(paper_experiments):
     """The `paper` profile's `albef` alias carries its dataset: every CTP-study experiment (and
-    only those) trains on P9D at 224 px with CTP's hyperparameters (the pretraining stages, which
-    build the tiny profile's initialisations, name an architecture only)."""
-    from vlcp.config import load_params, resolve_experiment
-    params = load_params("params.yaml")
-    params["profile"] = "paper"
-    for name, exp in params["experiments"].items():
-        if "arch_of" in ((exp or {}).get("model") or {}):   # the tiny profile's pretraining stages (ctp-base, ...)
-            continue
-        cfg = resolve_experiment(params, name)
+    only those) trains on P9D at 224 px with CTP's hyperparameters."""
+    for name, cfg in paper_experiments.items():
         assert (cfg.data.benchmark == "p9d") == (cfg.model.name == "albef-base"), name
-    cfg = resolve_experiment(params, "ctp-rev-ctp")
+    cfg = paper_experiments["ctp-rev-ctp"]
     assert (cfg.data.root, cfg.data.image_size, cfg.data.reverse) == ("data/p9d", 224, True)
     assert (cfg.train.batch_size, cfg.train.lr, cfg.train.warmup_steps, cfg.train.weight_decay) == (512, 1e-4, 0, 0.05)
 

@@ -4,8 +4,9 @@ An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]`
 `experiments[name]` < CLI `--set key=value` overrides. A profile's `model_aliases` map a model
 name an experiment uses (e.g. `resnet`) to that profile's model (a tiny config on CPU, RN50 at
 paper scale), so one experiment definition serves every profile; an alias may also carry `train:`
-and `data:` settings for that model in that profile (they sit under the experiment's own `train:`,
-`data:` and `--set`): the `paper` profile's CTP model brings P9D with it.
+`data:` (and `fomo:`) settings for that model in that profile (they sit under the experiment's own
+`train:`, `data:`, `fomo:` and `--set`): the `paper` profile's CTP model brings P9D with it, its
+CLL-CLIP model CLFM's MSCOCO36 corpus, its FoMo-in-Flux model FoMo's datasets.
 `model: {arch_of: fomo, pretrained: null}` names only an alias's architecture (what a pretraining
 stage trains from random init for the alias's `pretrained` file). Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
@@ -24,8 +25,8 @@ import yaml
 
 from vlcp.errors import ConfigError
 
-BENCHMARKS = ("emoji", "p9d", "mscoco36")   # p9d, mscoco36: vlcp.data.real (the real datasets the runners stream)
-REAL_STREAM = {"p9d": "group", "mscoco36": "language"}   # the one stream each real dataset runs
+BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo")   # all but emoji: vlcp.data.real (the real datasets the runners stream)
+REAL_STREAM = {"p9d": "group", "mscoco36": "language", "fomo": "concepts"}   # the one stream each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 STREAMS = ("group", "class", "instance", "language", "concepts")
 
@@ -195,6 +196,12 @@ class FomoCfg:
     temperature: float | None = None  # set τ (logit scale = 1/τ) before the first task; None keeps θ0's
     shapes_per_class: int = 6        # training images per colour-shape class
     pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
+    # data.benchmark: fomo (FoMo-in-Flux's info dicts under data.root; vlcp.data.real.fomo_data)
+    datasets: list[str] = field(default_factory=list)    # adaptation datasets (A_KA): streamed concept by concept
+    retention: list[str] = field(default_factory=list)   # eval-only classification datasets (A_ZS)
+    retrieval: list[str] = field(default_factory=list)   # eval-only retrieval datasets (A_ZS; R@5 over every caption)
+    pool_root: str = ""              # webdataset shards of the pool P that λP replays
+    pool_size: int = 10000           # pool pairs read (held as encoded bytes in memory)
 
     def __post_init__(self):
         from vlcp.data.mixtures import validate_mixture
@@ -217,6 +224,8 @@ class FomoCfg:
             raise ConfigError(f"pool: unknown pool {self.pool!r}; known: full, one-style, half, noisy")
         if self.shapes_per_class < 2:
             raise ConfigError(f"shapes_per_class: must be >= 2, got {self.shapes_per_class}")
+        if self.pool_size < 1:
+            raise ConfigError(f"pool_size: must be >= 1, got {self.pool_size}")
 
 
 @dataclass
@@ -359,9 +368,9 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
         raw["model"] = {**model, "name": alias["name"] if isinstance(alias, dict) else alias}
         return experiment_from_dict(raw)
     if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
-        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data]}
+        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data][, fomo]}
         alias = dict(alias) if isinstance(alias, dict) else {"name": alias}
-        settings = {k: alias.pop(k) for k in ("train", "data") if k in alias}
+        settings = {k: alias.pop(k) for k in ("train", "data", "fomo") if k in alias}
         if settings:   # the profile's training and data settings for this model, under the experiment's own
             raw = merged(settings, *on_top)
         raw["model"] = {**model, **alias}

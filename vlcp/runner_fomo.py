@@ -41,6 +41,23 @@ from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
 
 # --------------------------------------------------------------------------- the stream
 
+def load_fomo_data(cfg: ExperimentCfg) -> FomoData:
+    """The mini FoMo-in-Flux on the emoji benchmark, or FoMo-in-Flux's own datasets
+    (`data.benchmark: fomo`, `vlcp.data.real.fomo_data`)."""
+    f = cfg.fomo
+    if cfg.data.benchmark != "emoji":
+        from vlcp.data.real import fomo_data
+        if f.ordering == "time" and not f.stream_file:
+            raise ConfigError("fomo.ordering: 'time' needs release dates the info dicts do not have; give FoMo's "
+                              "time_incremental_*.json as fomo.stream_file")
+        return fomo_data(cfg)
+    try:
+        return build_fomo(load_benchmark(cfg.data), f.pool_groups, cfg.data.train_styles, cfg.data.unseen_styles,
+                          f.shapes_per_class, cfg.data.seed)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 @torch.no_grad()
 def concept_difficulty(model, data: FomoData, materialize, generator: torch.Generator, n: int = 50) -> list[float]:
     """Easy-to-hard side information (the paper's recipe at our scale): for each concept, the
@@ -77,6 +94,9 @@ def concept_order(cfg, data: FomoData, model, tokenizer, device, materialize, se
     f = cfg.fomo
     if f.stream_file:
         order = cs.read_stream(f.stream_file)
+        if cfg.data.benchmark != "emoji":   # FoMo's stream files list all 41 datasets (handles in either case): keep ours
+            ours = {(c.dataset.lower(), c.classname): c for c in data.concepts}
+            order = [ours[k] for c in order if (k := (c.dataset.lower(), c.classname)) in ours]
         unknown = [c for c in order if c not in set(data.concepts)]
         if unknown or len(order) != len(data.concepts):
             raise ConfigError(f"fomo.stream_file: {f.stream_file} does not list this benchmark's {len(data.concepts)} "
@@ -172,12 +192,7 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         raise ConfigError("data.tasks: the concept stream uses every group (fomo.pool_groups picks the pool)")
     f = cfg.fomo
 
-    bench = load_benchmark(cfg.data)
-    try:
-        data = build_fomo(bench, f.pool_groups, cfg.data.train_styles, cfg.data.unseen_styles,
-                          f.shapes_per_class, cfg.data.seed)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    data = load_fomo_data(cfg)
     data = with_pool(data, f.pool, derive_seed(cfg.seed, "pool"))
     train = data.train
     corpus = [c for caps in train.captions for c in caps]

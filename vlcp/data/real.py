@@ -9,9 +9,7 @@ does not apply, and there is no held-out style (`data.unseen_styles` must be emp
 |------------------|----------------|----------------------------------|---------------------------------------------|
 | `p9d`            | P9D (CTP)      | industries (`group`), CTP order  | test (cross-modal), query vs gallery (mAP)  |
 | `mscoco36`       | CLFM's MSCOCO36 corpus (CLL-CLIP) | languages (`language`), CLL-CLIP's order | MSCOCO36 test (in domain), XM3600 (`data.ood_root`, out of domain) |
-
-FoMo-in-Flux's concept stream still runs on the embedded benchmark only: its readers exist
-(`vlcp.data.formats`), its runner does not stream them.
+| `fomo`           | FoMo-in-Flux info dicts + a webdataset pool | concepts (`concepts`) of `fomo.datasets` | each dataset's test split (A_KA), `fomo.retention` / `fomo.retrieval` (A_ZS) |
 """
 from __future__ import annotations
 
@@ -23,13 +21,16 @@ from typing import Sequence
 import torch
 from tqdm import tqdm
 
-from vlcp.config import DataCfg
-from vlcp.data.benchmark import Benchmark
+from vlcp.config import DataCfg, ExperimentCfg
+from vlcp.data.benchmark import Benchmark, PairSet
+from vlcp.data.concepts import Concept
 from vlcp.data.formats import ImageFiles, Record, require
+from vlcp.data.formats.fomo_info import fomo_handle, read_fomo_classnames, read_fomo_info, read_fomo_template
+from vlcp.data.formats.wds import read_wds
 from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train
 from vlcp.data.formats.xm3600 import CLL_CLIP_ORDER, iter_triplet_lines, read_mscoco36, read_xm3600, triplet_path
 from vlcp.data.languages import EvalSet, Examples, LanguageData, language_order
-from vlcp.errors import VlcpError
+from vlcp.errors import ConfigError, VlcpError
 
 _CTP_PUNCTUATION = re.compile(r'[.!"()*#:;~]')
 
@@ -153,3 +154,89 @@ LANGUAGE_READERS = {"mscoco36": mscoco36_language_data}
 
 def load_real_benchmark(cfg: DataCfg) -> RecordBenchmark:
     return READERS[cfg.benchmark](cfg)
+
+
+# ----------------------------------------------------------------------------- FoMo-in-Flux
+
+FOMO_TEMPLATE = "A photo of a {}."   # a dataset whose info dict has no primer to recover one from
+
+
+def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = False) -> PairSet:
+    """Records as a PairSet with images decoded on access. Training (default): one text per
+    record (its first caption) and up to `data.captions_per_item` caption variants (cycling its
+    own); `every_caption`: every caption is a text of its record's item (retrieval sets)."""
+    n = len(records)
+    most = min(cfg.captions_per_item, max((len(r.captions) for r in records), default=1))
+    caps = [[r.captions[k % len(r.captions)] for k in range(most)] for r in records]
+    if every_caption:
+        texts = [c for r in records for c in r.captions]
+        items = torch.tensor([i for i, r in enumerate(records) for _ in r.captions], dtype=torch.long)
+        first = torch.cumsum(torch.tensor([0] + [len(r.captions) for r in records[:-1]]), 0)
+    else:
+        texts, items, first = [c[0] for c in caps], torch.arange(n), torch.arange(n)
+    none = torch.full((len(texts),), -1, dtype=torch.long)
+    labels = torch.tensor([-1 if r.label is None else r.label for r in records], dtype=torch.long)
+    if every_caption:
+        return PairSet(ImageFiles.of_records(records, cfg.image_size, cfg.workers), first, texts,
+                       [[t] for t in texts], none, none, items)
+    return PairSet(ImageFiles.of_records(records, cfg.image_size, cfg.workers), first, texts, caps, labels, none, items)
+
+
+def fomo_data(cfg: ExperimentCfg):
+    """FoMo-in-Flux on its own data (`data.benchmark: fomo`, data/README.md "fomo/"): the pool P =
+    the first `fomo.pool_size` pairs of the webdataset shards in `fomo.pool_root`; the adaptation
+    datasets `fomo.datasets` (their `train` info dicts), one concept per (dataset, class); every
+    dataset's `test` split evaluated with its recovered primer (A_KA), plus `fomo.retention`
+    (classification) and `fomo.retrieval` (R@5 over every caption), A_ZS. Per-task evaluation uses
+    FoMo's subset rule (max(300, 2 x classes, 10 %) of a test split, the same at every evaluation).
+    Concept side information: frequency = P's caption word counts; time has none (use FoMo's
+    time_incremental stream files, `fomo.stream_file`)."""
+    import numpy as np
+
+    from vlcp.data.fomo import EvalSet, FomoData, subset_mask, word_frequency
+
+    f, d = cfg.fomo, cfg.data
+    if not f.datasets:
+        raise ConfigError("fomo.datasets: name the adaptation datasets (FoMo handles, e.g. [DTD, CARS196]) "
+                          "for data.benchmark: fomo")
+    if not f.pool_root and f.mixture[0] > 0:
+        raise ConfigError(f"fomo.pool_root: λP = {f.mixture[0]} replays the pool P; give its webdataset "
+                          "directory (data/README.md, 'pools/') or set fomo.mixture's λP to 0")
+    root = require(Path(d.root), "FoMo-in-Flux data folder")
+    pool = read_wds(f.pool_root, limit=f.pool_size) if f.pool_root else []
+    records, concepts, concept_images, templates = list(pool), [], [], {}
+    handle = lambda names: [fomo_handle(root, n) for n in names]  # noqa: E731
+    for name in handle(f.datasets):
+        classes = read_fomo_classnames(root, name)
+        recs = read_fomo_info(root, name, "train")
+        templates[name] = read_fomo_template(root, name) or FOMO_TEMPLATE
+        by_class: dict[int, list[int]] = {}
+        for i, r in enumerate(recs):
+            if r.label is None or r.label >= len(classes):
+                raise VlcpError(f"{root / '00_info' / (name + '_train.json')}: entry {r.key!r}: 'target' "
+                                f"{r.label!r} is not a class of {name}_classnames.json ({len(classes)} classes)")
+            by_class.setdefault(r.label, []).append(len(records) + i)
+        for y in sorted(by_class):
+            concepts.append(Concept(name, classes[y]))
+            concept_images.append(torch.tensor(by_class[y], dtype=torch.long))
+        records += recs
+    train = record_pairs(records, d)
+    counts = word_frequency([c for r in pool for c in r.captions])
+    frequency = [float(np.mean([counts[w] for w in re.findall(r"[a-z0-9]+", c.classname.lower())] or [0]))
+                 for c in concepts]
+
+    def classification(name: str, role: str) -> EvalSet:
+        classes = read_fomo_classnames(root, name)
+        recs = read_fomo_info(root, name, "test")
+        recs = [recs[i] for i in subset_mask(len(recs), d.seed, floor=max(300, 2 * len(classes))).nonzero()[:, 0]]
+        pairs = record_pairs(recs, d)
+        return EvalSet(name, role, pairs.images, pairs.labels, classes, read_fomo_template(root, name) or FOMO_TEMPLATE)
+
+    sets = ([classification(n, "adaptation") for n in handle(f.datasets)]
+            + [classification(n, "retention") for n in handle(f.retention)])
+    for name in handle(f.retrieval):
+        recs = read_fomo_info(root, name, "test")
+        recs = [recs[i] for i in subset_mask(len(recs), d.seed).nonzero()[:, 0]]
+        sets.append(EvalSet(name, "retention", pairs=record_pairs(recs, d, every_caption=True)))
+    return FomoData(train, torch.arange(len(pool)), concepts, concept_images, [float("nan")] * len(concepts),
+                    frequency, templates, sets)

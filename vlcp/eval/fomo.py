@@ -20,7 +20,8 @@ from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
 def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512) -> float:
     if s.pairs is not None:
         enc = encode(model, tokenizer, s.pairs, device, batch_size)
-        r = cross_modal(enc.image, enc.text, s.pairs.image_text, torch.arange(len(s.pairs.texts)), (5,))
+        item = s.pairs.items   # an image matches every text of its item (real sets: all of an image's captions)
+        r = cross_modal(enc.image, enc.text, item[s.pairs.image_text], item, (5,))
         return (r["TR@5"] + r["IR@5"]) / 2
     feats = torch.cat([model.encode_image(_normalise(s.images[i:i + batch_size]).to(device), normalize=True).float().cpu()
                        for i in range(0, len(s.images), batch_size)])

@@ -7,7 +7,7 @@
 | CLFM's COCO caption rows        | `karpathy`    | `read_caption_rows`                                 |
 | XM3600, MSCOCO36 (CLL-CLIP)     | `xm3600`      | `read_xm3600`, `read_mscoco36`, `read_triplets`     |
 | webdataset pools (FoMo λP)      | `wds`         | `list_shards`, `iter_wds`, `read_wds`               |
-| FoMo-in-Flux info dicts         | `fomo_info`   | `read_fomo_info`, `read_fomo_classnames`            |
+| FoMo-in-Flux info dicts         | `fomo_info`   | `read_fomo_info`, `read_fomo_classnames`, `read_fomo_template` |
 
 FoMo's `DATASET+++class` stream files: `vlcp.data.concepts.read_stream` / `write_stream`.
 Where each dataset goes and its exact layout: `data/README.md` ("Real datasets").
@@ -201,7 +201,8 @@ def to_pairset(records: Sequence[Record], image_size: int, tasks: Sequence[str] 
     )
 
 
-from vlcp.data.formats.fomo_info import read_fomo_classnames, read_fomo_info, stream_task_ids  # noqa: E402
+from vlcp.data.formats.fomo_info import (fomo_handle, read_fomo_classnames, read_fomo_info, read_fomo_template,  # noqa: E402
+                                         stream_task_ids)
 from vlcp.data.formats.karpathy import (read_caption_rows, read_coco_karpathy,  # noqa: E402
                                         read_flickr30k_karpathy, read_karpathy)
 from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train  # noqa: E402

@@ -23,6 +23,17 @@ from vlcp.data.formats import Record, read_json_file, require, str_list
 from vlcp.errors import VlcpError
 
 
+def fomo_handle(root: str | Path, name: str) -> str:
+    """The dataset's `<NAME>` as its info dicts spell it: `name` itself if a `00_info/<name>_*.json`
+    exists, else the one spelling that matches ignoring case (FoMo names a dataset by folder,
+    `CUB200`, or by module, `cub200`); `name` when none or several do."""
+    info = Path(root) / "00_info"
+    if not info.is_dir() or any(info.glob(f"{name}_*.json")):
+        return name
+    found = {p.name[: len(name)] for p in info.glob("*.json") if p.name.lower().startswith(f"{name.lower()}_")}
+    return found.pop() if len(found) == 1 else name
+
+
 def read_fomo_classnames(root: str | Path, name: str) -> list[str]:
     """`{root}/00_info/{name}_classnames.json`: the dataset's class names, position = target id."""
     path = Path(root) / "00_info" / f"{name}_classnames.json"
@@ -71,6 +82,19 @@ def read_fomo_info(root: str | Path, name: str, split: str = "train") -> list[Re
         out.append(Record(image=image_dir / key, captions=captions, split=split, key=key, label=target,
                           classname=classname))
     return out
+
+
+def read_fomo_template(root: str | Path, name: str, split: str = "test") -> str | None:
+    """The dataset's zero-shot template (FoMo's per-dataset `PRIMER`), recovered from its info
+    dict: the first entry's `primer_caption` with its `classname` replaced by `{}`; None if no
+    entry's primer contains its class name."""
+    path = Path(root) / "00_info" / f"{name}_{split}.json"
+    info = read_json_file(path, f"FoMo-in-Flux info dict of {name}")
+    for it in (info.values() if isinstance(info, dict) else ()):
+        primer, cname = (it.get("primer_caption"), it.get("classname")) if isinstance(it, dict) else (None, None)
+        if isinstance(primer, str) and isinstance(cname, str) and cname and cname in primer:
+            return primer.replace(cname, "{}", 1)
+    return None
 
 
 def stream_task_ids(records: Sequence[Record], dataset: str, tasks: Sequence[Sequence[Concept]]) -> list[int]:
