@@ -101,6 +101,11 @@ def test_mscoco36_errors(clfm, tmp_path):
         f.write("\n".join(lines[:-1] + ["train2014/x.jpg\tanother English caption\tein Satz"]) + "\n")
     with pytest.raises(VlcpError, match=r"coco_vision-en-de\.tsv\.gz: line 8: not line-aligned with .*en-en"):
         load_language_data(data_cfg(bad))
+    image_swapped = lines[0].split("\t")
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("\n".join([lines[-1].split("\t")[0] + "\t" + "\t".join(image_swapped[1:])] + lines[1:]) + "\n")
+    with pytest.raises(VlcpError, match=r"coco_vision-en-de\.tsv\.gz: line 1: not line-aligned"):
+        load_language_data(data_cfg(bad))
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.write("\n".join(lines[:-1]) + "\n")
     with pytest.raises(VlcpError, match=r"coco_vision-en-de\.tsv\.gz: 7 lines, but .*en-en\.tsv\.gz has 8"):

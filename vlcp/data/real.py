@@ -125,7 +125,7 @@ def mscoco36_language_data(cfg: DataCfg) -> LanguageData:
             if first:
                 item.append(image_of.setdefault(rpath, len(image_of)))
                 english.append(source)
-            elif i >= len(english) or english[i] != source:
+            elif i >= len(english) or english[i] != source or image_of.get(rpath) != item[i]:
                 raise VlcpError(f"{path}: line {i + 1}: not line-aligned with {triplet_path(root, clfm_code(languages[0]))}"
                                 " (every language's file must have the same lines of images and English captions)")
             targets.append(target)
