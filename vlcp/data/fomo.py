@@ -127,6 +127,13 @@ def word_frequency(captions: list[str]) -> Counter:
     return Counter(w for c in captions for w in re.findall(r"[a-z0-9]+", c.lower()))
 
 
+def concept_frequency(concepts: list[Concept], pool_captions: list[str]) -> list[float]:
+    """Per concept, the mean count over the words of its class name of that word in the pool's captions."""
+    counts = word_frequency(pool_captions)
+    return [float(np.mean([counts[w] for w in re.findall(r"[a-z0-9]+", c.classname.lower())] or [0]))
+            for c in concepts]
+
+
 def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list[str], unseen_styles: list[str],
                shapes_per_class: int = 6, seed: int = 0) -> FomoData:
     """Assemble the mini FoMo-in-Flux from a prepared emoji benchmark (every group loaded)."""
@@ -175,9 +182,7 @@ def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list
             year.append(float(SHAPES_YEAR))
         off += len(pairs.images)
 
-    counts = word_frequency([c for i in pool.tolist() for c in train.captions[int(train.image_text[i])]])
-    frequency = [float(np.mean([counts[w] for w in re.findall(r"[a-z0-9]+", c.classname.lower())] or [0]))
-                 for c in concepts]
+    frequency = concept_frequency(concepts, [c for i in pool.tolist() for c in train.captions[int(train.image_text[i])]])
     return FomoData(train, pool, concepts, concept_images, year, frequency, templates,
                     _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles,
                                shapes_per_class, seed))

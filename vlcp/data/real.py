@@ -191,9 +191,7 @@ def fomo_data(cfg: ExperimentCfg):
     FoMo's subset rule (max(300, 2 x classes, 10 %) of a test split, the same at every evaluation).
     Concept side information: frequency = P's caption word counts; time has none (use FoMo's
     time_incremental stream files, `fomo.stream_file`)."""
-    import numpy as np
-
-    from vlcp.data.fomo import EvalSet, FomoData, subset_mask, word_frequency
+    from vlcp.data.fomo import EvalSet, FomoData, concept_frequency, subset_mask
 
     f, d = cfg.fomo, cfg.data
     if not f.datasets:
@@ -203,40 +201,35 @@ def fomo_data(cfg: ExperimentCfg):
         raise ConfigError(f"fomo.pool_root: λP = {f.mixture[0]} replays the pool P; give its webdataset "
                           "directory (data/README.md, 'pools/') or set fomo.mixture's λP to 0")
     root = require(Path(d.root), "FoMo-in-Flux data folder")
+    adapt, retention, retrieval = ([fomo_handle(root, n) for n in names] for names in (f.datasets, f.retention, f.retrieval))
+    classes = {n: read_fomo_classnames(root, n) for n in adapt + retention}
+    templates = {n: read_fomo_template(root, n) or FOMO_TEMPLATE for n in adapt + retention}
     pool = read_wds(f.pool_root, limit=f.pool_size) if f.pool_root else []
-    records, concepts, concept_images, templates = list(pool), [], [], {}
-    handle = lambda names: [fomo_handle(root, n) for n in names]  # noqa: E731
-    for name in handle(f.datasets):
-        classes = read_fomo_classnames(root, name)
+    records, concepts, concept_images = list(pool), [], []
+    for name in adapt:
         recs = read_fomo_info(root, name, "train")
-        templates[name] = read_fomo_template(root, name) or FOMO_TEMPLATE
         by_class: dict[int, list[int]] = {}
         for i, r in enumerate(recs):
-            if r.label is None or r.label >= len(classes):
+            if r.label is None or r.label >= len(classes[name]):
                 raise VlcpError(f"{root / '00_info' / (name + '_train.json')}: entry {r.key!r}: 'target' "
-                                f"{r.label!r} is not a class of {name}_classnames.json ({len(classes)} classes)")
+                                f"{r.label!r} is not a class of {name}_classnames.json ({len(classes[name])} classes)")
             by_class.setdefault(r.label, []).append(len(records) + i)
         for y in sorted(by_class):
-            concepts.append(Concept(name, classes[y]))
+            concepts.append(Concept(name, classes[name][y]))
             concept_images.append(torch.tensor(by_class[y], dtype=torch.long))
         records += recs
     train = record_pairs(records, d)
-    counts = word_frequency([c for r in pool for c in r.captions])
-    frequency = [float(np.mean([counts[w] for w in re.findall(r"[a-z0-9]+", c.classname.lower())] or [0]))
-                 for c in concepts]
+
+    def test_subset(name: str, floor: int = 300) -> list[Record]:
+        recs = read_fomo_info(root, name, "test")
+        return [recs[i] for i in subset_mask(len(recs), d.seed, floor=floor).nonzero()[:, 0]]
 
     def classification(name: str, role: str) -> EvalSet:
-        classes = read_fomo_classnames(root, name)
-        recs = read_fomo_info(root, name, "test")
-        recs = [recs[i] for i in subset_mask(len(recs), d.seed, floor=max(300, 2 * len(classes))).nonzero()[:, 0]]
-        pairs = record_pairs(recs, d)
-        return EvalSet(name, role, pairs.images, pairs.labels, classes, read_fomo_template(root, name) or FOMO_TEMPLATE)
+        pairs = record_pairs(test_subset(name, floor=max(300, 2 * len(classes[name]))), d)
+        return EvalSet(name, role, pairs.images, pairs.labels, classes[name], templates[name])
 
-    sets = ([classification(n, "adaptation") for n in handle(f.datasets)]
-            + [classification(n, "retention") for n in handle(f.retention)])
-    for name in handle(f.retrieval):
-        recs = read_fomo_info(root, name, "test")
-        recs = [recs[i] for i in subset_mask(len(recs), d.seed).nonzero()[:, 0]]
-        sets.append(EvalSet(name, "retention", pairs=record_pairs(recs, d, every_caption=True)))
+    sets = [classification(n, "adaptation") for n in adapt] + [classification(n, "retention") for n in retention]
+    sets += [EvalSet(n, "retention", pairs=record_pairs(test_subset(n), d, every_caption=True)) for n in retrieval]
     return FomoData(train, torch.arange(len(pool)), concepts, concept_images, [float("nan")] * len(concepts),
-                    frequency, templates, sets)
+                    concept_frequency(concepts, [c for r in pool for c in r.captions]),
+                    {n: templates[n] for n in adapt}, sets)
