@@ -10,7 +10,8 @@ from vlcp.config import experiment_from_dict
 from vlcp.data.bpe import Vocab, train_bpe
 from vlcp.data.languages import XM3600, captions, language_order
 from vlcp.errors import ConfigError
-from vlcp.models.token_embedding import ExpandableEmbedding
+from vlcp.models.clip import create_clip
+from vlcp.models.token_embedding import CLLText, ExpandableEmbedding
 from vlcp.report import cllclip as cl
 from vlcp.runner import run_experiment
 from vlcp.train.optim import RowScaledAdamW, RowScaledSGD, teir_scales
@@ -80,6 +81,23 @@ def test_expandable_embedding_keeps_rows():
     e.expand(1000, mean=0.3, std=0.1, generator=torch.Generator().manual_seed(0))
     assert e.weight.shape == (1005, 4) and torch.equal(e.weight[:5].detach(), old)
     assert e.weight[5:].mean().item() == pytest.approx(0.3, abs=0.01) and e.weight[5:].std().item() == pytest.approx(0.1, abs=0.01)
+
+
+def test_text_tower_on_longest_padding_equals_context_padding(clip_vocab):
+    """CLLText pads a batch to its longest caption; the causal tower pools at EOT, so the features
+    equal those of open_clip's full-context padding, for the plain tower and with prefixes."""
+    torch.manual_seed(0)
+    clip, _ = create_clip("vlcp-tiny")
+    model = CLLText(clip, clip_vocab).eval()
+    texts = ["an emoji of grinning face: smile", "a cat", "猫の顔: ねこ and a very long caption of many words"]
+    tokens, eot = model.encode(texts)
+    full, _ = clip_vocab.encode(texts, model.context_length)
+    assert tokens.shape[1] == int(eot.max()) + 1 < model.context_length
+    assert torch.equal(full[:, : tokens.shape[1]], tokens) and not full[:, tokens.shape[1]:].any()
+    prefixes = [torch.randn(1, 3, model.width)] * model.layers
+    with torch.no_grad():
+        for kw in ({}, {"prefixes": prefixes}):
+            torch.testing.assert_close(model(tokens, eot, **kw), model(full, eot, **kw), atol=1e-5, rtol=1e-5)
 
 
 def test_language_order_and_captions():

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from vlcp.config import ExperimentCfg
@@ -36,8 +37,8 @@ from vlcp.models.token_embedding import CLLText
 from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device, train_counted
 from vlcp.errors import ConfigError
 from vlcp.train import budget
-from vlcp.train.distributed import (all_reduce_mean, barrier, broadcast_object, init_distributed, is_main,
-                                    local_slice, rank_and_size)
+from vlcp.train.distributed import (all_reduce_max, all_reduce_mean, barrier, broadcast_object, init_distributed,
+                                    is_main, local_slice, rank_and_size)
 from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
 
@@ -78,6 +79,8 @@ class TextMaterializer:
         ids, style = ids[sl], style[sl]
         item = ex.item[ids]
         tokens, eot = self.model.encode(ex.texts(ids))
+        width = all_reduce_max(tokens.shape[1], self.device)   # the global batch's longest: one process's shapes
+        tokens = F.pad(tokens, (0, width - tokens.shape[1]))
         return TextBatch(self.images[style, item].to(self.device), self.english[ex.row[ids]].to(self.device),
                          tokens, eot, ids, item.to(self.device), [ex.languages[i] for i in ex.lang[ids].tolist()])
 

@@ -88,6 +88,11 @@ class Vocab:
         used = {i for enc in self.tokenizer.encode_batch(unique, add_special_tokens=False) for i in enc.ids}
         return torch.tensor(sorted(used), dtype=torch.long)
 
+    def __deepcopy__(self, memo) -> "Vocab":
+        """A Vocab is a value: `merge` returns a new one and nothing mutates it, so copies of a model
+        (the FLOP counter's, per task) share it instead of rebuilding ~100K tokens and merges."""
+        return self
+
     def __getstate__(self) -> dict:
         """Pickled as one JSON string: ~100K small token and merge objects took 0.27 s a checkpoint
         to pickle; the cached `tokenizers` object is not pickled (rebuilt on demand)."""

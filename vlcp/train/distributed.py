@@ -46,6 +46,15 @@ def all_reduce_mean(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def all_reduce_max(n: int, device="cpu") -> int:
+    """The largest of the ranks' `n` (`device`: where the backend reduces, cuda under NCCL)."""
+    if rank_and_size()[1] == 1:
+        return n
+    x = torch.tensor(n, device=device)
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    return int(x)
+
+
 def broadcast_object(obj):
     """Rank 0's `obj` on every rank (results of non-deterministic work, e.g. trained tokenizers)."""
     if rank_and_size()[1] == 1:
