@@ -107,21 +107,22 @@ def test_p9d_config_and_missing_data_errors(tmp_path):
         load_benchmark(p9d_data(root, tasks=["Toys"]))
 
 
-def p9d_experiment(root, method: str, **args):
+def p9d_experiment(root, method: str, transform: str = "shift", **args):
     return experiment_from_dict({
         "name": f"p9d-{method}", "seed": 0,
-        "data": {"benchmark": "p9d", "root": str(root), "image_size": 16, "unseen_styles": [], "workers": 2},
+        "data": {"benchmark": "p9d", "root": str(root), "image_size": 16, "unseen_styles": [], "workers": 2,
+                 "transform": transform},
         "model": {"name": "albef-tiny"}, "method": {"name": method, **args},
         "train": {"steps": 9, "batch_size": 8, "progress": False, "device": "cpu", "num_threads": 1},
         "eval": {"batch_size": 64},
     })
 
 
-@pytest.mark.parametrize("method,args", [("ctp", {"queue_size": 16}), ("er", {"buffer_size": 6})])
+@pytest.mark.parametrize("method,args", [("ctp", {"queue_size": 16, "transform": "ctp"}), ("er", {"buffer_size": 6})])
 def test_ctp_study_runs_on_p9d(p9d_root, tmp_path, method, args):
-    """CTP (queues, compatible momentum model, topology) and a buffer method train on the P9D
-    layout's industries with the runner of the emoji study, and evaluate on its test split
-    (cross-modal) and its query vs gallery files (multi-modal, positives = same category)."""
+    """CTP (queues, compatible momentum model, topology; CTP's crop/flip/RandAugment) and a buffer
+    method train on the P9D layout's industries with the runner of the emoji study, and evaluate
+    on its test split (cross-modal) and its query vs gallery files (multi-modal, positives = same category)."""
     res = run_experiment(p9d_experiment(p9d_root, method, **args), tmp_path / method)
     assert res["tasks"] == ["Household", "Food", "Parenting"] and res["task_sizes"] == [12, 12, 12]
     assert len(res["cumulative"]) == 3 and set(res["matrix"]) == {"test"}
@@ -153,7 +154,7 @@ def test_paper_profile_brings_p9d_with_the_ctp_model(paper_experiments):
     for name, cfg in paper_experiments.items():
         assert (cfg.data.benchmark == "p9d") == (cfg.model.name == "albef-base"), name
     cfg = paper_experiments["ctp-rev-ctp"]
-    assert (cfg.data.root, cfg.data.image_size, cfg.data.reverse) == ("data/p9d", 224, True)
+    assert (cfg.data.root, cfg.data.image_size, cfg.data.reverse, cfg.data.transform) == ("data/p9d", 224, True, "ctp")
     assert (cfg.train.batch_size, cfg.train.lr, cfg.train.warmup_steps, cfg.train.weight_decay) == (512, 1e-4, 0, 0.05)
 
 

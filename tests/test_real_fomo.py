@@ -69,11 +69,11 @@ def fomo_dirs(tmp_path_factory):
     return write_fomo(tmp_path_factory.mktemp("data") / "fomo")
 
 
-def experiment(root, pool, method="seqf", **fomo):
+def experiment(root, pool, method="seqf", transform="shift", **fomo):
     return experiment_from_dict({
         "name": f"fomo-real-{method}", "seed": 0,
         "data": {"benchmark": "fomo", "root": str(root), "stream": "concepts", "unseen_styles": [], "image_size": 16,
-                 "workers": 2},
+                 "workers": 2, "transform": transform},
         "model": {"name": "vlcp-tiny"}, "method": {"name": method},
         "fomo": {"datasets": ["DTD", "CARS"], "retention": ["FLOWERS"], "retrieval": ["MSCOCO"],
                  "pool_root": str(pool), "pool_size": 10, "num_tasks": 2, "steps_per_task": 2, **fomo},
@@ -106,12 +106,13 @@ def test_fomo_data_from_info_dicts(fomo_dirs):
 def test_fomo_runs_on_info_dicts_and_fomo_streams(fomo_dirs, tmp_path):
     """Full fine-tuning streams the concepts of FoMo's own stream-file format (all 41 datasets'
     entries, handles in either case: this run's are kept, in the file's order) under the P/D/B
-    mixture, and is evaluated after every task on the adaptation and retention sets."""
+    mixture with FoMo's random-resized-crop augmentation, and is evaluated after every task on the
+    adaptation and retention sets."""
     root, pool = fomo_dirs
     order = ["FOOD101+++pizza", "cars+++pickup", "DTD+++striped", "DTD+++banded", "CARS+++sedan", "DTD+++dotted"]
     stream = tmp_path / "random_sequence_1.json"
     stream.write_text(json.dumps(order))
-    res = run_experiment(experiment(root, pool, stream_file=str(stream)), tmp_path / "run")
+    res = run_experiment(experiment(root, pool, transform="fomo", stream_file=str(stream)), tmp_path / "run")
     assert res["stream"] == ["CARS+++pickup", "DTD+++striped", "DTD+++banded", "CARS+++sedan", "DTD+++dotted"]
     assert res["task_sizes"] == [9, 6] and len(res["trajectory"]) == 2
     last = res["trajectory"][-1]
@@ -150,4 +151,4 @@ def test_paper_profile_brings_fomo_data_with_the_fomo_models(paper_experiments):
         assert (cfg.data.benchmark == "fomo") == (cfg.data.stream == "concepts"), name
         if cfg.data.benchmark == "fomo":
             assert (len(cfg.fomo.datasets), len(cfg.fomo.retention), len(cfg.fomo.retrieval)) == (40, 20, 2), name
-            assert cfg.data.image_size == 224 and cfg.fomo.pool_root == "data/pools/laion"
+            assert cfg.data.image_size == 224 and cfg.fomo.pool_root == "data/pools/laion" and cfg.data.transform == "fomo"

@@ -28,6 +28,7 @@ from vlcp.errors import ConfigError
 BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo")   # all but emoji: vlcp.data.real (the real datasets the runners stream)
 REAL_STREAM = {"p9d": "group", "mscoco36": "language", "fomo": "concepts"}   # the one stream each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
+TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
 STREAMS = ("group", "class", "instance", "language", "concepts")
 
 
@@ -66,6 +67,7 @@ class DataCfg:
     captions_per_item: int = 8
     workers: int = 4                 # real datasets: threads decoding each batch's images (the emoji benchmark is in memory)
     ood_root: str = ""               # mscoco36: the XM3600 directory, the out-of-domain test set ("" = none)
+    transform: str = "shift"         # training augmentation (train.augment on): shift (±2 px) | ctp | fomo (vlcp.data.augment)
 
     def __post_init__(self):
         if self.benchmark not in BENCHMARKS:
@@ -82,6 +84,8 @@ class DataCfg:
                               "the emoji benchmark holds out data.unseen_styles")
         if self.workers < 1:
             raise ConfigError(f"workers: must be >= 1, got {self.workers}")
+        if self.transform not in TRANSFORMS:
+            raise ConfigError(f"transform: unknown training transform {self.transform!r}; known: {', '.join(TRANSFORMS)}")
         for name in ("styles", "train_styles", "unseen_styles"):
             bad = [s for s in getattr(self, name) if s not in STYLES]
             if bad:

@@ -15,6 +15,7 @@ import torch
 
 import vlcp
 from vlcp.config import ExperimentCfg
+from vlcp.data.augment import train_transform
 from vlcp.data.benchmark import load_benchmark
 from vlcp.errors import VlcpError
 from vlcp.eval.evaluate import Evaluator
@@ -89,7 +90,8 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                                     bench.caption_corpus())
     tokens = tokenizer(corpus).view(len(train.captions), -1, tokenizer.context_length)
     mask = tokenizer.masker() if hasattr(tokenizer, "masker") else None  # models with an MLM head
-    materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment, mask=mask)
+    materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment, mask=mask,
+                                transform=train_transform(cfg.data.transform))
     plain = Materializer(train.images, train.image_text, tokens, device, augment=False)
     task_ids = [(train.image_tasks == t).nonzero().squeeze(1) for t in range(len(tasks))]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from vlcp.config import ExperimentCfg
+from vlcp.data.augment import train_transform
 from vlcp.data import concepts as cs
 from vlcp.data.benchmark import load_benchmark
 from vlcp.data.fomo import FomoData, build_fomo, with_pool
@@ -198,7 +199,8 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
     corpus = [c for caps in train.captions for c in caps]
     model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size, corpus)
     tokens = tokenizer(corpus).view(len(train.captions), -1, tokenizer.context_length)
-    materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment)
+    materializer = Materializer(train.images, train.image_text, tokens, device, cfg.train.augment,
+                                transform=train_transform(cfg.data.transform))
     plain = Materializer(train.images, train.image_text, tokens, device, augment=False)
     whole = Materializer(train.images, train.image_text, tokens, device, augment=False, local=False)
     side_gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "side-info"))

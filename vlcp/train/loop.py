@@ -19,6 +19,7 @@ from torch.profiler import record_function
 from tqdm import tqdm
 
 from vlcp.config import TrainCfg
+from vlcp.data.augment import TrainTransform, augment_images
 from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 from vlcp.train.budget import PHASE_LABEL
@@ -28,16 +29,18 @@ from vlcp.train.schedules import lr_fn, plan_for
 
 
 class Materializer:
-    """Global batch ids -> this rank's Batch: random caption variant, random shift (augment),
-    CLIP normalisation, and for models with an MLM head (`mask`: tokens, generator -> (masked
+    """Global batch ids -> this rank's Batch: random caption variant, random shift (augment) or
+    the paper's training `transform` (`vlcp.data.augment`, `data.transform`), CLIP normalisation, and for models with an MLM head (`mask`: tokens, generator -> (masked
     input, labels), e.g. `vlcp.losses.mask_tokens` with the vocab's ids bound) BERT masking.
     Random draws are made for the whole global batch, then sliced, so the result does not
     depend on the world size. `local=False`: every rank gets the whole batch (side information
     computed alike on every rank, outside the training steps)."""
 
     def __init__(self, images: torch.Tensor, image_text: torch.Tensor, tokens: torch.Tensor,
-                 device: torch.device, augment: bool, pad: int = 2, mask=None, local: bool = True):
+                 device: torch.device, augment: bool, pad: int = 2, mask=None, local: bool = True,
+                 transform: TrainTransform | None = None):
         self.images, self.image_text, self.tokens = images, image_text, tokens  # tokens [N, K, ctx]
+        self.transform = transform if augment else None
         self.device, self.augment, self.pad, self.mask, self.local = torch.device(device), augment, pad, mask, local
         self.mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
         self.std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
@@ -48,10 +51,15 @@ class Materializer:
         shift = torch.randint(0, 2 * self.pad + 1, (n, 2), generator=generator)
         tok = self.tokens[self.image_text[ids], variant]
         masked = self.mask(tok, generator) if self.mask is not None else None
+        seeds = self.transform.seeds(n, generator) if self.transform is not None else None
         sl = local_slice(n) if self.local else slice(None)
         ids, shift, tok = ids[sl], shift[sl], tok[sl]
-        x = self.images[ids].permute(0, 3, 1, 2).float() / 255.0
-        if self.augment and self.pad:
+        if self.transform is not None:
+            x = augment_images(self.images, ids.tolist(), seeds[sl].tolist(), self.transform)
+        else:
+            x = self.images[ids]
+        x = x.permute(0, 3, 1, 2).float() / 255.0
+        if self.augment and self.pad and self.transform is None:
             s = x.shape[-1]
             padded = torch.nn.functional.pad(x, (self.pad,) * 4, value=1.0)
             x = torch.stack([padded[i, :, dy:dy + s, dx:dx + s] for i, (dy, dx) in enumerate(shift.tolist())])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -84,8 +85,9 @@ def str_list(value: Any) -> tuple[str, ...] | None:
 
 # ----------------------------------------------------------------------------- images
 
-def load_image(image: Path | bytes, image_size: int, name: str = "") -> np.ndarray:
-    """One image as uint8 [S, S, 3]: RGB, centre crop to a square, bicubic resize to S."""
+def load_image(image: Path | bytes, image_size: int, name: str = "", transform=None, seed: int = 0) -> np.ndarray:
+    """One image as uint8 [S, S, 3]: RGB, centre crop to a square, bicubic resize to S; with a
+    training `transform` (`vlcp.data.augment.TrainTransform`), its random crop of the original instead."""
     try:
         src = io.BytesIO(image) if isinstance(image, bytes) else open(image, "rb")
     except FileNotFoundError:
@@ -95,8 +97,11 @@ def load_image(image: Path | bytes, image_size: int, name: str = "") -> np.ndarr
     where = name or str(image)
     try:
         with src, Image.open(src) as im:
-            im.draft("RGB", (image_size, image_size))  # JPEG: decode at a reduced scale when possible
+            draft = image_size if transform is None else math.ceil(image_size * transform.draft_scale)
+            im.draft("RGB", (draft, draft))  # JPEG: decode at a reduced scale when possible
             im = im.convert("RGB")
+            if transform is not None:
+                return transform(im, image_size, seed)
             w, h = im.size
             m = min(w, h)
             left, top = (w - m) // 2, (h - m) // 2
@@ -148,16 +153,24 @@ class ImageFiles:
         return [int(i) for i in (index.tolist() if hasattr(index, "tolist") else index)]
 
     def __getitem__(self, index):
+        return self._decode(self._ids(index))
+
+    def augmented(self, index, seeds, transform) -> "torch.Tensor":
+        """The images at `index` under a training `transform`, image k drawn with `seeds[k]`."""
+        return self._decode(self._ids(index), [int(s) for s in seeds], transform)
+
+    def _decode(self, ids: list[int], seeds=None, transform=None):
         import torch
 
-        ids = self._ids(index)
-        load = lambda i: load_image(self.sources[i], self.image_size, self.names[i])  # noqa: E731
+        def load(k):
+            i = ids[k]
+            return load_image(self.sources[i], self.image_size, self.names[i], transform, seeds[k] if seeds else 0)
         if self.workers > 1 and len(ids) > 1:
             from concurrent.futures import ThreadPoolExecutor
             with ThreadPoolExecutor(min(self.workers, len(ids))) as pool:
-                arrays = list(pool.map(load, ids))
+                arrays = list(pool.map(load, range(len(ids))))
         else:
-            arrays = [load(i) for i in ids]
+            arrays = [load(k) for k in range(len(ids))]
         out = np.stack(arrays) if arrays else np.zeros((0, self.image_size, self.image_size, 3), np.uint8)
         return torch.from_numpy(out)
 
