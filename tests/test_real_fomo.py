@@ -6,11 +6,14 @@ import json
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from vlcp.config import experiment_from_dict
 from vlcp.data import concepts as cs
+from vlcp.data.fomo import subset_mask
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.runner import run_experiment
 from vlcp.runner_fomo import load_fomo_data
@@ -120,6 +123,22 @@ def test_fomo_runs_on_info_dicts_and_fomo_streams(fomo_dirs, tmp_path):
     assert 0 <= last["A_KA"] <= 100 and 0 <= last["A_ZS"] <= 100 and (tmp_path / "run" / "results.json").exists()
     res = run_experiment(experiment(root, pool, method="lora", ordering="frequency"), tmp_path / "lora")
     assert res["stream"][-1] == "DTD+++striped" and len(res["trajectory"]) == 2   # the pool's most frequent class name comes last
+
+
+def test_evaluation_subset_is_class_stratified_then_filled():
+    """FoMo's subset: max(floor, 10 %) of the split; with labels, ⌊size / classes⌋ of each class
+    first (a rare class is always in), then a random fill; seeded, the same every evaluation."""
+    labels = torch.tensor([0] * 30 + [1] * 2 + [2] * 8)
+    for seed in range(5):
+        m = subset_mask(40, seed, floor=6, labels=labels)
+        assert int(m.sum()) == 6 and [int(m[labels == c].sum()) for c in range(3)] == [2, 2, 2]
+        assert torch.equal(m, subset_mask(40, seed, floor=6, labels=labels))
+    m = subset_mask(40, 0, floor=7, labels=labels)    # 2 per class + 1 random fill
+    assert int(m.sum()) == 7 and int(m[labels == 1].sum()) == 2
+    assert int(subset_mask(4000, 0, floor=6, labels=torch.arange(4000) % 3).sum()) == 400   # 10 %
+    # without labels: a seeded permutation's first max(floor, 10 %), as before
+    first = np.sort(np.random.default_rng(3).permutation(40)[:6])
+    assert torch.equal(subset_mask(40, 3, floor=6).nonzero()[:, 0], torch.from_numpy(first))
 
 
 def test_fomo_real_data_errors(fomo_dirs, tmp_path):

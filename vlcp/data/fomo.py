@@ -232,13 +232,25 @@ def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, sh
     return out
 
 
-def subset_mask(n: int, seed: int, floor: int = 300, frac: float = 0.1) -> torch.Tensor:
-    """FoMo-in-Flux's evaluation subset size, max(300, ⌈0.1·N⌉) capped at N, as a seeded
-    random selection (bool [n]); the same subset at every evaluation. Used for the one large
-    evaluation set (the pool in the unseen style, 1,110 images) to keep per-task evaluation cheap."""
-    keep = min(n, max(floor, -(-n * frac // 1)))
+def subset_mask(n: int, seed: int, floor: int = 300, frac: float = 0.1, labels: torch.Tensor | None = None) -> torch.Tensor:
+    """FoMo-in-Flux's evaluation subset, max(floor, ⌈frac·N⌉) capped at N, as a seeded selection
+    (bool [n]); the same subset at every evaluation. With `labels`, class-stratified first as
+    FoMo's: ⌊size / classes⌋ seeded picks of each class (all of a smaller class), then a random
+    fill from the rest; without, a random selection (the emoji study's one large set, the pool in
+    the unseen style, 1,110 images)."""
+    keep = int(min(n, max(floor, -(-n * frac // 1))))
+    rng = np.random.default_rng(seed)
     mask = torch.zeros(n, dtype=torch.bool)
-    mask[torch.from_numpy(np.random.default_rng(seed).permutation(n)[: int(keep)])] = True
+    if labels is None:
+        mask[torch.from_numpy(rng.permutation(n)[:keep])] = True
+        return mask
+    classes = torch.unique(labels)
+    per_class = keep // max(1, len(classes))
+    for c in classes.tolist():
+        members = (labels == c).nonzero()[:, 0].numpy()
+        mask[torch.from_numpy(rng.permutation(members)[:per_class])] = True
+    rest = (~mask).nonzero()[:, 0].numpy()
+    mask[torch.from_numpy(rng.permutation(rest)[: keep - int(mask.sum())])] = True
     return mask
 
 

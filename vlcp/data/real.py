@@ -188,7 +188,8 @@ def fomo_data(cfg: ExperimentCfg):
     datasets `fomo.datasets` (their `train` info dicts), one concept per (dataset, class); every
     dataset's `test` split evaluated with its recovered primer (A_KA), plus `fomo.retention`
     (classification) and `fomo.retrieval` (R@5 over every caption), A_ZS. Per-task evaluation uses
-    FoMo's subset rule (max(300, 2 x classes, 10 %) of a test split, the same at every evaluation).
+    FoMo's subset rule (max(300, 2 x classes, 10 %) of a test split, class-stratified then a random
+    fill for classification, the same at every evaluation).
     Concept side information: frequency = P's caption word counts; time has none (use FoMo's
     time_incremental stream files, `fomo.stream_file`)."""
     from vlcp.data.fomo import EvalSet, FomoData, concept_frequency, subset_mask
@@ -220,12 +221,13 @@ def fomo_data(cfg: ExperimentCfg):
         records += recs
     train = record_pairs(records, d)
 
-    def test_subset(name: str, floor: int = 300) -> list[Record]:
+    def test_subset(name: str, floor: int = 300, stratified: bool = False) -> list[Record]:
         recs = read_fomo_info(root, name, "test")
-        return [recs[i] for i in subset_mask(len(recs), d.seed, floor=floor).nonzero()[:, 0]]
+        labels = torch.tensor([-1 if r.label is None else r.label for r in recs]) if stratified else None
+        return [recs[i] for i in subset_mask(len(recs), d.seed, floor=floor, labels=labels).nonzero()[:, 0]]
 
     def classification(name: str, role: str) -> EvalSet:
-        pairs = record_pairs(test_subset(name, floor=max(300, 2 * len(classes[name]))), d)
+        pairs = record_pairs(test_subset(name, floor=max(300, 2 * len(classes[name])), stratified=True), d)
         return EvalSet(name, role, pairs.images, pairs.labels, classes[name], templates[name])
 
     sets = [classification(n, "adaptation") for n in adapt] + [classification(n, "retention") for n in retention]
