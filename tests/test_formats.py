@@ -19,6 +19,7 @@ from vlcp.data.formats import (CLL_CLIP_ORDER, XM3600_LANGUAGES, Record, iter_wd
                                read_fomo_classnames, read_fomo_info, read_mscoco36, read_p9d_eval,
                                read_p9d_train, read_triplets, read_wds, read_xm3600, stream_task_ids,
                                to_pairset)
+from vlcp.data.formats.fomo_info import read_fomo_template
 from vlcp.errors import VlcpError
 
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
@@ -367,6 +368,13 @@ def test_fomo_info_dicts_and_stream_tasks(tmp_path):
     assert recs[0].image == root / "DTD" / "images" / "banded" / "banded_0002.jpg" and recs[0].split == "train"
     test = read_fomo_info(root, "DTD", "test")
     assert test[0].captions == ("A photo of a banded texture.",)  # primer caption as last resort
+    # a dataset without a test split is evaluated on val; iNaturalist's train split is train_mini
+    (root / "00_info" / "DTD_test.json").rename(root / "00_info" / "DTD_val.json")
+    (root / "00_info" / "DTD_train.json").rename(root / "00_info" / "DTD_train_mini.json")
+    assert [r.key for r in read_fomo_info(root, "DTD", "test")] == [test[0].key]
+    assert [r.key for r in read_fomo_info(root, "DTD", "train")] == [r.key for r in recs]
+    assert read_fomo_template(root, "DTD") == "A photo of a {} texture."
+    (root / "00_info" / "DTD_val.json").rename(root / "00_info" / "DTD_test.json")
     # tasks from a FoMo stream file, read with the existing concepts reader
     write_stream(tmp_path / "stream.json", [Concept("dtd", "dotted"), Concept("CUB200", "Laysan Albatross"),
                                             Concept("DTD", "banded")])
@@ -383,7 +391,7 @@ def test_fomo_info_errors(tmp_path):
     with pytest.raises(VlcpError, match=r"fomo.*not found.*data/README\.md"):
         read_fomo_info(tmp_path / "fomo", "DTD")
     root = fomo(tmp_path / "fomo")
-    with pytest.raises(VlcpError, match=r"00_info/CARS196_train\.json: not found"):
+    with pytest.raises(VlcpError, match=r"00_info/CARS196_train\.json: not found.*CARS196_train_mini\.json"):
         read_fomo_info(root, "CARS196")
     path = dump(root / "00_info" / "DTD_train.json", {"images/a.jpg": {"classname": "banded", "target": "0",
                                                                         "primer_caption": "p"}})

@@ -43,8 +43,21 @@ def read_fomo_classnames(root: str | Path, name: str) -> list[str]:
     return data
 
 
+SPLIT_ALIASES = {"train": ("train_mini",), "test": ("val",)}   # iNaturalist2021: train_mini / val; MTSD, ImageNet: val
+
+
+def info_path(root: str | Path, name: str, split: str) -> Path:
+    """`{root}/00_info/{name}_{split}.json`, or the first existing alias of the split (FoMo's
+    datasets without a `test` split are evaluated on `val`; iNaturalist trains on `train_mini`)."""
+    info = Path(root) / "00_info"
+    for s in (split, *SPLIT_ALIASES.get(split, ())):
+        if (info / f"{name}_{s}.json").exists():
+            return info / f"{name}_{s}.json"
+    return info / f"{name}_{split}.json"
+
+
 def read_fomo_info(root: str | Path, name: str, split: str = "train") -> list[Record]:
-    """Records of `{root}/00_info/{name}_{split}.json`; images `{root}/{name}/{key}`.
+    """Records of `{root}/00_info/{name}_{split}.json` (or its alias: `info_path`); images `{root}/{name}/{key}`.
 
     Captions as FoMo trains on them: `default_caption` if not null, else
     `synthetic_merged_caption`, else the `primer_caption` (a string counts as one caption).
@@ -52,8 +65,9 @@ def read_fomo_info(root: str | Path, name: str, split: str = "train") -> list[Re
     `stream_task_ids`). File order is kept.
     """
     root = require(Path(root), "FoMo-in-Flux data folder")
-    path = root / "00_info" / f"{name}_{split}.json"
-    info = read_json_file(path, f"FoMo-in-Flux info dict of {name}")
+    path = info_path(root, name, split)
+    aliases = "".join(f" (or {name}_{a}.json)" for a in SPLIT_ALIASES.get(split, ()))
+    info = read_json_file(path, f"FoMo-in-Flux info dict of {name}{aliases}")
     image_dir = require(root / name, f"images of FoMo-in-Flux dataset {name}")
     if not isinstance(info, dict):
         raise VlcpError(f"{path}: expected an object {{image path: info}}, got {type(info).__name__}")
@@ -88,8 +102,7 @@ def read_fomo_template(root: str | Path, name: str, split: str = "test") -> str 
     """The dataset's zero-shot template (FoMo's per-dataset `PRIMER`), recovered from its info
     dict: the first entry's `primer_caption` with its `classname` replaced by `{}`; None if no
     entry's primer contains its class name."""
-    path = Path(root) / "00_info" / f"{name}_{split}.json"
-    info = read_json_file(path, f"FoMo-in-Flux info dict of {name}")
+    info = read_json_file(info_path(root, name, split), f"FoMo-in-Flux info dict of {name}")
     for it in (info.values() if isinstance(info, dict) else ()):
         primer, cname = (it.get("primer_caption"), it.get("classname")) if isinstance(it, dict) else (None, None)
         if isinstance(primer, str) and isinstance(cname, str) and cname and cname in primer:
