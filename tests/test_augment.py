@@ -73,6 +73,10 @@ def test_crop_comes_from_the_original_not_the_centre_crop(tmp_path):
     assert files[[0]][0, :, 0, 0].max() < 50                 # centre square: no red
     crops = [files.augmented([0], [s], aug.TRANSFORMS["fomo"])[0] for s in range(8)]
     assert any(int(c[:, 0, 0].min()) > 200 for c in crops)
+    # CTP's test transform squashes the whole photo: the red quarter is the left quarter
+    squashed = ImageFiles([path], 16, workers=1, squash=True)[[0]][0]
+    assert (squashed[:, :3, 0] > 200).all() and (squashed[:, 6:, 0] < 50).all()
+    assert aug.TRANSFORMS["ctp"].squash_eval and not aug.TRANSFORMS["fomo"].squash_eval
 
 
 def test_augmentation_does_not_depend_on_slicing_or_threads(tmp_path):

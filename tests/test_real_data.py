@@ -123,7 +123,9 @@ def test_ctp_study_runs_on_p9d(p9d_root, tmp_path, method, args):
     """CTP (queues, compatible momentum model, topology; CTP's crop/flip/RandAugment) and a buffer
     method train on the P9D layout's industries with the runner of the emoji study, and evaluate
     on its test split (cross-modal) and its query vs gallery files (multi-modal, positives = same category)."""
-    res = run_experiment(p9d_experiment(p9d_root, method, **args), tmp_path / method)
+    cfg = p9d_experiment(p9d_root, method, **args)
+    assert load_benchmark(cfg.data).images.squash == (method == "ctp")   # CTP's test transform
+    res = run_experiment(cfg, tmp_path / method)
     assert res["tasks"] == ["Household", "Food", "Parenting"] and res["task_sizes"] == [12, 12, 12]
     assert len(res["cumulative"]) == 3 and set(res["matrix"]) == {"test"}
     last = res["cumulative"][-1]["test"]

@@ -6,6 +6,7 @@
   AutoContrast, Equalize, Brightness, Sharpness, ShearX/Y, TranslateX/Y, Rotate}, each applied with
   probability 0.5 at ALBEF's level-5 arguments (enhance factor 5/10 x 1.8 + 0.1 = 1.0, as ALBEF's;
   shear 0.15; translate 5 px; rotate 15 degrees; signs random; fill grey 128).
+  Its evaluation images are the whole photo resized to S x S (CTP's test transform), not a centre crop.
 - "fomo": FoMo-in-Flux's train transform: RandomResizedCrop(S, scale 0.9-1, ratio 3/4-4/3, bicubic).
 
 The crop comes from the decoded original (not the evaluation's centre crop). Every image has its
@@ -91,6 +92,8 @@ class TrainTransform:
     ops: tuple[str, ...] = ()               # ALBEF's RandomAugment ops (empty: none)
     num_ops: int = 2
     level: int = 5
+    squash_eval: bool = False               # the paper's test transform resizes the whole image (CTP) instead of
+    #                                         centre-cropping it (FoMo's Resize + CenterCrop, vlcp's default)
 
     @staticmethod
     def seeds(n: int, generator: torch.Generator) -> torch.Tensor:
@@ -118,7 +121,7 @@ class TrainTransform:
 
 
 TRANSFORMS = {
-    "ctp": TrainTransform(scale=(0.2, 1.0), flip=True, ops=ALBEF_OPS),
+    "ctp": TrainTransform(scale=(0.2, 1.0), flip=True, ops=ALBEF_OPS, squash_eval=True),
     "fomo": TrainTransform(scale=(0.9, 1.0)),
 }
 

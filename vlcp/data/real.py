@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from vlcp.config import DataCfg, ExperimentCfg
+from vlcp.data.augment import train_transform
 from vlcp.data.benchmark import Benchmark, PairSet
 from vlcp.data.concepts import Concept
 from vlcp.data.formats import ImageFiles, Record, require
@@ -56,7 +57,9 @@ class RecordBenchmark(Benchmark):
                   "captions": [caption(r.captions[k % len(r.captions)]) for k in range(most)], "key": r.key}
                  for r in records]
         subgroups = list(dict.fromkeys(it["subgroup"] for it in items))
-        self.images = ImageFiles.of_records(records, cfg.image_size, cfg.workers)
+        transform = train_transform(cfg.transform)
+        self.images = ImageFiles.of_records(records, cfg.image_size, cfg.workers,
+                                            squash=transform is not None and transform.squash_eval)
         super().__init__(items, groups, subgroups, cfg)
 
     def _images(self, sel: list[int], styles: list[str]) -> ImageFiles:

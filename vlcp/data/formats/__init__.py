@@ -85,9 +85,11 @@ def str_list(value: Any) -> tuple[str, ...] | None:
 
 # ----------------------------------------------------------------------------- images
 
-def load_image(image: Path | bytes, image_size: int, name: str = "", transform=None, seed: int = 0) -> np.ndarray:
-    """One image as uint8 [S, S, 3]: RGB, centre crop to a square, bicubic resize to S; with a
-    training `transform` (`vlcp.data.augment.TrainTransform`), its random crop of the original instead."""
+def load_image(image: Path | bytes, image_size: int, name: str = "", transform=None, seed: int = 0,
+               squash: bool = False) -> np.ndarray:
+    """One image as uint8 [S, S, 3]: RGB, centre crop to a square (`squash`: the whole image, as
+    CTP's test transform), bicubic resize to S; with a training `transform`
+    (`vlcp.data.augment.TrainTransform`), its random crop of the original instead."""
     try:
         src = io.BytesIO(image) if isinstance(image, bytes) else open(image, "rb")
     except FileNotFoundError:
@@ -105,8 +107,8 @@ def load_image(image: Path | bytes, image_size: int, name: str = "", transform=N
             w, h = im.size
             m = min(w, h)
             left, top = (w - m) // 2, (h - m) // 2
-            im = im.resize((image_size, image_size), Image.Resampling.BICUBIC,
-                           box=(left, top, left + m, top + m))
+            box = (0, 0, w, h) if squash else (left, top, left + m, top + m)
+            im = im.resize((image_size, image_size), Image.Resampling.BICUBIC, box=box)
             return np.asarray(im, dtype=np.uint8)
     except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise VlcpError(f"{where}: not a readable image ({e})") from None
@@ -124,17 +126,19 @@ class ImageFiles:
     releases the GIL while decoding), into a uint8 tensor; `subset` keeps a lazy selection."""
 
     def __init__(self, sources: Sequence[Path | bytes], image_size: int, workers: int = 4,
-                 names: Sequence[str] | None = None):
+                 names: Sequence[str] | None = None, squash: bool = False):
         if not isinstance(image_size, int) or image_size < 1:
             raise VlcpError(f"image_size: {image_size!r} must be a positive integer")
         self.sources, self.image_size, self.workers = list(sources), image_size, max(1, workers)
+        self.squash = squash   # un-augmented access resizes the whole image (CTP's test transform), not a centre crop
         self.names = list(names) if names is not None else [""] * len(self.sources)
 
     @classmethod
-    def of_records(cls, records: Sequence[Record], image_size: int, workers: int = 4) -> "ImageFiles":
+    def of_records(cls, records: Sequence[Record], image_size: int, workers: int = 4,
+                   squash: bool = False) -> "ImageFiles":
         """The records' images (an image inside a shard is named by its record's key in errors)."""
         return cls([r.image for r in records], image_size, workers,
-                   [r.key if isinstance(r.image, bytes) else "" for r in records])
+                   [r.key if isinstance(r.image, bytes) else "" for r in records], squash)
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -164,7 +168,8 @@ class ImageFiles:
 
         def load(k):
             i = ids[k]
-            return load_image(self.sources[i], self.image_size, self.names[i], transform, seeds[k] if seeds else 0)
+            return load_image(self.sources[i], self.image_size, self.names[i], transform, seeds[k] if seeds else 0,
+                              self.squash)
         if self.workers > 1 and len(ids) > 1:
             from concurrent.futures import ThreadPoolExecutor
             with ThreadPoolExecutor(min(self.workers, len(ids))) as pool:
@@ -176,7 +181,8 @@ class ImageFiles:
 
     def subset(self, index) -> "ImageFiles":
         ids = self._ids(index)
-        return ImageFiles([self.sources[i] for i in ids], self.image_size, self.workers, [self.names[i] for i in ids])
+        return ImageFiles([self.sources[i] for i in ids], self.image_size, self.workers, [self.names[i] for i in ids],
+                          self.squash)
 
 
 def to_pairset(records: Sequence[Record], image_size: int, tasks: Sequence[str] | None = None,
