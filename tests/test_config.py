@@ -203,3 +203,29 @@ def test_arch_of_names_an_alias_architecture_without_its_weights():
     assert (cfg.model.name, cfg.model.pretrained, cfg.train.lr != 0.5) == ("vlcp-tiny-s", None, True)
     with pytest.raises(ConfigError, match="model.arch_of: 'nope'"):
         resolve_experiment(params, "bad")
+
+
+def test_cli_parallel_jobs_equal_sequential_runs(emoji_root, tmp_path):
+    """`vlcp run --jobs 2` runs the experiments on two worker processes with train.num_threads // 2
+    threads each: every result equals the sequential run at that thread count."""
+    import json
+
+    from conftest import SMALL_TASKS, strip_timings
+
+    params = load_params("params.yaml")
+    params["profile"] = "tiny"
+    params["defaults"]["data"].update(root=str(emoji_root), tasks=SMALL_TASKS)
+    params["profiles"]["tiny"]["train"].update(steps=6, num_threads=2, progress=False)
+    params["experiments"]["t-seqf"] = {"method": {"name": "seqf"}, "train": {"batch_size": 16}}
+    params["experiments"]["t-er"] = {"method": {"name": "er", "buffer_size": 20}, "train": {"batch_size": 16}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    common = ["--params", str(path), "--checkpoints", str(tmp_path / "ckpt")]
+    assert main(["run", "t-seqf", "t-er", "--jobs", "2", "--out", str(tmp_path / "par")] + common) == 0
+    assert main(["run", "t-seqf", "t-er", "--set", "train.num_threads=1", "--out", str(tmp_path / "seq"),
+                 "--no-resume"] + common) == 0
+    for name in ("t-seqf", "t-er"):
+        par, seq = (json.loads((tmp_path / d / name / "seed0" / "results.json").read_text()) for d in ("par", "seq"))
+        assert par["config"]["train"]["num_threads"] == 1
+        assert strip_timings(par) == strip_timings(seq)
+    assert main(["run", "t-seqf", "--jobs", "0"] + common) == 2
