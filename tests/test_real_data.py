@@ -160,6 +160,18 @@ def test_paper_profile_brings_p9d_with_the_ctp_model(paper_experiments):
     assert (cfg.train.batch_size, cfg.train.lr, cfg.train.warmup_steps, cfg.train.weight_decay) == (512, 1e-4, 0, 0.05)
 
 
+def test_paper_profile_trains_incclip_with_lamb(paper_experiments):
+    """The `paper` profile's IncCLIP experiments (RN50 from scratch) take the paper's optimizer:
+    LAMB, lr 3e-3, weight decay 3e-3, 8 GPUs x 512."""
+    ic = {n: c for n, c in paper_experiments.items() if c.model.name == "RN50"}
+    assert "ic4-incclip" in ic and "ici-er" in ic
+    for name, cfg in ic.items():
+        assert (cfg.train.optimizer, cfg.train.lr, cfg.train.weight_decay, cfg.train.batch_size) == \
+            ("lamb", 0.003, 0.003, 4096), name
+        assert cfg.model.pretrained is None, name
+    assert all(c.train.optimizer == "adamw" for n, c in paper_experiments.items() if n not in ic)
+
+
 def test_language_stream_refuses_compile(tmp_path):
     from vlcp.config import experiment_from_dict
     cfg = experiment_from_dict({"data": {"stream": "language"}, "method": {"name": "cllclip"},

@@ -179,3 +179,37 @@ def test_cpu_peak_memory_is_per_task(tmp_path):
     assert budget.peak_memory_mb(cpu) > base + 200
     budget.reset_peak_memory(cpu)
     assert budget.peak_memory_mb(cpu) < base + 100
+
+
+def test_lamb_steps_each_tensor_by_its_trust_ratio(emoji_root, tmp_path):
+    """train.optimizer: lamb (IncCLIP's): each decayed tensor moves by lr × its own norm on the
+    first step (LAMB's trust ratio ‖θ‖ / ‖Adam step + decay‖); the undecayed ones (biases, gains)
+    take Adam's step, as timm's LAMB; a run trains with it; methods that build their own
+    optimizer refuse it by name."""
+    from dataclasses import replace
+
+    import torch
+
+    from vlcp.config import ConfigError, TrainCfg
+    from vlcp.train.optim import make_optimizer
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Linear(16, 4))
+    opt = make_optimizer(model, TrainCfg(optimizer="lamb", lr=0.01, weight_decay=0.003))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model(torch.randn(32, 8)).pow(2).mean().backward()
+    opt.step()
+    for n, p in model.named_parameters():
+        step = p.detach() - before[n]
+        if p.ndim == 2:
+            assert abs((step.norm() / before[n].norm()).item() - 0.01) < 1e-5, n
+        else:   # Adam's first step: lr × sign(g) per element
+            torch.testing.assert_close(step.abs(), torch.full_like(step, 0.01), rtol=1e-3, atol=1e-6)
+    r = run_experiment(replace(tiny_experiment(emoji_root, "er", steps=6, buffer_size=20),
+                               train=replace(tiny_experiment(emoji_root).train, steps=6, optimizer="lamb")), tmp_path / "lamb")
+    assert r["config"]["train"]["optimizer"] == "lamb" and len(r["train"]) == 3
+    with pytest.raises(ConfigError, match="train.optimizer: GaLore builds its own optimizer"):
+        cfg = tiny_experiment(emoji_root, "galore", steps=3)
+        run_experiment(replace(cfg, train=replace(cfg.train, optimizer="lamb")), tmp_path / "galore")
+    with pytest.raises(ConfigError, match="optimizer: must be one of adamw, lamb"):
+        TrainCfg(optimizer="sgd")

@@ -28,6 +28,7 @@ from vlcp.errors import ConfigError
 BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo")   # all but emoji: vlcp.data.real (the real datasets the runners stream)
 REAL_STREAM = {"p9d": "group", "mscoco36": "language", "fomo": "concepts"}   # the one stream each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
+OPTIMIZERS = ("adamw", "lamb")   # train.optimizer (vlcp.train.optim.make_optimizer)
 TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
 STREAMS = ("group", "class", "instance", "language", "concepts")
 
@@ -137,6 +138,7 @@ class TrainCfg:
     schedule: str = "cosine"         # per task: cosine | rsqrt; meta (FoMo-in-Flux): autoregressive-cosine | continued-cosine | autoregressive-rsqrt | continued-rsqrt | peaks-match-rsqrt
     weight_decay: float = 0.1
     beta2: float = 0.98
+    optimizer: str = "adamw"         # adamw | lamb (timm's LAMB: IncCLIP's); methods with their own optimizer (CLL-CLIP's TEIR, GaLore) need adamw
     grad_clip: float = 1.0
     num_threads: int = 2
     device: str = "auto"             # auto | cpu | cuda
@@ -172,6 +174,8 @@ class TrainCfg:
             raise ConfigError(f"schedule: unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device: must be auto, cpu or cuda, got {self.device!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer: must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.precision not in ("fp32", "bf16"):
             raise ConfigError(f"precision: must be fp32 or bf16, got {self.precision!r}")
         if self.compile:

@@ -29,7 +29,7 @@ from vlcp.losses import clip_loss
 from vlcp.methods import register
 from vlcp.methods.base import Method
 from vlcp.train.distributed import unwrap
-from vlcp.train.optim import RowScaledAdamW, RowScaledSGD, param_groups, teir_scales
+from vlcp.train.optim import RowScaledAdamW, RowScaledSGD, param_groups, require_adamw, teir_scales
 from vlcp.utils import derive_seed
 
 
@@ -117,6 +117,7 @@ class CLLCLIP(Method):
         self.scale = teir_scales(self.used, self.counts, [model.vocab.sot, model.vocab.eot])
 
     def make_optimizer(self, model, cfg):
+        require_adamw(cfg, "CLL-CLIP", "TEIR's row-scaled AdamW or SGD: method.optimizer")
         model = unwrap(model)
         emb = model.embedding.weight
         groups = [{"params": [emb], "weight_decay": 0.0}] + param_groups(model, cfg.weight_decay, exclude=[emb])

@@ -21,7 +21,7 @@ import torch
 from vlcp.errors import ConfigError
 from vlcp.methods import register
 from vlcp.methods.base import Method
-from vlcp.train.optim import param_groups
+from vlcp.train.optim import param_groups, require_adamw
 
 PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
 
@@ -58,6 +58,8 @@ class GaLore(Method):
 
     def make_optimizer(self, model, cfg):
         from galore_torch import GaLoreAdamW
+
+        require_adamw(cfg, "GaLore", "GaLoreAdamW")
 
         galore = {"rank": self.cfg.rank, "update_proj_gap": self.cfg.update_proj_gap, "scale": self.cfg.scale,
                   "proj_type": self.cfg.proj_type}

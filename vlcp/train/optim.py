@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from vlcp.config import TrainCfg
+from vlcp.errors import ConfigError
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float, exclude=()) -> list[dict]:
@@ -30,9 +31,21 @@ def param_groups(model: torch.nn.Module, weight_decay: float, exclude=()) -> lis
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainCfg) -> torch.optim.Optimizer:
-    """The loop's default: AdamW (β2 and decay from the config, eps 1e-6)."""
-    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, cfg.beta2),
-                             eps=1e-6, fused=True)
+    """The loop's optimizer (`train.optimizer`): AdamW (β2 and decay from the config, eps 1e-6),
+    or timm's LAMB (IncCLIP's: Adam's step rescaled per parameter tensor by the trust ratio
+    ‖θ‖ / ‖step‖; same betas, eps and decay; the loop's `grad_clip` replaces LAMB's own clipping)."""
+    groups = param_groups(model, cfg.weight_decay)
+    if cfg.optimizer == "lamb":
+        from timm.optim import Lamb
+        return Lamb(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, max_grad_norm=None)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=True)
+
+
+def require_adamw(cfg: TrainCfg, method: str, own: str) -> None:
+    """For methods that build their own optimizer: train.optimizer must be left at adamw."""
+    if cfg.optimizer != "adamw":
+        raise ConfigError(f"train.optimizer: {method} builds its own optimizer ({own}); "
+                          f"train.optimizer {cfg.optimizer!r} does not apply (leave it at adamw)")
 
 
 class RowScaled:
