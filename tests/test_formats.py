@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from vlcp.data.concepts import Concept, cut_tasks, read_stream, write_stream
-from vlcp.data.formats import (CLL_CLIP_ORDER, XM3600_LANGUAGES, Record, iter_wds, list_shards, load_images,
+from vlcp.data.formats import (CLL_CLIP_ORDER, XM3600_LANGUAGES, Record, ShardMember, iter_wds, list_shards, load_images,
                                read_caption_rows, read_coco_karpathy, read_flickr30k_karpathy,
                                read_fomo_classnames, read_fomo_info, read_mscoco36, read_p9d_eval,
                                read_p9d_train, read_triplets, read_wds, read_xm3600, stream_task_ids,
@@ -299,6 +299,11 @@ def test_wds_pool_shards(tmp_path):
     assert imgs[2, ..., 2].mean() > 200 and imgs[3, ..., :2].mean() > 200
     assert [r.key for r in read_wds(pool, limit=3)] == ["000000000", "000000001", "000010000"]
     assert [r.key for r in iter_wds([pool / "00001.tar"])] == ["000010000", "000010001"]
+    # lazy: the same records from the tar headers, each image a byte range read on access
+    lazy = read_wds(pool, lazy=True)
+    assert [(r.key, r.captions) for r in lazy] == [(r.key, r.captions) for r in recs]
+    assert all(isinstance(r.image, ShardMember) for r in lazy) and [r.image.read() for r in lazy] == [r.image for r in recs]
+    assert (load_images(lazy, 4) == imgs).all() and [r.key for r in read_wds(pool, limit=3, lazy=True)] == ["000000000", "000000001", "000010000"]
 
 
 def test_wds_errors(tmp_path):
@@ -315,12 +320,21 @@ def test_wds_errors(tmp_path):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
-    with pytest.raises(VlcpError, match=r"00000\.tar: sample 'b' has no 'txt' caption"):
-        read_wds(shard.parent)
-    assert [r.key for r in read_wds(shard.parent, skip_incomplete=True)] == ["a"]
+    for lazy in (False, True):
+        with pytest.raises(VlcpError, match=r"00000\.tar: sample 'b' has no 'txt' caption"):
+            read_wds(shard.parent, lazy=lazy)
+        assert [r.key for r in read_wds(shard.parent, skip_incomplete=True, lazy=lazy)] == ["a"]
+    with tarfile.open(shard, "w") as tf:  # a key twice with the same extension
+        for name, data in (("a.jpg", encode(COLOURS[0], "JPEG")), ("a.jpg", encode(COLOURS[1], "JPEG")), ("a.txt", b"x")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    with pytest.raises(VlcpError, match=r"00000\.tar: sample 'a' has two 'jpg' members"):
+        read_wds(shard.parent, lazy=True)
     shard.write_bytes(b"this is not a tar archive" * 40)
-    with pytest.raises(VlcpError, match=r"00000\.tar: not a readable webdataset shard"):
-        read_wds(shard.parent)
+    for lazy in (False, True):
+        with pytest.raises(VlcpError, match=r"00000\.tar: not a readable webdataset shard"):
+            read_wds(shard.parent, lazy=lazy)
     bad = Record(image=b"not an image", captions=("x",), split="train", key="k1")
     with pytest.raises(VlcpError, match="k1: not a readable image"):
         load_images([bad], 4)

@@ -4,9 +4,10 @@ An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]`
 `experiments[name]` < CLI `--set key=value` overrides. A profile's `model_aliases` map a model
 name an experiment uses (e.g. `resnet`) to that profile's model (a tiny config on CPU, RN50 at
 paper scale), so one experiment definition serves every profile; an alias may also carry `train:`
-`data:` (and `fomo:`) settings for that model in that profile (they sit under the experiment's own
-`train:`, `data:`, `fomo:` and `--set`): the `paper` profile's CTP model brings P9D with it, its
-CLL-CLIP model CLFM's MSCOCO36 corpus, its FoMo-in-Flux model FoMo's datasets.
+`data:` (and `eval:`, `fomo:`) settings for that model in that profile (they sit under the
+experiment's own settings and `--set`): the `paper` profile's CTP model brings P9D with it, its
+CLL-CLIP model CLFM's MSCOCO36 corpus, its FoMo-in-Flux model FoMo's datasets, its IncCLIP model
+CC2M and the downstream suite.
 `model: {arch_of: fomo, pretrained: null}` names only an alias's architecture (what a pretraining
 stage trains from random init for the alias's `pretrained` file). Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
@@ -25,8 +26,9 @@ import yaml
 
 from vlcp.errors import ConfigError
 
-BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo")   # all but emoji: vlcp.data.real (the real datasets the runners stream)
-REAL_STREAM = {"p9d": "group", "mscoco36": "language", "fomo": "concepts"}   # the one stream each real dataset runs
+BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo", "cc")   # all but emoji: vlcp.data.real (the real datasets the runners stream)
+REAL_STREAM = {"p9d": ("group",), "mscoco36": ("language",), "fomo": ("concepts",),
+               "cc": ("class", "instance")}   # the streams each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 OPTIMIZERS = ("adamw", "lamb")   # train.optimizer (vlcp.train.optim.make_optimizer)
 TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
@@ -69,6 +71,8 @@ class DataCfg:
     workers: int = 4                 # real datasets: threads decoding each batch's images (the emoji benchmark is in memory)
     ood_root: str = ""               # mscoco36: the XM3600 directory, the out-of-domain test set ("" = none)
     transform: str = "shift"         # training augmentation (train.augment on): shift (±2 px) | ctp | fomo (vlcp.data.augment)
+    max_pairs: int = 0               # cc: the first N pairs of the shards (0 = all)
+    labels: str = ""                 # cc, class stream: pseudo labels {"<sample key>": ImageNet class id} (data/README.md)
 
     def __post_init__(self):
         if self.benchmark not in BENCHMARKS:
@@ -77,14 +81,16 @@ class DataCfg:
             if self.unseen_styles:
                 raise ConfigError(f"unseen_styles: the {self.benchmark} benchmark has one image per item, no style "
                                   "to hold out; set data.unseen_styles: []")
-            if self.stream != REAL_STREAM[self.benchmark]:
-                raise ConfigError(f"stream: the {self.benchmark} benchmark runs the {REAL_STREAM[self.benchmark]} "
-                                  f"stream only, not {self.stream!r}")
+            if self.stream not in REAL_STREAM[self.benchmark]:
+                raise ConfigError(f"stream: the {self.benchmark} benchmark runs the "
+                                  f"{' or '.join(REAL_STREAM[self.benchmark])} stream only, not {self.stream!r}")
         elif self.ood_root:
             raise ConfigError("ood_root: only the mscoco36 benchmark has an out-of-domain directory (XM3600); "
                               "the emoji benchmark holds out data.unseen_styles")
         if self.workers < 1:
             raise ConfigError(f"workers: must be >= 1, got {self.workers}")
+        if self.max_pairs < 0:
+            raise ConfigError(f"max_pairs: must be >= 0 (0 = all), got {self.max_pairs}")
         if self.transform not in TRANSFORMS:
             raise ConfigError(f"transform: unknown training transform {self.transform!r}; known: {', '.join(TRANSFORMS)}")
         for name in ("styles", "train_styles", "unseen_styles"):
@@ -242,7 +248,10 @@ class EvalCfg:
     ks: list[int] = field(default_factory=lambda: [1, 5, 10])
     zeroshot_templates: list[str] = field(default_factory=lambda: [
         "an emoji of {}.", "a {} emoji.", "an icon of {}.", "{}"])
-    heldout: bool = False            # after each task, also the held-out suite (Evaluator.heldout)
+    heldout: bool = False            # after each task, also the held-out suite (Evaluator.heldout; cc: the downstream sets)
+    downstream_root: str = ""        # cc: a folder of FoMo-in-Flux-format datasets (data/README.md, "fomo/") for ...
+    downstream: list[str] = field(default_factory=list)   # ... zero-shot classification on their test splits ...
+    downstream_retrieval: list[str] = field(default_factory=list)   # ... and retrieval (every caption of an image a match)
     convergence: bool = False        # language stream: final training loss and empirical Fisher trace (CLL-CLIP Fig. 3)
 
 
@@ -376,9 +385,9 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
         raw["model"] = {**model, "name": alias["name"] if isinstance(alias, dict) else alias}
         return experiment_from_dict(raw)
     if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
-        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data][, fomo]}
+        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data][, eval][, fomo]}
         alias = dict(alias) if isinstance(alias, dict) else {"name": alias}
-        settings = {k: alias.pop(k) for k in ("train", "data", "fomo") if k in alias}
+        settings = {k: alias.pop(k) for k in ("train", "data", "eval", "fomo") if k in alias}
         if settings:   # the profile's training and data settings for this model, under the experiment's own
             raw = merged(settings, *on_top)
         raw["model"] = {**model, **alias}

@@ -82,8 +82,12 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
     if cfg.data.unseen_styles:
         sets["unseen_style"] = bench.pairs(("train", "val", "test", "query"), cfg.data.unseen_styles)
     gallery = train if bench.gallery_split == "train" else bench.pairs(bench.gallery_split, cfg.data.train_styles)
+    downstream = None
+    if cfg.data.benchmark == "cc" and cfg.eval.heldout:   # IncCLIP's suite: the real downstream datasets
+        from vlcp.data.real import load_downstream
+        downstream = load_downstream(cfg)
     evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), gallery,
-                          bench.class_names, len(tasks), cfg.eval, bench.group_names)
+                          bench.class_names, len(tasks), cfg.eval, bench.group_names, downstream)
 
     corpus = [c for caps in train.captions for c in caps]
     model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size,
@@ -147,8 +151,9 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
                                  "phase_seconds": stats["phase_seconds"]})
         if is_main() and row:
             c = row["cumulative"]["test"]
+            maps = f" mAP@10 {c['mAP@10']:.1f}" if "mAP@10" in c else ""   # (no query set: cc)
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)} {tasks[t]}: loss {stats['loss']:.3f} "
-                  f"cumulative Rm {c['Rm']:.1f} mAP@10 {c['mAP@10']:.1f} ({seconds:.0f}s)", flush=True)
+                  f"cumulative Rm {c['Rm']:.1f}{maps} ({seconds:.0f}s)", flush=True)
         _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
                                      "method": method.state_dict(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(tasks) - 1:

@@ -10,6 +10,7 @@ does not apply, and there is no held-out style (`data.unseen_styles` must be emp
 | `p9d`            | P9D (CTP)      | industries (`group`), CTP order  | test (cross-modal), query vs gallery (mAP)  |
 | `mscoco36`       | CLFM's MSCOCO36 corpus (CLL-CLIP) | languages (`language`), CLL-CLIP's order | MSCOCO36 test (in domain), XM3600 (`data.ood_root`, out of domain) |
 | `fomo`           | FoMo-in-Flux info dicts + a webdataset pool | concepts (`concepts`) of `fomo.datasets` | each dataset's test split (A_KA), `fomo.retention` / `fomo.retrieval` (A_ZS) |
+| `cc`             | IncCLIP's CC2M (webdataset shards) | pseudo-class chunks (`class`, `data.labels`) or random chunks (`instance`) | held-out pairs per task; `eval.downstream` classification and `eval.downstream_retrieval` (FoMo-format datasets) |
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -25,7 +27,7 @@ from vlcp.config import DataCfg, ExperimentCfg
 from vlcp.data.augment import train_transform
 from vlcp.data.benchmark import Benchmark, PairSet
 from vlcp.data.concepts import Concept
-from vlcp.data.formats import ImageFiles, Record, require
+from vlcp.data.formats import ImageFiles, Record, read_json_file, require
 from vlcp.data.formats.fomo_info import fomo_handle, read_fomo_classnames, read_fomo_info, read_fomo_template
 from vlcp.data.formats.wds import read_wds
 from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train
@@ -47,16 +49,19 @@ class RecordBenchmark(Benchmark):
     """`Record`s as a `Benchmark`: `Record.task` is the item's group (its task in the group
     stream), `Record.classname` its subgroup (the class multi-modal retrieval's positives share).
     Every item gets as many captions as the item with the most (cycling its own), so the runner's
-    token tensor is rectangular. `gallery_split`: the split multi-modal queries search."""
+    token tensor is rectangular. `gallery_split`: the split multi-modal queries search.
+    Classes are in order of first appearance, or sorted (`sort_classes`: the class stream's
+    contiguous chunks follow the class ids)."""
 
     def __init__(self, records: Sequence[Record], groups: Sequence[str], cfg: DataCfg, gallery_split: str,
-                 caption=lambda c: c):
+                 caption=lambda c: c, sort_classes: bool = False):
         self.gallery_split = gallery_split
         most = max((len(r.captions) for r in records), default=1)
         items = [{"split": r.split, "group": r.task, "subgroup": r.classname or "",
                   "captions": [caption(r.captions[k % len(r.captions)]) for k in range(most)], "key": r.key}
                  for r in records]
-        subgroups = list(dict.fromkeys(it["subgroup"] for it in items))
+        subgroups = sorted(set(it["subgroup"] for it in items)) if sort_classes else \
+            list(dict.fromkeys(it["subgroup"] for it in items))
         transform = train_transform(cfg.transform)
         self.images = ImageFiles.of_records(records, cfg.image_size, cfg.workers,
                                             squash=transform is not None and transform.squash_eval)
@@ -80,7 +85,42 @@ def p9d_benchmark(cfg: DataCfg) -> RecordBenchmark:
     return RecordBenchmark(records, groups, cfg, gallery_split="gallery", caption=pre_caption)
 
 
-READERS = {"p9d": p9d_benchmark}
+def read_cc_labels(path: str | Path, records: Sequence[Record]) -> list[int]:
+    """Each record's pseudo class from `path`, a JSON object {sample key: ImageNet class id}
+    (IncCLIP's BEiT predictions); a record without one is an error naming its key."""
+    if not path:
+        raise ConfigError("data.labels: the class stream of cc needs each pair's pseudo label (a JSON file "
+                          "{sample key: ImageNet class id}; data/README.md, 'cc2m/'), or use data.stream: instance")
+    labels = read_json_file(Path(path), "pseudo-label file of the class split")
+    if not isinstance(labels, dict):
+        raise VlcpError(f"{path}: expected an object {{sample key: class id}}, got {type(labels).__name__}")
+    out = []
+    for r in records:
+        y = labels.get(r.key)
+        if not isinstance(y, int) or isinstance(y, bool) or y < 0:
+            missing = sum(1 for q in records if q.key not in labels)
+            raise VlcpError(f"{path}: sample {r.key!r} has " + (f"no label ({missing} of {len(records)} samples lack one)"
+                            if y is None else f"label {y!r}, not a class id (int >= 0)"))
+        out.append(y)
+    return out
+
+
+def cc_benchmark(cfg: DataCfg) -> RecordBenchmark:
+    """IncCLIP's CC2M: the first `data.max_pairs` pairs (0 = all) of the webdataset shards under
+    `cfg.root`, images read from the shards on access, cut into `data.num_tasks` chunks by the
+    stream: `instance` = seeded random equal chunks; `class` = contiguous ranges of the pairs'
+    pseudo classes (`data.labels`), about equal in pairs (IncCLIP: 4 x 250 ImageNet classes). A
+    seeded `data.split.test` share of the pairs is held out for the per-task retrieval matrix;
+    IncCLIP's own evaluation is the downstream suite (`eval.downstream`, `load_downstream`)."""
+    records = read_wds(cfg.root, limit=cfg.max_pairs or None, lazy=True)
+    labels = read_cc_labels(cfg.labels, records) if cfg.stream == "class" else [0] * len(records)
+    test = np.random.default_rng(cfg.seed).random(len(records)) < cfg.split.test
+    records = [replace(r, split="test" if t else "train", task="CC", classname=f"class {y:04d}")
+               for r, y, t in zip(records, labels, test.tolist())]
+    return RecordBenchmark(records, ["CC"], cfg, gallery_split="query", sort_classes=True)
+
+
+READERS = {"p9d": p9d_benchmark, "cc": cc_benchmark}
 
 
 def clfm_code(lang: str) -> str:
@@ -185,6 +225,50 @@ def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = 
     return PairSet(ImageFiles.of_records(records, cfg.image_size, cfg.workers), first, texts, caps, labels, none, items)
 
 
+def info_eval_sets(root: Path, classification: dict[str, str], retrieval: Sequence[str], d: DataCfg,
+                   classes: dict[str, list[str]] | None = None, templates: dict[str, str] | None = None,
+                   subsets: bool = True) -> list:
+    """`vlcp.data.fomo.EvalSet`s from FoMo-format info dicts under `root`: each dataset of
+    `classification` (name -> role) on its test split with its class names and zero-shot template
+    (given, or read), then each of `retrieval` (role "retention") with every caption of an image
+    a match. `subsets`: FoMo's per-task subset rule (max(300, 2 x classes, 10 %), class-stratified
+    then a random fill for classification, the same at every evaluation); else whole test splits."""
+    from vlcp.data.fomo import EvalSet, subset_mask
+
+    classes = classes or {n: read_fomo_classnames(root, n) for n in classification}
+    templates = templates or {n: read_fomo_template(root, n) or FOMO_TEMPLATE for n in classification}
+
+    def test_split(name: str, floor: int = 300, stratified: bool = False) -> list[Record]:
+        recs = read_fomo_info(root, name, "test")
+        if not subsets:
+            return recs
+        labels = torch.tensor([-1 if r.label is None else r.label for r in recs]) if stratified else None
+        return [recs[i] for i in subset_mask(len(recs), d.seed, floor=floor, labels=labels).nonzero()[:, 0]]
+
+    sets = []
+    for name, role in classification.items():
+        pairs = record_pairs(test_split(name, floor=max(300, 2 * len(classes[name])), stratified=True), d)
+        sets.append(EvalSet(name, role, pairs.images, pairs.labels, classes[name], templates[name]))
+    return sets + [EvalSet(n, "retention", pairs=record_pairs(test_split(n), d, every_caption=True)) for n in retrieval]
+
+
+def load_downstream(cfg: ExperimentCfg) -> list:
+    """IncCLIP's downstream suite for a cc run (`eval.heldout`): zero-shot classification on each of
+    `eval.downstream` and retrieval on each of `eval.downstream_retrieval`, FoMo-format datasets
+    under `eval.downstream_root`, whole test splits, each dataset's own template."""
+    e = cfg.eval
+    if not (e.downstream or e.downstream_retrieval):
+        raise ConfigError("eval.downstream: a cc run's held-out suite is the downstream datasets; name them "
+                          "(eval.downstream, eval.downstream_retrieval under eval.downstream_root) or set eval.heldout: false")
+    if not e.downstream_root:
+        raise ConfigError("eval.downstream_root: the folder of the downstream datasets (FoMo-in-Flux format; "
+                          "data/README.md, 'cc2m/')")
+    root = require(Path(e.downstream_root), "downstream datasets (FoMo-in-Flux format)")
+    names = [fomo_handle(root, n) for n in e.downstream]
+    return info_eval_sets(root, {n: "downstream" for n in names}, [fomo_handle(root, n) for n in e.downstream_retrieval],
+                          cfg.data, subsets=False)
+
+
 def fomo_data(cfg: ExperimentCfg):
     """FoMo-in-Flux on its own data (`data.benchmark: fomo`, data/README.md "fomo/"): the pool P =
     the first `fomo.pool_size` pairs of the webdataset shards in `fomo.pool_root`; the adaptation
@@ -195,7 +279,7 @@ def fomo_data(cfg: ExperimentCfg):
     fill for classification, the same at every evaluation).
     Concept side information: frequency = P's caption word counts; time has none (use FoMo's
     time_incremental stream files, `fomo.stream_file`)."""
-    from vlcp.data.fomo import EvalSet, FomoData, concept_frequency, subset_mask
+    from vlcp.data.fomo import FomoData, concept_frequency
 
     f, d = cfg.fomo, cfg.data
     if not f.datasets:
@@ -208,7 +292,7 @@ def fomo_data(cfg: ExperimentCfg):
     adapt, retention, retrieval = ([fomo_handle(root, n) for n in names] for names in (f.datasets, f.retention, f.retrieval))
     classes = {n: read_fomo_classnames(root, n) for n in adapt + retention}
     templates = {n: read_fomo_template(root, n) or FOMO_TEMPLATE for n in adapt + retention}
-    pool = read_wds(f.pool_root, limit=f.pool_size) if f.pool_root else []
+    pool = read_wds(f.pool_root, limit=f.pool_size, lazy=True) if f.pool_root else []   # images read per batch
     records, concepts, concept_images = list(pool), [], []
     for name in adapt:
         recs = read_fomo_info(root, name, "train")
@@ -224,17 +308,8 @@ def fomo_data(cfg: ExperimentCfg):
         records += recs
     train = record_pairs(records, d)
 
-    def test_subset(name: str, floor: int = 300, stratified: bool = False) -> list[Record]:
-        recs = read_fomo_info(root, name, "test")
-        labels = torch.tensor([-1 if r.label is None else r.label for r in recs]) if stratified else None
-        return [recs[i] for i in subset_mask(len(recs), d.seed, floor=floor, labels=labels).nonzero()[:, 0]]
-
-    def classification(name: str, role: str) -> EvalSet:
-        pairs = record_pairs(test_subset(name, floor=max(300, 2 * len(classes[name])), stratified=True), d)
-        return EvalSet(name, role, pairs.images, pairs.labels, classes[name], templates[name])
-
-    sets = [classification(n, "adaptation") for n in adapt] + [classification(n, "retention") for n in retention]
-    sets += [EvalSet(n, "retention", pairs=record_pairs(test_subset(n), d, every_caption=True)) for n in retrieval]
+    sets = info_eval_sets(root, {**{n: "adaptation" for n in adapt}, **{n: "retention" for n in retention}},
+                          retrieval, d, classes, templates, subsets=True)
     return FomoData(train, torch.arange(len(pool)), concepts, concept_images, [float("nan")] * len(concepts),
                     concept_frequency(concepts, [c for r in pool for c in r.captions]),
                     {n: templates[n] for n in adapt}, sets)

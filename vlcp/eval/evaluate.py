@@ -93,8 +93,11 @@ class Evaluator:
     """Holds the evaluation sets and fills results rows after each task."""
 
     def __init__(self, sets: dict[str, PairSet], query: PairSet, gallery: PairSet,
-                 class_names: list[str], num_tasks: int, cfg: EvalCfg, group_names: list[str] = ()):
-        self.sets, self.query, self.gallery = sets, query, gallery
+                 class_names: list[str], num_tasks: int, cfg: EvalCfg, group_names: list[str] = (),
+                 downstream: list | None = None):
+        """`downstream`: real downstream datasets (`vlcp.data.fomo.EvalSet`s) that replace the
+        emoji held-out suite (IncCLIP on CC2M); an empty `query` set skips multi-modal mAP."""
+        self.sets, self.query, self.gallery, self.downstream = sets, query, gallery, downstream
         self.class_names, self.num_tasks, self.cfg = class_names, num_tasks, cfg
         self.group_names = list(group_names)
         self._memo: MemoTokenizer | None = None
@@ -121,13 +124,17 @@ class Evaluator:
                 cells[j]["ZS@1"] = topk_accuracy(enc.image[keep], weights, pairs.image_labels[keep], (1,))[1]
             row["matrix"][name] = {m: [c[m] for c in cells] for m in cells[0]}
             row["cumulative"][name] = _retrieval(enc, list(range(task + 1)), ks)
-        q = encode(model, tokenizer, self.query.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
-        g = encode(model, tokenizer, self.gallery.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
-        for norm, tag in (("hits", "mAP"), ("standard", "mAP_std")):
-            maps = mean_average_precision(_fused(q), _fused(g), q.pairs.image_labels, g.pairs.image_labels,
-                                          ks, normalizer=norm)
-            row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
-        if self.cfg.heldout:
+        if len(self.query):
+            q = encode(model, tokenizer, self.query.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
+            g = encode(model, tokenizer, self.gallery.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
+            for norm, tag in (("hits", "mAP"), ("standard", "mAP_std")):
+                maps = mean_average_precision(_fused(q), _fused(g), q.pairs.image_labels, g.pairs.image_labels,
+                                              ks, normalizer=norm)
+                row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
+        if self.cfg.heldout and self.downstream is not None:
+            from vlcp.eval.fomo import downstream_scores
+            row["heldout"] = downstream_scores(model, tokenizer, self.downstream, device, self.cfg.batch_size, ks)
+        elif self.cfg.heldout:
             row["heldout"] = self.heldout(model, tokenizer, device, encoded, subgroup_weights=weights)
         model.train()
         return row
@@ -174,14 +181,17 @@ class Evaluator:
         model.eval()
         tokenizer = self._tokenizer(tokenizer)
         enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size)
-        q = encode(model, tokenizer, self.query, device, self.cfg.batch_size, fused=True)
-        g = encode(model, tokenizer, self.gallery, device, self.cfg.batch_size, fused=True)
+        if len(self.query):
+            q = encode(model, tokenizer, self.query, device, self.cfg.batch_size, fused=True)
+            g = encode(model, tokenizer, self.gallery, device, self.cfg.batch_size, fused=True)
         out = []
         for i in range(self.num_tasks):
             cell = _retrieval(enc, list(range(i + 1)), tuple(self.cfg.ks))
-            qi, gi = q.pairs.image_tasks <= i, g.pairs.image_tasks <= i
-            maps = mean_average_precision(_fused(q)[qi], _fused(g)[gi], q.pairs.image_labels[qi],
-                                          g.pairs.image_labels[gi], tuple(self.cfg.ks), normalizer="hits")
-            out.append(cell | {f"mAP@{n}": v for n, v in maps.items()})
+            if len(self.query):
+                qi, gi = q.pairs.image_tasks <= i, g.pairs.image_tasks <= i
+                maps = mean_average_precision(_fused(q)[qi], _fused(g)[gi], q.pairs.image_labels[qi],
+                                              g.pairs.image_labels[gi], tuple(self.cfg.ks), normalizer="hits")
+                cell |= {f"mAP@{n}": v for n, v in maps.items()}
+            out.append(cell)
         model.train()
         return out

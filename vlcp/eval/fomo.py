@@ -38,3 +38,21 @@ def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int
     ka = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "adaptation"})
     zs = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "retention"})
     return {"datasets": scores, "A_KA": ka, "A_ZS": zs, "GM": continual.geometric_mean(ka, zs)}
+
+
+@torch.no_grad()
+def downstream_scores(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, ks=(1, 5, 10)) -> dict:
+    """IncCLIP's downstream evaluation of one model, in the held-out suite's layout:
+    {"classification": {dataset: top-1 %}, "retrieval": {dataset: TR/IR@K, Rm}} (zero-shot with
+    each dataset's template; retrieval with every caption of an image a match); left in train mode."""
+    model.eval()
+    out: dict = {"classification": {}, "retrieval": {}}
+    for s in sets:
+        if s.pairs is None:
+            out["classification"][s.name] = score(model, tokenizer, s, device, batch_size)
+        else:
+            enc = encode(model, tokenizer, s.pairs, device, batch_size)
+            item = s.pairs.items
+            out["retrieval"][s.name] = cross_modal(enc.image, enc.text, item[s.pairs.image_text], item, tuple(ks))
+    model.train()
+    return out

@@ -44,7 +44,7 @@ class Record:
     `source_caption` is the English caption a translated caption was made from (CLFM triplets).
     """
 
-    image: Path | bytes
+    image: Path | bytes | ShardMember
     captions: tuple[str, ...]
     split: str
     key: str
@@ -53,6 +53,21 @@ class Record:
     task: str | None = None
     language: str | None = None
     source_caption: str | None = None
+
+
+@dataclass(frozen=True)
+class ShardMember:
+    """An image inside a webdataset shard, read on access: the member's byte range in the tar
+    (pools too large to hold as bytes, e.g. CC2M's 2M pairs)."""
+
+    shard: Path
+    offset: int
+    size: int
+
+    def read(self) -> bytes:
+        with open(self.shard, "rb") as f:
+            f.seek(self.offset)
+            return f.read(self.size)
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -85,12 +100,14 @@ def str_list(value: Any) -> tuple[str, ...] | None:
 
 # ----------------------------------------------------------------------------- images
 
-def load_image(image: Path | bytes, image_size: int, name: str = "", transform=None, seed: int = 0,
+def load_image(image: Path | bytes | ShardMember, image_size: int, name: str = "", transform=None, seed: int = 0,
                squash: bool = False) -> np.ndarray:
     """One image as uint8 [S, S, 3]: RGB, centre crop to a square (`squash`: the whole image, as
     CTP's test transform), bicubic resize to S; with a training `transform`
     (`vlcp.data.augment.TrainTransform`), its random crop of the original instead."""
     try:
+        if isinstance(image, ShardMember):
+            image = image.read()
         src = io.BytesIO(image) if isinstance(image, bytes) else open(image, "rb")
     except FileNotFoundError:
         raise VlcpError(f"{image}: image file not found; put the dataset's images there (see {README})") from None
@@ -138,7 +155,7 @@ class ImageFiles:
                    squash: bool = False) -> "ImageFiles":
         """The records' images (an image inside a shard is named by its record's key in errors)."""
         return cls([r.image for r in records], image_size, workers,
-                   [r.key if isinstance(r.image, bytes) else "" for r in records], squash)
+                   [r.key if isinstance(r.image, (bytes, ShardMember)) else "" for r in records], squash)
 
     def __len__(self) -> int:
         return len(self.sources)

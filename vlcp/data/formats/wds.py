@@ -10,7 +10,7 @@ import itertools
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from vlcp.data.formats import README, Record, require
+from vlcp.data.formats import README, Record, ShardMember, require
 from vlcp.errors import VlcpError
 
 IMAGE_EXTS = ("png", "jpg", "jpeg", "webp")
@@ -26,41 +26,79 @@ def list_shards(root: str | Path) -> list[Path]:
     return shards
 
 
-def iter_wds(shards: Sequence[str | Path], skip_incomplete: bool = False, split: str = "train"
-             ) -> Iterator[Record]:
+def _sample(shard: Path, key: str, fields: dict, read, split: str, skip_incomplete: bool) -> Record | None:
+    """One sample's Record: `fields` maps each member extension to what `read` turns into bytes;
+    the image is `fields[ext]` itself (bytes, or a ShardMember read on access)."""
+    ext = next((e for e in IMAGE_EXTS if e in fields), None)
+    if ext is None or "txt" not in fields:
+        if skip_incomplete:
+            return None
+        missing = "image (" + "/".join(IMAGE_EXTS) + ")" if ext is None else "'txt' caption"
+        raise VlcpError(f"{shard}: sample {key!r} has no {missing}")
+    try:
+        caption = read(fields["txt"]).decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+        raise VlcpError(f"{shard}: sample {key!r}: field 'txt' is not UTF-8 ({e})") from None
+    return Record(image=fields[ext], captions=(caption,), split=split, key=key)
+
+
+def iter_wds(shards: Sequence[str | Path], skip_incomplete: bool = False, split: str = "train",
+             lazy: bool = False) -> Iterator[Record]:
     """Stream records from webdataset shards in order: image bytes, (caption,), `key` = sample key.
 
     Samples are grouped as webdataset does (`tariterators.group_by_keys`). A sample with no
     image or no `txt` is an error naming the shard and key, or is skipped with
-    `skip_incomplete=True` (open_clip's `filter_no_caption_or_no_image`).
+    `skip_incomplete=True` (open_clip's `filter_no_caption_or_no_image`). `lazy`: the image is a
+    `ShardMember` (its byte range, read on access) instead of its bytes, from one pass over the
+    tar headers (the captions are read; the images are not).
     """
-    from webdataset.tariterators import group_by_keys, tar_file_expander
-
     for shard in shards:
         shard = require(Path(shard), "webdataset shard")
-        with open(shard, "rb") as f:  # opened here so the shard is closed even if iteration stops early
-            samples = group_by_keys(tar_file_expander([{"url": str(shard), "stream": f}]))
-            while True:
-                try:
-                    sample = next(samples, None)
-                except Exception as e:  # tarfile.ReadError, webdataset's duplicate-member ValueError, ...
-                    raise VlcpError(f"{shard}: not a readable webdataset shard ({type(e).__name__}: {e})") from None
-                if sample is None:
-                    break
-                key = sample["__key__"]
-                ext = next((e for e in IMAGE_EXTS if e in sample), None)
-                if ext is None or "txt" not in sample:
-                    if skip_incomplete:
-                        continue
-                    missing = "image (" + "/".join(IMAGE_EXTS) + ")" if ext is None else "'txt' caption"
-                    raise VlcpError(f"{shard}: sample {key!r} has no {missing}")
-                try:
-                    caption = sample["txt"].decode("utf-8").strip()
-                except UnicodeDecodeError as e:
-                    raise VlcpError(f"{shard}: sample {key!r}: field 'txt' is not UTF-8 ({e})") from None
-                yield Record(image=sample[ext], captions=(caption,), split=split, key=key)
+        yield from (_lazy_samples if lazy else _samples)(shard, split, skip_incomplete)
 
 
-def read_wds(root: str | Path, limit: int | None = None, skip_incomplete: bool = False) -> list[Record]:
-    """The first `limit` records (default: all) of the shards in `root`, for small in-memory pools."""
-    return list(itertools.islice(iter_wds(list_shards(root), skip_incomplete), limit))
+def _samples(shard: Path, split: str, skip_incomplete: bool) -> Iterator[Record]:
+    from webdataset.tariterators import group_by_keys, tar_file_expander
+
+    with open(shard, "rb") as f:  # opened here so the shard is closed even if iteration stops early
+        samples = group_by_keys(tar_file_expander([{"url": str(shard), "stream": f}]))
+        while True:
+            try:
+                sample = next(samples, None)
+            except Exception as e:  # tarfile.ReadError, webdataset's duplicate-member ValueError, ...
+                raise VlcpError(f"{shard}: not a readable webdataset shard ({type(e).__name__}: {e})") from None
+            if sample is None:
+                break
+            rec = _sample(shard, sample["__key__"], sample, lambda b: b, split, skip_incomplete)
+            if rec is not None:
+                yield rec
+
+
+def _lazy_samples(shard: Path, split: str, skip_incomplete: bool) -> Iterator[Record]:
+    """webdataset's grouping (consecutive members sharing the key before the basename's first dot)
+    over the tar's headers; each member is kept as its byte range."""
+    import tarfile
+
+    from webdataset.tariterators import base_plus_ext
+
+    try:
+        with tarfile.open(shard) as tar:
+            members = ((*base_plus_ext(m.name), m) for m in tar if m.isfile())
+            for key, group in itertools.groupby((t for t in members if t[0] is not None), key=lambda t: t[0]):
+                fields = {}
+                for _, ext, m in group:
+                    if ext.lower() in fields:
+                        raise VlcpError(f"{shard}: sample {key!r} has two '{ext}' members")
+                    fields[ext.lower()] = ShardMember(shard, m.offset_data, m.size)
+                rec = _sample(shard, key, fields, lambda f: f.read(), split, skip_incomplete)
+                if rec is not None:
+                    yield rec
+    except tarfile.TarError as e:
+        raise VlcpError(f"{shard}: not a readable webdataset shard ({type(e).__name__}: {e})") from None
+
+
+def read_wds(root: str | Path, limit: int | None = None, skip_incomplete: bool = False,
+             lazy: bool = False) -> list[Record]:
+    """The first `limit` records (default: all) of the shards in `root` (images as bytes, or as
+    ShardMembers read on access with `lazy`)."""
+    return list(itertools.islice(iter_wds(list_shards(root), skip_incomplete, lazy=lazy), limit))
