@@ -96,6 +96,7 @@ def test_incclip_study_runs_on_cc(dirs, tmp_path, method, stream, args):
     assert set(last["classification"]) == {"DTD", "FLOWERS"} and set(last["retrieval"]) == {"MSCOCO"}
     assert all(0 <= v <= 100 for v in last["classification"].values()) and "TR@1" in last["retrieval"]["MSCOCO"]
     assert set(res["matrix"]) == {"test"} and not any(k.startswith("mAP") for k in res["cumulative"][-1]["test"])
+    assert "TR@1" in res["matrix"]["test"] and "ZS@1" not in res["matrix"]["test"]   # pseudo classes have no names to prompt
 
 
 def test_cc_errors(dirs, tmp_path):

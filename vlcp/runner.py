@@ -87,7 +87,8 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         from vlcp.data.real import load_downstream
         downstream = load_downstream(cfg)
     evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), gallery,
-                          bench.class_names, len(tasks), cfg.eval, bench.group_names, downstream)
+                          bench.class_names if bench.named_classes else [], len(tasks), cfg.eval, bench.group_names,
+                          downstream)
 
     corpus = [c for caps in train.captions for c in caps]
     model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size,

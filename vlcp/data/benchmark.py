@@ -67,6 +67,7 @@ class Benchmark:
     selected items (`_images`) and say which split is the multi-modal gallery."""
 
     gallery_split = "train"   # the multi-modal retrieval gallery (the emoji benchmark: the train items)
+    named_classes = True      # class names a prompt can say (cc's pseudo classes are ids: no per-task zero-shot)
 
     def __init__(self, items: list[dict], groups: list[str], subgroups: list[str], cfg: DataCfg):
         self.items, self.cfg = items, cfg

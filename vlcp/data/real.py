@@ -117,7 +117,9 @@ def cc_benchmark(cfg: DataCfg) -> RecordBenchmark:
     test = np.random.default_rng(cfg.seed).random(len(records)) < cfg.split.test
     records = [replace(r, split="test" if t else "train", task="CC", classname=f"class {y:04d}")
                for r, y, t in zip(records, labels, test.tolist())]
-    return RecordBenchmark(records, ["CC"], cfg, gallery_split="query", sort_classes=True)
+    bench = RecordBenchmark(records, ["CC"], cfg, gallery_split="query", sort_classes=True)
+    bench.named_classes = False
+    return bench
 
 
 READERS = {"p9d": p9d_benchmark, "cc": cc_benchmark}

@@ -113,13 +113,14 @@ class Evaluator:
         tokenizer = self._tokenizer(tokenizer)
         ks = tuple(self.cfg.ks)
         row: dict = {"matrix": {}, "cumulative": {}}
-        classnames = [c.replace("-", " ") for c in self.class_names]
-        weights = zeroshot_weights(model, tokenizer, classnames, self.cfg.zeroshot_templates, device).float().cpu()
+        classnames = [c.replace("-", " ") for c in self.class_names]   # none: no per-task zero-shot (cc's pseudo classes)
+        weights = zeroshot_weights(model, tokenizer, classnames, self.cfg.zeroshot_templates, device).float().cpu() \
+            if classnames else None
         encoded = {}
         for name, pairs in self.sets.items():
             enc = encoded[name] = encode(model, tokenizer, pairs, device, self.cfg.batch_size)
             cells = [_retrieval(enc, [j], ks) for j in range(self.num_tasks)]
-            for j in range(self.num_tasks):
+            for j in range(self.num_tasks if weights is not None else 0):
                 keep = pairs.image_tasks == j
                 cells[j]["ZS@1"] = topk_accuracy(enc.image[keep], weights, pairs.image_labels[keep], (1,))[1]
             row["matrix"][name] = {m: [c[m] for c in cells] for m in cells[0]}
