@@ -30,8 +30,9 @@ from vlcp.train.schedules import lr_fn, plan_for
 
 class Materializer:
     """Global batch ids -> this rank's Batch: random caption variant, random shift (augment) or
-    the paper's training `transform` (`vlcp.data.augment`, `data.transform`), CLIP normalisation, and for models with an MLM head (`mask`: tokens, generator -> (masked
-    input, labels), e.g. `vlcp.losses.mask_tokens` with the vocab's ids bound) BERT masking.
+    the paper's training `transform` (`vlcp.data.augment`, `data.transform`), CLIP normalisation,
+    and for models with an MLM head (`mask`: tokens, generator -> (masked input, labels), e.g.
+    `vlcp.losses.mask_tokens` with the vocab's ids bound) BERT masking.
     Random draws are made for the whole global batch, then sliced, so the result does not
     depend on the world size. `local=False`: every rank gets the whole batch (side information
     computed alike on every rank, outside the training steps)."""
