@@ -28,7 +28,8 @@ from vlcp.data.augment import train_transform
 from vlcp.data.benchmark import Benchmark, PairSet
 from vlcp.data.concepts import Concept
 from vlcp.data.formats import ImageFiles, Record, read_json_file, require
-from vlcp.data.formats.fomo_info import fomo_handle, read_fomo_classnames, read_fomo_info, read_fomo_template
+from vlcp.data.formats.fomo_info import (fomo_handle, info_path, read_fomo_classnames, read_fomo_info,
+                                         read_fomo_template)
 from vlcp.data.formats.wds import read_wds
 from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train
 from vlcp.data.formats.xm3600 import CLL_CLIP_ORDER, iter_triplet_lines, read_mscoco36, read_xm3600, triplet_path
@@ -50,17 +51,18 @@ class RecordBenchmark(Benchmark):
     stream), `Record.classname` its subgroup (the class multi-modal retrieval's positives share).
     Every item gets as many captions as the item with the most (cycling its own), so the runner's
     token tensor is rectangular. `gallery_split`: the split multi-modal queries search.
-    Classes are in order of first appearance, or sorted (`sort_classes`: the class stream's
-    contiguous chunks follow the class ids)."""
+    Classes are in order of first appearance, or (`id_classes`: class names that are ids, cc's
+    pseudo classes) sorted, so the class stream's contiguous chunks follow the ids, and not named
+    in prompts (`named_classes`)."""
 
     def __init__(self, records: Sequence[Record], groups: Sequence[str], cfg: DataCfg, gallery_split: str,
-                 caption=lambda c: c, sort_classes: bool = False):
-        self.gallery_split = gallery_split
+                 caption=lambda c: c, id_classes: bool = False):
+        self.gallery_split, self.named_classes = gallery_split, not id_classes
         most = max((len(r.captions) for r in records), default=1)
         items = [{"split": r.split, "group": r.task, "subgroup": r.classname or "",
                   "captions": [caption(r.captions[k % len(r.captions)]) for k in range(most)], "key": r.key}
                  for r in records]
-        subgroups = sorted(set(it["subgroup"] for it in items)) if sort_classes else \
+        subgroups = sorted(set(it["subgroup"] for it in items)) if id_classes else \
             list(dict.fromkeys(it["subgroup"] for it in items))
         transform = train_transform(cfg.transform)
         self.images = ImageFiles.of_records(records, cfg.image_size, cfg.workers,
@@ -117,9 +119,7 @@ def cc_benchmark(cfg: DataCfg) -> RecordBenchmark:
     test = np.random.default_rng(cfg.seed).random(len(records)) < cfg.split.test
     records = [replace(r, split="test" if t else "train", task="CC", classname=f"class {y:04d}")
                for r, y, t in zip(records, labels, test.tolist())]
-    bench = RecordBenchmark(records, ["CC"], cfg, gallery_split="query", sort_classes=True)
-    bench.named_classes = False
-    return bench
+    return RecordBenchmark(records, ["CC"], cfg, gallery_split="query", id_classes=True)
 
 
 READERS = {"p9d": p9d_benchmark, "cc": cc_benchmark}
@@ -221,10 +221,10 @@ def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = 
         texts, items, first = [c[0] for c in caps], torch.arange(n), torch.arange(n)
     none = torch.full((len(texts),), -1, dtype=torch.long)
     labels = torch.tensor([-1 if r.label is None else r.label for r in records], dtype=torch.long)
+    images = ImageFiles.of_records(records, cfg.image_size, cfg.workers)
     if every_caption:
-        return PairSet(ImageFiles.of_records(records, cfg.image_size, cfg.workers), first, texts,
-                       [[t] for t in texts], none, none, items)
-    return PairSet(ImageFiles.of_records(records, cfg.image_size, cfg.workers), first, texts, caps, labels, none, items)
+        return PairSet(images, first, texts, [[t] for t in texts], none, none, items)
+    return PairSet(images, first, texts, caps, labels, none, items)
 
 
 def info_eval_sets(root: Path, classification: dict[str, str], retrieval: Sequence[str], d: DataCfg,
@@ -301,7 +301,7 @@ def fomo_data(cfg: ExperimentCfg):
         by_class: dict[int, list[int]] = {}
         for i, r in enumerate(recs):
             if r.label is None or r.label >= len(classes[name]):
-                raise VlcpError(f"{root / '00_info' / (name + '_train.json')}: entry {r.key!r}: 'target' "
+                raise VlcpError(f"{info_path(root, name, 'train')}: entry {r.key!r}: 'target' "
                                 f"{r.label!r} is not a class of {name}_classnames.json ({len(classes[name])} classes)")
             by_class.setdefault(r.label, []).append(len(records) + i)
         for y in sorted(by_class):

@@ -17,11 +17,18 @@ from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
 
 
 @torch.no_grad()
+def retrieval(model, tokenizer, s: EvalSet, device, batch_size: int = 512, ks=(5,)) -> dict[str, float]:
+    """TR/IR@K and Rm on a retrieval set; an image matches every text of its item (real sets: all
+    of an image's captions)."""
+    enc = encode(model, tokenizer, s.pairs, device, batch_size)
+    item = s.pairs.items
+    return cross_modal(enc.image, enc.text, item[s.pairs.image_text], item, tuple(ks))
+
+
+@torch.no_grad()
 def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512) -> float:
     if s.pairs is not None:
-        enc = encode(model, tokenizer, s.pairs, device, batch_size)
-        item = s.pairs.items   # an image matches every text of its item (real sets: all of an image's captions)
-        r = cross_modal(enc.image, enc.text, item[s.pairs.image_text], item, (5,))
+        r = retrieval(model, tokenizer, s, device, batch_size)
         return (r["TR@5"] + r["IR@5"]) / 2
     feats = torch.cat([model.encode_image(_normalise(s.images[i:i + batch_size]).to(device), normalize=True).float().cpu()
                        for i in range(0, len(s.images), batch_size)])
@@ -51,8 +58,6 @@ def downstream_scores(model, tokenizer, sets: list[EvalSet], device, batch_size:
         if s.pairs is None:
             out["classification"][s.name] = score(model, tokenizer, s, device, batch_size)
         else:
-            enc = encode(model, tokenizer, s.pairs, device, batch_size)
-            item = s.pairs.items
-            out["retrieval"][s.name] = cross_modal(enc.image, enc.text, item[s.pairs.image_text], item, tuple(ks))
+            out["retrieval"][s.name] = retrieval(model, tokenizer, s, device, batch_size, ks)
     model.train()
     return out
