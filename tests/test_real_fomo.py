@@ -56,6 +56,20 @@ def write_fomo(root: Path) -> tuple[Path, Path]:
         entries[f"{k}.jpg"] = {"classname": None, "default_caption": [f"scene {k}", f"view {k}"], "primer_caption": "",
                                "synthetic_caption": None, "synthetic_merged_caption": None, "target": None}
     (info / "MSCOCO_test.json").write_text(json.dumps(entries))
+    # FSCOCO as FoMo ships it: an adaptation dataset scored by retrieval; one caption as a string,
+    # no primer, keys under fscoco/raster_sketches/<user>/, a class noun picked from the caption
+    (info / "FSCOCO_classnames.json").write_text(json.dumps(["cow", "zebra"]))
+    for split, users in (("train", (1, 2)), ("test", (3,))):
+        entries = {}
+        for u in users:
+            for y, c in enumerate(["cow", "zebra"]):
+                key = f"fscoco/raster_sketches/{u}/00000{u}{y}.jpg"
+                (root / "FSCOCO" / key).parent.mkdir(parents=True, exist_ok=True)
+                (root / "FSCOCO" / key).write_bytes(jpeg(SHADES[u + y]))
+                entries[key] = {"classname": c, "default_caption": f"A sketch of {u} {c}s on the grass.",
+                                "primer_caption": None, "synthetic_caption": None, "synthetic_merged_caption": None,
+                                "target": y}
+        (info / f"FSCOCO_{split}.json").write_text(json.dumps(entries))
     pool = root.parent / "pools" / "laion"
     pool.mkdir(parents=True)
     with tarfile.open(pool / "00000.tar", "w") as tf:
@@ -125,6 +139,27 @@ def test_fomo_runs_on_info_dicts_and_fomo_streams(fomo_dirs, tmp_path):
     assert res["stream"][-1] == "DTD+++striped" and len(res["trajectory"]) == 2   # the pool's most frequent class name comes last
 
 
+def test_fscoco_streams_its_classes_and_scores_retrieval_in_a_ka(fomo_dirs, tmp_path):
+    """FSCOCO, FoMo's 41st adaptation dataset: its sketches train as concepts of its class nouns
+    (prompts with FoMo's "A sketch of a {}"), and its test split counts in A_KA by R@5 over its
+    captions (FoMo's type: retrieval), not by zero-shot accuracy."""
+    root, pool = fomo_dirs
+    cfg = experiment(root, pool, datasets=["DTD", "fscoco"])
+    data = load_fomo_data(cfg)
+    assert [cs.format_entry(c) for c in data.concepts][-2:] == ["FSCOCO+++cow", "FSCOCO+++zebra"]
+    assert data.class_prompt(data.concepts[-1]) == "A sketch of a zebra"
+    assert data.train.texts[-1] == "A sketch of 2 zebras on the grass."   # a string caption is one caption
+    sets = {s.name: s for s in data.eval_sets}
+    assert sets["FSCOCO"].role == "adaptation" and not sets["FSCOCO"].classes and sets["FSCOCO"].pairs is not None
+    assert sets["FSCOCO"].pairs.texts == ["A sketch of 3 cows on the grass.", "A sketch of 3 zebras on the grass."]
+    res = run_experiment(cfg, tmp_path / "run")
+    last = res["trajectory"][-1]
+    assert last["A_KA"] == pytest.approx((last["datasets"]["DTD"] + last["datasets"]["FSCOCO"]) / 2)
+    assert 0 <= last["datasets"]["FSCOCO"] <= 100
+    classified = load_fomo_data(experiment(root, pool, datasets=["DTD", "fscoco"], adaptation_retrieval=[]))
+    assert {s.name: s.classes for s in classified.eval_sets}["FSCOCO"] == ["cow", "zebra"]
+
+
 def test_evaluation_subset_is_class_stratified_then_filled():
     """FoMo's subset: max(floor, 10 %) of the split; with labels, ⌊size / classes⌋ of each class
     first (a rare class is always in), then a random fill; seeded, the same every evaluation."""
@@ -164,10 +199,11 @@ def test_dataset_names_ignore_case(fomo_dirs):
 
 def test_paper_profile_brings_fomo_data_with_the_fomo_models(paper_experiments):
     """Under the `paper` profile every FoMo-in-Flux experiment (the fomo, fomo-s and fomo-l models)
-    trains on FoMo's info dicts at 224 px with its 40 classification adaptation datasets, 20 + 2
-    retention datasets and the LAION pool, under the experiment's own fomo settings."""
+    trains on FoMo's info dicts at 224 px with its 41 adaptation datasets (FSCOCO scored by
+    retrieval), 20 + 2 retention datasets and the LAION pool, under the experiment's own fomo settings."""
     for name, cfg in paper_experiments.items():
         assert (cfg.data.benchmark == "fomo") == (cfg.data.stream == "concepts"), name
         if cfg.data.benchmark == "fomo":
-            assert (len(cfg.fomo.datasets), len(cfg.fomo.retention), len(cfg.fomo.retrieval)) == (40, 20, 2), name
+            assert (len(cfg.fomo.datasets), len(cfg.fomo.retention), len(cfg.fomo.retrieval)) == (41, 20, 2), name
+            assert "fscoco" in cfg.fomo.datasets and cfg.fomo.adaptation_retrieval == ["fscoco"], name
             assert cfg.data.image_size == 224 and cfg.fomo.pool_root == "data/pools/laion" and cfg.data.transform == "fomo"

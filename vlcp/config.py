@@ -214,6 +214,7 @@ class FomoCfg:
     datasets: list[str] = field(default_factory=list)    # adaptation datasets (A_KA): streamed concept by concept
     retention: list[str] = field(default_factory=list)   # eval-only classification datasets (A_ZS)
     retrieval: list[str] = field(default_factory=list)   # eval-only retrieval datasets (A_ZS; R@5 over every caption)
+    adaptation_retrieval: list[str] = field(default_factory=lambda: ["fscoco"])   # of `datasets`, those scored by R@5 in A_KA, not zero-shot accuracy (FoMo's type: retrieval)
     pool_root: str = ""              # webdataset shards of the pool P that λP replays
     pool_size: int = 10000           # pool pairs read (held as encoded bytes in memory)
 

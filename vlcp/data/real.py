@@ -203,7 +203,13 @@ def load_real_benchmark(cfg: DataCfg) -> RecordBenchmark:
 
 # ----------------------------------------------------------------------------- FoMo-in-Flux
 
-FOMO_TEMPLATE = "A photo of a {}."   # a dataset whose info dict has no primer to recover one from
+FOMO_TEMPLATE = "A photo of a {}."   # a dataset whose info dict has no primer to recover one from ...
+FOMO_PRIMERS = {"fscoco": "A sketch of a {}"}   # ... except FoMo's own PRIMER where its info dicts carry none (data_lib/fscoco.py)
+
+
+def fomo_template(root: Path, name: str) -> str:
+    """The dataset's class-prompt template: recovered from its info dict, else FoMo's PRIMER for it, else "A photo of a {}."."""
+    return read_fomo_template(root, name) or FOMO_PRIMERS.get(name.lower(), FOMO_TEMPLATE)
 
 
 def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = False) -> PairSet:
@@ -227,18 +233,18 @@ def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = 
     return PairSet(images, first, texts, caps, labels, none, items)
 
 
-def info_eval_sets(root: Path, classification: dict[str, str], retrieval: Sequence[str], d: DataCfg,
+def info_eval_sets(root: Path, classification: dict[str, str], retrieval: dict[str, str], d: DataCfg,
                    classes: dict[str, list[str]] | None = None, templates: dict[str, str] | None = None,
                    subsets: bool = True) -> list:
     """`vlcp.data.fomo.EvalSet`s from FoMo-format info dicts under `root`: each dataset of
     `classification` (name -> role) on its test split with its class names and zero-shot template
-    (given, or read), then each of `retrieval` (role "retention") with every caption of an image
-    a match. `subsets`: FoMo's per-task subset rule (max(300, 2 x classes, 10 %), class-stratified
+    (given, or read), then each of `retrieval` (name -> role) with every caption of an image a
+    match. `subsets`: FoMo's per-task subset rule (max(300, 2 x classes, 10 %), class-stratified
     then a random fill for classification, the same at every evaluation); else whole test splits."""
     from vlcp.data.fomo import EvalSet, subset_mask
 
     classes = classes or {n: read_fomo_classnames(root, n) for n in classification}
-    templates = templates or {n: read_fomo_template(root, n) or FOMO_TEMPLATE for n in classification}
+    templates = templates or {n: fomo_template(root, n) for n in classification}
 
     def test_split(name: str, floor: int = 300, stratified: bool = False) -> list[Record]:
         recs = read_fomo_info(root, name, "test")
@@ -251,7 +257,7 @@ def info_eval_sets(root: Path, classification: dict[str, str], retrieval: Sequen
     for name, role in classification.items():
         pairs = record_pairs(test_split(name, floor=max(300, 2 * len(classes[name])), stratified=True), d)
         sets.append(EvalSet(name, role, pairs.images, pairs.labels, classes[name], templates[name]))
-    return sets + [EvalSet(n, "retention", pairs=record_pairs(test_split(n), d, every_caption=True)) for n in retrieval]
+    return sets + [EvalSet(n, role, pairs=record_pairs(test_split(n), d, every_caption=True)) for n, role in retrieval.items()]
 
 
 def load_downstream(cfg: ExperimentCfg) -> list:
@@ -267,15 +273,16 @@ def load_downstream(cfg: ExperimentCfg) -> list:
                           "data/README.md, 'cc2m/')")
     root = require(Path(e.downstream_root), "downstream datasets (FoMo-in-Flux format)")
     names = [fomo_handle(root, n) for n in e.downstream]
-    return info_eval_sets(root, {n: "downstream" for n in names}, [fomo_handle(root, n) for n in e.downstream_retrieval],
-                          cfg.data, subsets=False)
+    return info_eval_sets(root, {n: "downstream" for n in names},
+                          {fomo_handle(root, n): "retention" for n in e.downstream_retrieval}, cfg.data, subsets=False)
 
 
 def fomo_data(cfg: ExperimentCfg):
     """FoMo-in-Flux on its own data (`data.benchmark: fomo`, data/README.md "fomo/"): the pool P =
     the first `fomo.pool_size` pairs of the webdataset shards in `fomo.pool_root`; the adaptation
     datasets `fomo.datasets` (their `train` info dicts), one concept per (dataset, class); every
-    dataset's `test` split evaluated with its recovered primer (A_KA), plus `fomo.retention`
+    dataset's `test` split evaluated with its recovered primer (A_KA; those of
+    `fomo.adaptation_retrieval`, FSCOCO, by R@5 over every caption instead), plus `fomo.retention`
     (classification) and `fomo.retrieval` (R@5 over every caption), A_ZS. Per-task evaluation uses
     FoMo's subset rule (max(300, 2 x classes, 10 %) of a test split, class-stratified then a random
     fill for classification, the same at every evaluation).
@@ -293,7 +300,7 @@ def fomo_data(cfg: ExperimentCfg):
     root = require(Path(d.root), "FoMo-in-Flux data folder")
     adapt, retention, retrieval = ([fomo_handle(root, n) for n in names] for names in (f.datasets, f.retention, f.retrieval))
     classes = {n: read_fomo_classnames(root, n) for n in adapt + retention}
-    templates = {n: read_fomo_template(root, n) or FOMO_TEMPLATE for n in adapt + retention}
+    templates = {n: fomo_template(root, n) for n in adapt + retention}
     pool = read_wds(f.pool_root, limit=f.pool_size, lazy=True) if f.pool_root else []   # images read per batch
     records, concepts, concept_images = list(pool), [], []
     for name in adapt:
@@ -310,8 +317,11 @@ def fomo_data(cfg: ExperimentCfg):
         records += recs
     train = record_pairs(records, d)
 
-    sets = info_eval_sets(root, {**{n: "adaptation" for n in adapt}, **{n: "retention" for n in retention}},
-                          retrieval, d, classes, templates, subsets=True)
+    by_retrieval = {n.lower() for n in f.adaptation_retrieval}
+    sets = info_eval_sets(root, {**{n: "adaptation" for n in adapt if n.lower() not in by_retrieval},
+                                 **{n: "retention" for n in retention}},
+                          {**{n: "adaptation" for n in adapt if n.lower() in by_retrieval}, **{n: "retention" for n in retrieval}},
+                          d, classes, templates, subsets=True)
     return FomoData(train, torch.arange(len(pool)), concepts, concept_images, [float("nan")] * len(concepts),
                     concept_frequency(concepts, [c for r in pool for c in r.captions]),
                     {n: templates[n] for n in adapt}, sets)
