@@ -11,7 +11,11 @@ Runs the spine's SeqF (`vlcp run seqf`, the default tiny CLIP on the emoji bench
   summed: what two workers reach on this machine with no communication at all (the ceiling DDP
   is measured against: on a VM, cores share caches and memory bandwidth),
 interleaved (the order flips every repeat), each a fresh `vlcp run --no-resume` in its own
-processes. Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`:
+processes. Then the gradient average of one embedding table between 2 gloo processes, all rows
+(what DDP and a flat all-reduce send) against the rows some rank's batch used
+(`vlcp.train.distributed.average_table_gradients`), at the tiny CLIP's 49,408 × 64 and at the
+size CLL-CLIP's expandable embedding reaches at paper scale (`--table-rows` × 512: CLIP's
+49,408 tokens + new tokens of 35 languages), a batch of 128 captions of ~20 tokens. Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`:
 training and after-task passes, not evaluation). The ratio of each repeat's `2 processes` to the
 same repeat's `1 process` is paired (slow drift cancels); the median and range are reported.
 Needs the prepared benchmark (`dvc repro prepare`). About 10 minutes on 2 cores at the defaults.
@@ -34,6 +38,7 @@ from vlcp.utils import write_json  # noqa: E402
 from common import interleaved, paired, provenance  # noqa: E402  (benchmarks/common.py)
 
 TARGET = 1.6
+TABLE_BATCH_TOKENS = 128 * 20   # a batch of 128 captions of ~20 tokens: the rows a step's gradient touches (at most)
 
 
 def configs(batch: int) -> dict[str, tuple[list[str], int, int, int]]:
@@ -71,6 +76,52 @@ def run(launcher: list[str], batch: int, threads: int, copies: int, steps: int, 
     return rate, phases
 
 
+def _table_worker(rank: int, world: int, rows: int, width: int, repeats: int, init: str, out: str) -> None:
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from vlcp.train.distributed import average_table_gradients
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=world)
+    gen = torch.Generator().manual_seed(rank)
+    table = torch.nn.Parameter(torch.zeros(rows, width))
+    ids = torch.randint(0, min(rows, 60000), (TABLE_BATCH_TOKENS,), generator=gen)   # a batch's tokens
+    ms = {"all rows": [], "used rows": []}
+    used = 0
+    for r in range(repeats + 1):   # the first of each is a warm-up
+        for name in ("all rows", "used rows"):
+            table.grad = torch.zeros(rows, width).index_add_(0, ids, torch.ones(len(ids), width))
+            dist.barrier()
+            t0 = time.perf_counter()
+            if name == "all rows":
+                dist.all_reduce(table.grad)
+                table.grad /= world
+            else:
+                average_table_gradients([table])
+            if r:
+                ms[name].append(1000 * (time.perf_counter() - t0))
+        used = int(table.grad.abs().amax(1).ne(0).sum())
+    if rank == 0:
+        Path(out).write_text(json.dumps({"rows": rows, "width": width, "rows_used": used, "ms": ms}))
+    dist.destroy_process_group()
+
+
+def table_average(rows: int, width: int, repeats: int, work: Path) -> dict:
+    """Median ms of one embedding table's gradient average over 2 gloo processes: all rows vs the used ones."""
+    import torch.multiprocessing as mp
+
+    work.mkdir(parents=True, exist_ok=True)
+    out, init = work / f"table_{rows}x{width}.json", work / f"init_{rows}x{width}"
+    init.unlink(missing_ok=True)   # a file rendezvous left by an earlier run would hang this one
+    mp.spawn(_table_worker, args=(2, rows, width, repeats, str(init), str(out)), nprocs=2, join=True)
+    r = json.loads(out.read_text())
+    med = {k: round(statistics.median(v), 2) for k, v in r.pop("ms").items()}
+    return r | {"median_ms": med, "speedup": round(med["all rows"] / med["used rows"], 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -78,6 +129,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128, help="per-rank batch (the study's 128)")
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
     ap.add_argument("--work", default=None)
+    ap.add_argument("--table-rows", type=int, default=400_000,
+                    help="rows of the paper-scale table (CLIP's 49,408 + up to 10K new tokens for each of 35 languages)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/ddp_scaling.json"))
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-ddp-"))
@@ -103,6 +156,11 @@ def main() -> None:
                                  for n, v in phase_ms.items()},
            # DDP's share of what two workers reach here without communicating (paired per repeat)
            "ddp_over_independent": paired(rate, "2 independent processes")[1]["2 processes"]}
+    out["table_average"] = [table_average(49408, 64, 5, work / "tables"),
+                            table_average(args.table_rows, 512, 3, work / "tables")]
+    for t in out["table_average"]:
+        print(f"table {t['rows']} x {t['width']} ({t['rows_used']} rows used): all rows {t['median_ms']['all rows']} ms, "
+              f"used rows {t['median_ms']['used rows']} ms ({t['speedup']} x)")
     for n in cfgs:
         lo, hi = out["ratio_range"][n]
         print(f"{n}: {out['median_samples_per_second'][n]:.0f} samples/s, {out['ratio_to_one_process'][n]:.2f} x "

@@ -17,6 +17,7 @@ from vlcp.config import TrainCfg
 from vlcp.methods import get_method
 from vlcp.methods.base import TaskContext
 from vlcp.models import create_model
+from vlcp.train.distributed import wrap_ddp
 from vlcp.train.loop import Materializer, train_task
 
 STEPS, BATCH = 3, 16
@@ -33,7 +34,7 @@ def train(case, out_path):
     torch.set_num_threads(1)
     model, tok = create_model(model_name, corpus=CAPTIONS)
     if dist.is_initialized():
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = wrap_ddp(model)   # the token embeddings outside DDP's buckets: their used rows averaged
     module = model.module if hasattr(model, "module") else model
     g = torch.Generator().manual_seed(1)
     images = torch.randint(0, 256, (64, 32, 32, 3), generator=g, dtype=torch.uint8)
@@ -164,3 +165,50 @@ def test_two_process_run_matches_one_process(case, emoji_root, tmp_path):
     bad = {k: (a[k], b[k]) for k in a
            if b[k] != pytest.approx(a[k], rel=1e-4, abs=2.0 if loose(k) else 1e-4)}
     assert not bad
+
+
+def test_lookup_tables_are_the_untied_trainable_embeddings():
+    from vlcp.models.token_embedding import ExpandableEmbedding
+    from vlcp.train.distributed import lookup_tables
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words = torch.nn.Embedding(50, 4)
+            self.tied = torch.nn.Embedding(50, 4)
+            self.head = torch.nn.Linear(4, 50)
+            self.head.weight = self.tied.weight        # BERT's MLM decoder: a dense gradient
+            self.frozen = torch.nn.Embedding(50, 4).requires_grad_(False)
+            self.grown = ExpandableEmbedding(torch.zeros(50, 4))
+
+    net = Net()
+    assert set(lookup_tables(net)) == {"words.weight", "grown.weight"}
+    assert lookup_tables(net)["words.weight"] is net.words.weight
+
+
+def table_worker(rank, world, init_file, out_path):
+    """Rank r's gradient: rows {r, 7} of table a (row 9 an exact zero), none at all for table b on rank 1."""
+    from vlcp.train.distributed import average_table_gradients
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        a, b = torch.nn.Parameter(torch.zeros(10, 3)), torch.nn.Parameter(torch.zeros(6, 2))
+        a.grad = torch.zeros(10, 3)
+        a.grad[rank] = rank + 1.0
+        a.grad[7] = 10.0 * (rank + 1)
+        if rank == 0:
+            b.grad = torch.ones(6, 2)
+        average_table_gradients([a, b])
+        if rank == 1:
+            torch.save({"a": a.grad, "b": b.grad}, out_path)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_table_gradients_average_over_ranks_by_their_used_rows(tmp_path):
+    mp.spawn(table_worker, args=(2, str(tmp_path / "init"), str(tmp_path / "g.pt")), nprocs=2, join=True)
+    got = torch.load(tmp_path / "g.pt")
+    want = torch.zeros(10, 3)
+    want[0], want[1], want[7] = 0.5, 1.0, 15.0     # (rank 0's + rank 1's) / 2
+    torch.testing.assert_close(got["a"], want)
+    torch.testing.assert_close(got["b"], torch.full((6, 2), 0.5))   # rank 1 had none: zeros, and now has one

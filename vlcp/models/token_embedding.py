@@ -27,6 +27,8 @@ from vlcp.data.bpe import Vocab
 
 
 class ExpandableEmbedding(nn.Module):
+    lookup_table = True   # used by lookup only: under DDP its used rows are averaged (vlcp.train.distributed)
+
     def __init__(self, weight: torch.Tensor):
         super().__init__()
         self.weight = nn.Parameter(weight.detach().clone())

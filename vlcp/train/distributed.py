@@ -74,15 +74,76 @@ def broadcast_parameters(model: torch.nn.Module) -> None:
         dist.broadcast(t.data, src=0)
 
 
-def average_gradients(model: torch.nn.Module) -> None:
-    """What DDP does after backward, for a model that is not wrapped in it (one whose parameters
-    change during the stream: CLL-CLIP's expandable token embeddings): every trainable
-    parameter's gradient becomes its mean over ranks, in one flat all-reduce (a parameter
-    without a gradient counts as zeros, and keeps a gradient if any rank has one)."""
+def lookup_tables(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    """The trainable embedding tables of `model` (nn.Embedding, or a module flagged
+    `lookup_table = True`: CLL-CLIP's expandable embedding) that are used only by lookup: a
+    step's gradient is non-zero only in the rows of the batch's ids (a few hundred of CLIP's 49K
+    tokens, 93% of the tiny CLIP's parameters). A table whose weight is shared (BERT's MLM head
+    tied to the word embeddings) takes a dense gradient and is left out."""
+    uses: dict[int, int] = {}
+    for _, p in model.named_parameters(remove_duplicate=False):
+        uses[id(p)] = uses.get(id(p), 0) + 1
+    return {f"{name}.weight" if name else "weight": m.weight for name, m in model.named_modules()
+            if (isinstance(m, torch.nn.Embedding) or getattr(m, "lookup_table", False))
+            and m.weight.requires_grad and uses[id(m.weight)] == 1}
+
+
+def _used_rows(grad: torch.Tensor) -> torch.Tensor:
+    """Rows of a 2-D gradient with a non-zero (or NaN) entry: its row max or row min is not 0.
+    Two reductions without a temporary: 7x faster than `abs().amax(1)`, 50x than `ne(0).any(1)`,
+    on a CPU at 400K x 512."""
+    return grad.amax(dim=1).ne(0) | grad.amin(dim=1).ne(0)
+
+
+def average_table_gradients(tables: list[torch.nn.Parameter]) -> None:
+    """Each table's gradient becomes its mean over ranks, sending only the rows that are non-zero
+    on some rank (one all-reduce of the row masks, one of those rows): the other rows are zero
+    everywhere, so this is DDP's dense average. A table without a gradient counts as zeros and
+    gets one if any rank has one (as `average_gradients`)."""
     size = rank_and_size()[1]
-    if size == 1 or isinstance(model, torch.nn.parallel.DistributedDataParallel):
+    if size == 1 or not tables:
         return
-    params = [p for p in model.parameters() if p.requires_grad]
+    dev = tables[0].device
+    masks = [_used_rows(p.grad) if p.grad is not None else torch.zeros(len(p), dtype=torch.bool, device=dev)
+             for p in tables]
+    has = torch.tensor([p.grad is not None for p in tables], dtype=torch.bool, device=dev)
+    flags = torch.cat([has, *masks]).to(torch.uint8)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    has, masks = flags[:len(tables)].bool(), flags[len(tables):].bool().split([len(p) for p in tables])
+    rows = [m.nonzero().squeeze(1) for m in masks]
+    for p, any_grad in zip(tables, has.tolist()):
+        if any_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
+    live = [(p, r) for p, r in zip(tables, rows) if p.grad is not None and len(r)]
+    if not live:
+        return
+    flat = torch.cat([p.grad.index_select(0, r).reshape(-1) for p, r in live])
+    dist.all_reduce(flat)
+    flat /= size
+    offset = 0
+    for p, r in live:
+        n = len(r) * p.shape[1]
+        p.grad.index_copy_(0, r, flat[offset:offset + n].view(len(r), p.shape[1]))
+        offset += n
+
+
+def average_gradients(model: torch.nn.Module) -> None:
+    """What DDP does after backward. For a model that is not wrapped in it (one whose parameters
+    change during the stream: CLL-CLIP's expandable token embeddings): every trainable
+    parameter's gradient becomes its mean over ranks, the lookup tables' by their used rows
+    (`average_table_gradients`), the rest in one flat all-reduce (a parameter without a gradient
+    counts as zeros, and keeps a gradient if any rank has one). For a model wrapped by
+    `wrap_ddp`: the lookup tables, which DDP leaves to this function."""
+    size = rank_and_size()[1]
+    if size == 1:
+        return
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        average_table_gradients([p for n, p in model.module.named_parameters() if n in model.parameters_to_ignore])
+        return
+    tables = list(lookup_tables(model).values())
+    average_table_gradients(tables)
+    skip = {id(p) for p in tables}
+    params = [p for p in model.parameters() if p.requires_grad and id(p) not in skip]
     if not params:
         return
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -110,8 +171,19 @@ def local_slice(n: int) -> slice:
 
 def wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
     """`model` in DistributedDataParallel, its gradients views into DDP's communication buckets
-    (no copy of every gradient into the buckets and back each step)."""
-    return torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True)
+    (no copy of every gradient into the buckets and back each step). Its lookup tables are left
+    out of DDP's buckets (broadcast from rank 0 here; `average_gradients` averages their used
+    rows after backward): DDP would all-reduce every row of them every step. Buffers are
+    broadcast before each forward only where they change in training (BatchNorm's running
+    statistics: rank 0's, as DDP's default); a CLIP's attention mask is not worth a collective a step."""
+    tables = lookup_tables(model)
+    if tables:
+        model._ddp_params_and_buffers_to_ignore = list(tables)   # what DDP's constructor reads
+        for p in tables.values():
+            dist.broadcast(p.data, src=0)
+    running_stats = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    return torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True,
+                                                     broadcast_buffers=running_stats)
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -141,7 +141,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
         with phase("backward"):
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            average_gradients(model)     # under DDP without the wrapper (no-op otherwise)
+            average_gradients(model)     # DDP without the wrapper, or the tables DDP leaves out (no-op in one process)
         with phase("after_backward"):
             method.after_backward(unwrap(model), ctx)
         with phase("optimizer"):
