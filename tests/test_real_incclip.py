@@ -122,12 +122,13 @@ def test_cc_errors(dirs, tmp_path):
 
 def test_paper_profile_brings_cc2m_and_the_downstream_suite(paper_experiments):
     """Under the `paper` profile every IncCLIP experiment (RN50 from scratch) trains on CC2M's
-    shards at 224 px, split by pseudo labels (class) or at random (instance), and is evaluated on
+    shards at 224 px, split by pseudo labels into equal class ranges (class) or at random (instance), and is evaluated on
     IncCLIP's 8 classification datasets and MSCOCO / Flickr30K retrieval."""
     ic = {n: c for n, c in paper_experiments.items() if c.model.name == "RN50"}
     assert ic
     for name, cfg in ic.items():
         assert (cfg.data.benchmark, cfg.data.root, cfg.data.image_size) == ("cc", "data/cc2m", 224), name
         assert cfg.data.stream in ("class", "instance") and cfg.eval.heldout, name
+        assert cfg.data.class_chunks == "classes", name
         assert len(cfg.eval.downstream) == 8 and cfg.eval.downstream_retrieval == ["mscoco", "flickr30k"], name
     assert ic["ic4-incclip"].data.labels == "data/cc2m/pseudo_labels.json"

@@ -36,6 +36,18 @@ def test_class_stream_leaves_no_chunk_empty_when_one_class_dominates():
     assert task.tolist() == [0, 0, 1] + [2] * 100
 
 
+def test_class_stream_by_classes_gives_each_chunk_its_share_of_the_classes():
+    """IncCLIP's split: 4 chunks of 250 ImageNet classes, whatever their sizes (here 5 classes: 3 + 2)."""
+    task, names = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="class", num_tasks=2, class_chunks="classes"))
+    assert task.tolist() == [0] * 9 + [1] * 7 and names == ["a1…b1", "b2…c1"]
+    items = [{"group": "A", "subgroup": f"{k:04d}"} for k in range(1000) for _ in range(1 + k % 7)]
+    task, _ = assign_tasks(items, ["A"], [f"{k:04d}" for k in range(1000)], DataCfg(stream="class", num_tasks=4, class_chunks="classes"))
+    per_chunk = [len({it["subgroup"] for it, t in zip(items, task) if t == k}) for k in range(4)]
+    assert per_chunk == [250] * 4 and (np.diff(task) >= 0).all()   # contiguous class ranges
+    with pytest.raises(ConfigError, match="class_chunks"):
+        DataCfg(class_chunks="pairs")
+
+
 def test_instance_stream_is_seeded_equal_chunks():
     a, names = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="instance", num_tasks=4, seed=0))
     b, _ = assign_tasks(ITEMS, GROUPS, SUBGROUPS, DataCfg(stream="instance", num_tasks=4, seed=0))

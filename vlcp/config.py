@@ -64,6 +64,7 @@ class DataCfg:
     tasks: list[str] = field(default_factory=list)  # groups to use; empty = all, in Unicode order
     stream: str = "group"            # group: one task per group | class: class chunks | instance: random chunks | language: one task per language (CLL-CLIP) | concepts: FoMo-in-Flux concept stream (see `fomo`)
     num_tasks: int = 0               # class/instance streams: number of chunks (>= 2)
+    class_chunks: str = "items"      # class stream: chunks about equal in items, or in classes (IncCLIP: 4 x 250 ImageNet classes)
     reverse: bool = False            # reverse the task order
     languages: list[str] = field(default_factory=list)  # language stream: CLDR codes in order; empty = en + the 35 others, seeded
     num_languages: int = 0           # language stream: keep the first N of the order (0 = all); ignored by other streams
@@ -91,6 +92,8 @@ class DataCfg:
             raise ConfigError(f"workers: must be >= 1, got {self.workers}")
         if self.max_pairs < 0:
             raise ConfigError(f"max_pairs: must be >= 0 (0 = all), got {self.max_pairs}")
+        if self.class_chunks not in ("items", "classes"):
+            raise ConfigError(f"class_chunks: must be 'items' or 'classes', got {self.class_chunks!r}")
         if self.transform not in TRANSFORMS:
             raise ConfigError(f"transform: unknown training transform {self.transform!r}; known: {', '.join(TRANSFORMS)}")
         for name in ("styles", "train_styles", "unseen_styles"):

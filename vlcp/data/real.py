@@ -111,7 +111,8 @@ def cc_benchmark(cfg: DataCfg) -> RecordBenchmark:
     """IncCLIP's CC2M: the first `data.max_pairs` pairs (0 = all) of the webdataset shards under
     `cfg.root`, images read from the shards on access, cut into `data.num_tasks` chunks by the
     stream: `instance` = seeded random equal chunks; `class` = contiguous ranges of the pairs'
-    pseudo classes (`data.labels`), about equal in pairs (IncCLIP: 4 x 250 ImageNet classes). A
+    pseudo classes (`data.labels`), about equal in pairs, or in classes with `data.class_chunks:
+    classes` (IncCLIP's 4 x 250 ImageNet classes; the paper profile's). A
     seeded `data.split.test` share of the pairs is held out for the per-task retrieval matrix;
     IncCLIP's own evaluation is the downstream suite (`eval.downstream`, `load_downstream`)."""
     records = read_wds(cfg.root, limit=cfg.max_pairs or None, lazy=True)

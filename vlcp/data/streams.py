@@ -4,7 +4,8 @@
 - `class`: class-incremental, like IncCLIP's split of CC2M by pseudo-labels into chunks of
   ImageNet classes. The classes (subgroups) are kept in Unicode order, so neighbouring classes
   are related concepts ("face-smiling", "face-affection", …), and cut into `num_tasks` contiguous
-  concept clusters of about equal size in items. Every item of a class is in its class's chunk.
+  concept clusters of about equal size in items (`data.class_chunks: items`) or in classes
+  (`classes`: IncCLIP's 4 x 250 ImageNet classes). Every item of a class is in its class's chunk.
 - `instance`: instance-incremental (IncCLIP's "identically distributed chunks"): the items in a
   seeded random order, cut into `num_tasks` equal chunks.
 Items of groups not in `data.tasks` (when it is given) belong to no task (-1).
@@ -32,7 +33,7 @@ def assign_tasks(items: list[dict], groups: list[str], subgroups: list[str], cfg
             if used[i]:
                 task[i] = order.index(it["group"])
     elif cfg.stream == "class":
-        names, task = _class_chunks(items, used, subgroups, cfg.num_tasks)
+        names, task = _class_chunks(items, used, subgroups, cfg.num_tasks, cfg.class_chunks == "classes")
     else:
         idx = np.flatnonzero(used)
         perm = idx[np.random.default_rng(cfg.seed).permutation(len(idx))]
@@ -46,7 +47,7 @@ def assign_tasks(items: list[dict], groups: list[str], subgroups: list[str], cfg
     return task, list(names)
 
 
-def _class_chunks(items, used, subgroups, n):
+def _class_chunks(items, used, subgroups, n, equal_classes=False):
     sizes = {c: 0 for c in subgroups}
     for i, it in enumerate(items):
         if used[i]:
@@ -54,6 +55,20 @@ def _class_chunks(items, used, subgroups, n):
     classes = [c for c in subgroups if sizes[c]]
     if len(classes) < n:
         raise VlcpError(f"data.num_tasks: {n} chunks but only {len(classes)} classes")
+    if equal_classes:   # ⌊C / n⌋ or ⌈C / n⌉ classes each
+        chunk_of = {c: i * n // len(classes) for i, c in enumerate(classes)}
+    else:
+        chunk_of = _item_balanced(classes, sizes, n)
+    task = np.array([chunk_of[it["subgroup"]] if used[i] else -1 for i, it in enumerate(items)], dtype=np.int64)
+    names = []
+    for k in range(n):
+        members = [c for c in classes if chunk_of[c] == k]
+        names.append(f"{members[0]}…{members[-1]}" if len(members) > 1 else (members[0] if members else f"chunk {k + 1}"))
+    return names, task
+
+
+def _item_balanced(classes: list[str], sizes: dict[str, int], n: int) -> dict[str, int]:
+    """Chunk of each class: contiguous runs of about equal size in items, every chunk non-empty."""
     total, before, k, chunk_of = sum(sizes.values()), 0, 0, {}
     for i, c in enumerate(classes):
         # next chunk when this class's middle item passes the chunk's share of the items, or
@@ -63,9 +78,4 @@ def _class_chunks(items, used, subgroups, n):
             k += 1
         chunk_of[c] = k
         before += sizes[c]
-    task = np.array([chunk_of[it["subgroup"]] if used[i] else -1 for i, it in enumerate(items)], dtype=np.int64)
-    names = []
-    for k in range(n):
-        members = [c for c in classes if chunk_of[c] == k]
-        names.append(f"{members[0]}…{members[-1]}" if len(members) > 1 else (members[0] if members else f"chunk {k + 1}"))
-    return names, task
+    return chunk_of
