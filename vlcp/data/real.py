@@ -32,7 +32,8 @@ from vlcp.data.formats.fomo_info import (fomo_handle, info_path, read_fomo_class
                                          read_fomo_template)
 from vlcp.data.formats.wds import read_wds
 from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train
-from vlcp.data.formats.xm3600 import CLL_CLIP_ORDER, iter_triplet_lines, read_mscoco36, read_xm3600, triplet_path
+from vlcp.data.formats.xm3600 import (CLL_CLIP_ORDER, cldr_code, clfm_code, iter_triplet_lines, read_mscoco36, read_xm3600,
+                                      triplet_path)
 from vlcp.data.languages import EvalSet, Examples, LanguageData, language_order
 from vlcp.errors import ConfigError, VlcpError
 
@@ -126,11 +127,6 @@ def cc_benchmark(cfg: DataCfg) -> RecordBenchmark:
 READERS = {"p9d": p9d_benchmark, "cc": cc_benchmark}
 
 
-def clfm_code(lang: str) -> str:
-    """CLFM's file code of a CLDR language code (XM3600 calls Quechua `quz`)."""
-    return "quz" if lang == "qu" else lang
-
-
 def eval_set(records: Sequence[Record], cfg: DataCfg) -> EvalSet:
     """Per-(language, image) caption records as an EvalSet: each distinct image once, every
     caption of a language with the image it describes (multi-caption retrieval, as CLFM's)."""
@@ -154,7 +150,7 @@ def mscoco36_language_data(cfg: DataCfg) -> LanguageData:
     English one: same images, same English captions), images under `images/`; in-domain test =
     MSCOCO36's test split in each language, out-of-domain test = XM3600 under `cfg.ood_root` (if set).
     Languages are CLDR codes (`qu` for CLFM's `quz`); default order: CLL-CLIP's `order222`."""
-    default = [("qu" if c == "quz" else c) for c in CLL_CLIP_ORDER]
+    default = [cldr_code(c) for c in CLL_CLIP_ORDER]
     languages = (language_order(cfg.languages) if cfg.languages else default)[: cfg.num_languages or None]
     root = require(Path(cfg.root), "MSCOCO36 dataset")
     image_of: dict[str, int] = {}

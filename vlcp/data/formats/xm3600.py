@@ -23,8 +23,22 @@ from vlcp.data.formats.karpathy import read_caption_rows
 from vlcp.data.languages import XM3600
 from vlcp.errors import VlcpError
 
+CLFM_CODE = {"qu": "quz"}   # CLDR code -> CLFM's / XM3600's file code: only Quechua differs
+CLDR_CODE = {v: k for k, v in CLFM_CODE.items()}
+
+
+def clfm_code(lang: str) -> str:
+    """CLFM's file code of a CLDR language code (XM3600 calls Quechua `quz`)."""
+    return CLFM_CODE.get(lang, lang)
+
+
+def cldr_code(code: str) -> str:
+    """The CLDR code of a CLFM / XM3600 file code."""
+    return CLDR_CODE.get(code, code)
+
+
 # configs.xm3600_langs of CLFM (36 languages): the CLL-CLIP study's CLDR codes with XM3600's `quz` for `qu`.
-XM3600_LANGUAGES = tuple("quz" if c == "qu" else c for c in XM3600)
+XM3600_LANGUAGES = tuple(clfm_code(c) for c in XM3600)
 # CLL-CLIP's continual-learning language order `order222` (seed-222 shuffle, en first).
 CLL_CLIP_ORDER = ("en", "it", "de", "fil", "tr", "uk", "nl", "bn", "he", "fi", "sv", "quz", "fa", "mi", "fr", "el",
                   "zh", "id", "sw", "no", "hi", "da", "te", "th", "pt", "ru", "ro", "pl", "hr", "es", "vi", "ar",
