@@ -1,6 +1,6 @@
 """2-process DDP on CPU against one process, at the same per-rank batch (the scale-path issue's target: ≥ 1.6×).
 
-    .venv/bin/python benchmarks/ddp_scaling.py [--repeats 3] [--steps 480] [--batch 128] [--work DIR]
+    .venv/bin/python benchmarks/ddp_scaling.py [--repeats 5] [--steps 480] [--batch 128] [--work DIR]
 
 Runs the spine's SeqF (`vlcp run seqf`, the default tiny CLIP on the emoji benchmark) as
 - `1 process`: batch `--batch`, 1 thread;
@@ -18,7 +18,8 @@ size CLL-CLIP's expandable embedding reaches at paper scale (`--table-rows` × 5
 49,408 tokens + new tokens of 35 languages), a batch of 128 captions of ~20 tokens. Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`:
 training and after-task passes, not evaluation). The ratio of each repeat's `2 processes` to the
 same repeat's `1 process` is paired (slow drift cancels); the median and range are reported.
-Needs the prepared benchmark (`dvc repro prepare`). About 10 minutes on 2 cores at the defaults.
+Needs the prepared benchmark (`dvc repro prepare`). About 20 minutes on 2 cores at the defaults (5
+repeats: on a shared 2-core VM one repeat's ratio can swing by ±0.2).
 """
 from __future__ import annotations
 
@@ -124,7 +125,7 @@ def table_average(rows: int, width: int, repeats: int, work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=480, help="train.steps of each run (the study's 240)")
     ap.add_argument("--batch", type=int, default=128, help="per-rank batch (the study's 128)")
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))

@@ -183,7 +183,7 @@ def wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
             dist.broadcast(p.data, src=0)
     running_stats = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
     return torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True,
-                                                     broadcast_buffers=running_stats)
+                                                     forward_sync_buffers=running_stats)
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
