@@ -15,8 +15,9 @@ processes. Then the gradient average of one embedding table between 2 gloo proce
 (what DDP and a flat all-reduce send) against the rows some rank's batch used
 (`vlcp.train.distributed.average_table_gradients`), at the tiny CLIP's 49,408 × 64 and at the
 size CLL-CLIP's expandable embedding reaches at paper scale (`--table-rows` × 512: CLIP's
-49,408 tokens + new tokens of 35 languages), a batch of 128 captions of ~20 tokens. Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`:
-training and after-task passes, not evaluation). The ratio of each repeat's `2 processes` to the
+49,408 tokens + new tokens of 35 languages), a batch of 128 captions of ~20 tokens.
+Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`: training and
+after-task passes, not evaluation). The ratio of each repeat's `2 processes` to the
 same repeat's `1 process` is paired (slow drift cancels); the median and range are reported.
 Needs the prepared benchmark (`dvc repro prepare`). About 20 minutes on 2 cores at the defaults (5
 repeats: on a shared 2-core VM one repeat's ratio can swing by ±0.2).
