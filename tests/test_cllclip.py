@@ -182,10 +182,18 @@ def test_per_language_modules_get_gradients(emoji_root, tmp_path):
         assert moved, f"{method}: the latest language's modules did not train"
 
 
-def test_language_resume_equals_uninterrupted(emoji_root, tmp_path):
+def test_language_resume_equals_uninterrupted(emoji_root, tmp_path, monkeypatch):
+    """...and resumes with the run's own vocabs: tokenizers' BPE trainer is not deterministic
+    (count ties broken in hash-map order, huggingface/tokenizers#1794), so they are checkpointed."""
+    import vlcp.runner_language as rl
+
     cfg = cll_experiment(emoji_root, "cll-er", buffer_size=30, teir=True)
     full = run_experiment(cfg, tmp_path / "a")
     run_experiment(cfg, tmp_path / "b", stop_after_task=0)
+
+    def retrain(*a, **k):
+        raise AssertionError("the vocabs were trained again on resume")
+    monkeypatch.setattr(rl, "train_vocabs", retrain)
     resumed = run_experiment(cfg, tmp_path / "b")
     strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds")}  # noqa: E731
     assert strip(resumed) == strip(full)

@@ -156,7 +156,6 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
 
     model = CLLText(clip, Vocab.from_open_clip(tokenizer)).to(device)
     del clip
-    bpe = train_vocabs(examples, languages, method.cfg.vocab_size, method.cfg.oracle_vocab)
     task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
     lr_plan = plan_for(cfg.train, steps)
@@ -174,7 +173,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         "needs_task_id": method.needs_task_id, "world_size": world, "device": str(device), "versions": _versions(),
         "zero_shot": None, "matrix": {}, "vocab_sizes": [], "train": [],
     }
-    start = 0
+    start, bpe = 0, None
     if resume and ckpt_path.exists():
         state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
         if state.get("config_hash") == chash:
@@ -182,10 +181,15 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
             mat.model = model
             method.load_state_dict(state["method"])
             results, start = state["results"], state["task"] + 1
+            bpe = state.get("bpe")   # the run's own vocabs: tokenizers' BPE trainer breaks count ties in hash order,
+            #                          so training again on the same captions can give other merges
             if is_main():
                 print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
         elif is_main():
             print(f"{ckpt_path}: checkpoint is from another config; starting over")
+
+    if bpe is None:
+        bpe = train_vocabs(examples, languages, method.cfg.vocab_size, method.cfg.oracle_vocab)
 
     if results["zero_shot"] is None and is_main():   # the base CLIP with its English vocab, on every language
         results["zero_shot"] = evaluate(model, method, evaluator, languages, set(languages))
@@ -216,7 +220,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
                                  "flops_per_step": task_flops, "task_pass_flops": pass_flops,
                                  "peak_memory_mb": round(budget.peak_memory_mb(device), 1),
                                  "phase_seconds": stats["phase_seconds"]})
-        _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model,
+        _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model, "bpe": bpe,
                                      "method": method.state_dict(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(plan) - 1:
             return results
