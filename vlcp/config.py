@@ -219,7 +219,7 @@ class FomoCfg:
     retrieval: list[str] = field(default_factory=list)   # eval-only retrieval datasets (A_ZS; R@5 over every caption)
     adaptation_retrieval: list[str] = field(default_factory=lambda: ["fscoco"])   # of `datasets`, those scored by R@5 in A_KA, not zero-shot accuracy (FoMo's type: retrieval)
     pool_root: str = ""              # webdataset shards of the pool P that λP replays
-    pool_size: int = 10000           # pool pairs read (held as encoded bytes in memory)
+    pool_size: int = 10000           # pool pairs read (captions in memory; images read from the shards per batch)
 
     def __post_init__(self):
         from vlcp.data.mixtures import validate_mixture
