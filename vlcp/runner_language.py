@@ -181,8 +181,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
             mat.model = model
             method.load_state_dict(state["method"])
             results, start = state["results"], state["task"] + 1
-            bpe = state.get("bpe")   # the run's own vocabs: tokenizers' BPE trainer breaks count ties in hash order,
-            #                          so training again on the same captions can give other merges
+            bpe = state.get("bpe")   # the run's own vocabs: not trained again (and immune to a tokenizers upgrade)
             if is_main():
                 print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
         elif is_main():

@@ -34,10 +34,19 @@ def _pipeline(model: models.BPE) -> Tokenizer:
 
 
 def train_bpe(lines: list[str], vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """A language's own BPE vocab (token -> id) and merges, learned from `lines`."""
+    """A language's own BPE vocab (token -> id) and merges, learned from `lines`; deterministic.
+
+    `tokenizers`' trainer creates the word-final tokens ("a</w>") lazily in hash-map order, so
+    their ids, and through the pair-id tie-break of equal counts the merges, changed from one
+    training to the next (huggingface/tokenizers#1794). They are declared up front in sorted
+    order instead (the same set the trainer would create: one per word-final symbol), so every
+    id, and so every merge, is fixed by the captions."""
     tok = _pipeline(models.BPE(end_of_word_suffix=SUFFIX, continuing_subword_prefix=""))
+    text = tok.normalizer.normalize_str(" ".join(lines))   # whitespace-joined: the same words as line by line
+    finals = sorted({word[-1] for word, _ in tok.pre_tokenizer.pre_tokenize_str(text)})
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, end_of_word_suffix=SUFFIX,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=[c + SUFFIX for c in finals])
     tok.train_from_iterator(lines, trainer)
     model = json.loads(tok.to_str())["model"]
     return model["vocab"], [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
