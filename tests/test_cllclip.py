@@ -111,6 +111,24 @@ def test_text_tower_on_longest_padding_equals_context_padding(clip_vocab):
             torch.testing.assert_close(model(tokens, eot, **kw), model(full, eot, **kw), atol=1e-5, rtol=1e-5)
 
 
+def test_eval_length_buckets_equal_one_padded_batch(clip_vocab):
+    """In eval mode CLLText runs a large batch in length buckets; the features (row order kept)
+    equal the whole batch's, with shared and with per-row prefixes and adapters."""
+    torch.manual_seed(0)
+    clip, _ = create_clip("vlcp-tiny")
+    model = CLLText(clip, clip_vocab).eval()
+    words = "a cat dog grinning face smile very long caption of many words".split()
+    texts = [" ".join(words[: 1 + i % len(words)] * (1 + i % 3)) for i in range(300)]
+    tokens, eot = model.encode(texts)
+    assert len(set(eot.tolist())) > 4
+    adapters = [torch.nn.Linear(model.width, model.width)] * model.layers
+    with torch.no_grad():
+        for kw in ({}, {"prefixes": [torch.randn(1, 3, model.width)] * model.layers},
+                   {"prefixes": [torch.randn(len(texts), 3, model.width)] * model.layers}, {"adapters": adapters}):
+            whole = model.train()(tokens, eot, **kw)   # training mode: one padded batch
+            torch.testing.assert_close(model.eval()(tokens, eot, **kw), whole, atol=1e-5, rtol=1e-5)
+
+
 def test_language_order_and_captions():
     order = language_order(seed=0)
     assert order[0] == "en" and sorted(order) == sorted(XM3600) and len(order) == 36

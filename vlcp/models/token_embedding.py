@@ -46,6 +46,9 @@ class ExpandableEmbedding(nn.Module):
                                    requires_grad=self.weight.requires_grad)
 
 
+EVAL_BUCKETS, EVAL_BUCKET_ROWS = 4, 64    # eval-mode length buckets: at most 4, of at least 64 rows
+
+
 class CLLText(nn.Module):
     def __init__(self, clip: nn.Module, vocab: Vocab, init_temperature: float = 0.07):
         super().__init__()
@@ -88,6 +91,24 @@ class CLLText(nn.Module):
         return tok[:, :n].to(dev), eot.to(dev)
 
     def forward(self, tokens: torch.Tensor, eot: torch.Tensor, prefixes=None, adapters=None) -> torch.Tensor:
+        """Text features [B, D]. In eval mode the rows are sorted by length and run in up to
+        `EVAL_BUCKETS` groups, each padded to its own longest row: the same features (the padding
+        after EOT never reaches them) for about two thirds of the padded positions (measured on
+        the emoji captions: 30 against 44 ms a language's test set, one thread). Training batches
+        run whole (split, their backward cost more than the padding saved)."""
+        buckets = min(EVAL_BUCKETS, len(eot) // EVAL_BUCKET_ROWS)
+        if self.training or buckets < 2:
+            return self._forward(tokens, eot, prefixes, adapters)
+        order = torch.argsort(eot)
+        out = []
+        per_row = lambda p: p is not None and p.dim() == 3 and len(p) == len(eot)  # noqa: E731  (else shared [1, P, W])
+        for rows in torch.tensor_split(order, buckets):
+            out.append(self._forward(tokens[rows, : int(eot[rows].max()) + 1], eot[rows],
+                                     None if prefixes is None else [p[rows] if per_row(p) else p for p in prefixes],
+                                     adapters))
+        return torch.cat(out)[torch.argsort(order)]
+
+    def _forward(self, tokens: torch.Tensor, eot: torch.Tensor, prefixes=None, adapters=None) -> torch.Tensor:
         n = tokens.shape[1]                       # <= context_length (see encode)
         x = self.embedding(tokens) + self.positional_embedding[:n]
         mask = self.attn_mask[:n, :n]
