@@ -147,6 +147,19 @@ def test_ar_and_forgetting_hand_computed():
     assert cl.forgetting(a) == pytest.approx(((10 - 4) + (20 - 12)) / 2)
     assert cl.ar_curve(a).tolist() == pytest.approx([10, 13, 46 / 3])
 
+    def run(last, dagger=False):   # in-domain T2I only; I2T and out-of-domain left out
+        m = [[10, nan, nan], [6, 20, nan], last]
+        return {"needs_task_id": dagger, "matrix": {"in_domain": {"IR@1": m, "TR@1": m}}}
+    runs = {"x-clip": run([4, 12, 30]), "x-clip-teir": run([8, 16, 30]), "x-joint": run([1, 2, 3]),
+            "x-mla": run([4, 12, 30], True), "x-mla-teir": run([4, 12, 33], True)}
+    t = cl.table2(runs, ["clip", "mla"], prefix="x")
+    assert t.index.tolist() == [("clip", "plain"), ("clip", "with TEIR"), ("clip", "Δ (TEIR − plain)"), ("mla †", "plain"),
+                                ("mla †", "with TEIR"), ("mla †", "Δ (TEIR − plain)"), ("joint", "")]
+    assert t.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == pytest.approx((8 + 16 - 4 - 12) / 3)
+    assert t.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "F")] == pytest.approx((2 + 4) / 2 - (6 + 8) / 2)
+    assert t.loc[("mla †", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == pytest.approx(1.0)
+    assert t.loc[("joint", ""), ("in", "I2T", "AR")] == pytest.approx(2.0)
+
 
 def cll_experiment(root, method, steps=9, **args):
     return experiment_from_dict({

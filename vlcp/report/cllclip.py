@@ -62,6 +62,23 @@ def table(runs: dict[str, dict], suffix: str = "") -> pd.DataFrame:
     return df
 
 
+def table2(runs: dict[str, dict], methods: list[str], prefix: str = "cll") -> pd.DataFrame:
+    """The paper's Table 2 layout: per method (experiments `<prefix>-<method>[-teir]`; † where it
+    needs the language at inference) rows plain / with TEIR / Δ (TEIR − plain), then joint
+    (`<prefix>-joint`). Columns = (set, direction, AR|F)."""
+    rows = {}
+    for m in methods:
+        name = m + (" †" if runs[f"{prefix}-{m}"]["needs_task_id"] else "")
+        plain, teir = summary(runs[f"{prefix}-{m}"]), summary(runs[f"{prefix}-{m}-teir"])
+        rows[(name, "plain")], rows[(name, "with TEIR")] = plain, teir
+        rows[(name, "Δ (TEIR − plain)")] = {c: None if plain.get(c) is None or teir.get(c) is None else teir[c] - plain[c]
+                                            for c in plain}
+    rows[("joint", "")] = summary(runs[f"{prefix}-joint"])
+    df = pd.DataFrame(rows).T
+    df.columns = pd.MultiIndex.from_tuples(df.columns)
+    return df
+
+
 def binomial_floor(r: dict, n_items: int, eval_set: str = "in_domain", metric: str = "IR@1") -> float:
     """Noise floor for a single-seed AR difference: 2·√2 × the binomial standard error of AR,
     treating each language's R@1 over its `n_items` test captions as independent (an
