@@ -147,7 +147,11 @@ def test_ar_and_forgetting_hand_computed():
     assert cl.forgetting(a) == pytest.approx(((10 - 4) + (20 - 12)) / 2)
     assert cl.ar_curve(a).tolist() == pytest.approx([10, 13, 46 / 3])
 
-    def run(last, dagger=False):   # in-domain T2I only; I2T and out-of-domain left out
+
+def test_table2_layout_hand_computed():
+    nan = None
+
+    def run(last, dagger=False):   # in-domain only (I2T = T2I); out-of-domain left out
         m = [[10, nan, nan], [6, 20, nan], last]
         return {"needs_task_id": dagger, "matrix": {"in_domain": {"IR@1": m, "TR@1": m}}}
     runs = {"x-clip": run([4, 12, 30]), "x-clip-teir": run([8, 16, 30]), "x-joint": run([1, 2, 3]),
