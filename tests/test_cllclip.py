@@ -27,6 +27,9 @@ def test_vocab_matches_open_clip_and_grows_with_stable_ids(clip_vocab):
     texts = ["an emoji of grinning face: smile", "Hello, World! it's 3 cats", "猫の顔: ねこ"]
     ids, eot = clip_vocab.encode(texts, 24)
     assert torch.equal(ids, tok(texts, context_length=24))
+    assert torch.equal(clip_vocab.encode(texts[::-1], 24)[0], ids.flip(0))     # again, from the vocab's memo
+    long = ["a very long caption " * 4, "", "smile"]                           # truncated, empty, short
+    assert torch.equal(clip_vocab.encode(long, 8)[0], tok(long, context_length=8))
     assert torch.equal(eot, (ids == clip_vocab.eot).int().argmax(1))
     vocab, merges = train_bpe(["ปุ่มกดเลข: สาม"] * 20 + ["หน้ายิ้ม: ยิ้ม"] * 20, 400)
     grown = clip_vocab.merge(vocab, merges)
@@ -240,9 +243,31 @@ def test_language_resume_equals_uninterrupted(emoji_root, tmp_path, monkeypatch)
 
     def retrain(*a, **k):
         raise AssertionError("the vocabs were trained again on resume")
+    rl.stream_vocabs.cache_clear()                 # as a new process would: nothing memoised
     monkeypatch.setattr(rl, "train_vocabs", retrain)
     resumed = run_experiment(cfg, tmp_path / "b")
     strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds")}  # noqa: E731
     assert strip(resumed) == strip(full)
     monkeypatch.undo()
+    rl.stream_vocabs.cache_clear()
     assert strip(run_experiment(cfg, tmp_path / "c")) == strip(full)
+
+
+def test_runs_in_one_process_share_their_inputs(emoji_root, tmp_path):
+    """A study's runs in one process load the corpus, encode the teacher features and train the
+    vocabs once (memoised by data config and base model): a run that finds them memoised, after
+    another method's run, equals the same run in a fresh process; another data config loads anew."""
+    import vlcp.runner_language as rl
+
+    rl.stream_inputs.cache_clear()
+    rl.stream_vocabs.cache_clear()
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds")}  # noqa: E731
+    fresh = run_experiment(cll_experiment(emoji_root, "cll-mla", steps=6), tmp_path / "a")
+    run_experiment(cll_experiment(emoji_root, "cllclip", steps=6, teir=True), tmp_path / "b")
+    again = run_experiment(cll_experiment(emoji_root, "cll-mla", steps=6), tmp_path / "c")
+    assert strip(again) == strip(fresh)
+    assert (rl.stream_inputs.cache_info().misses, rl.stream_vocabs.cache_info().misses) == (1, 1)
+    other = cll_experiment(emoji_root, "cllclip", steps=6)
+    other.data.languages = ["en", "de"]
+    assert run_experiment(other, tmp_path / "d")["languages"] == ["en", "de"]
+    assert rl.stream_inputs.cache_info().misses == 2

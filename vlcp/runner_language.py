@@ -3,7 +3,8 @@
 Like `vlcp.runner`, but the model is `CLLText` over a frozen base CLIP and training never
 touches pixels: the base CLIP's image features (every training image, in every training style,
 and every test image) and English text features (every English source caption) are computed once
-per run (cached teacher features, as CLFM's .npy caches), and a batch is (image feature, English
+(cached teacher features, as CLFM's .npy caches; memoised per process, with the corpus and the
+vocabs, for the next run of the same data and base model: `stream_inputs`), and a batch is (image feature, English
 feature, foreign caption tokens). The data come from `vlcp.data.languages.load_language_data`: the
 emoji benchmark's CLDR captions, or CLFM's MSCOCO36 corpus and XM3600 (`data.benchmark: mscoco36`). Each
 task's languages come from `method.plan` (one per task; joint training: all in one). After every
@@ -19,7 +20,10 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -86,6 +90,52 @@ class TextMaterializer:
                          tokens, eot, ids, item.to(self.device), [ex.languages[i] for i in ex.lang[ids].tolist()])
 
 
+@dataclass(frozen=True)
+class InputsKey:
+    """What the frozen teacher's features and the vocabs of a run depend on: the data config, the
+    base model (name, weights file and its stamp) and the device and its thread count, compared by value.
+    The base CLIP and its tokenizer ride along uncompared (they encode the features on a miss)."""
+    data: str
+    model: tuple
+    device: str
+    threads: int        # matmul results may differ in their last bits between thread counts
+    cfg: Any = field(compare=False)
+    clip: Any = field(compare=False)
+    tokenizer: Any = field(compare=False)
+
+    @classmethod
+    def of(cls, cfg: ExperimentCfg, device, clip, tokenizer) -> "InputsKey":
+        path = Path(cfg.model.pretrained or "")
+        stamp = (path.stat().st_mtime_ns, path.stat().st_size) if cfg.model.pretrained and path.is_file() else None
+        return cls(json.dumps(asdict(cfg.data), sort_keys=True), (cfg.model.name, cfg.model.pretrained, stamp),
+                   str(device), torch.get_num_threads(), cfg, clip, tokenizer)
+
+
+@lru_cache(maxsize=1)
+def stream_inputs(key: InputsKey) -> tuple:
+    """(LanguageData, training image features [styles, items, D], English text features [rows, D],
+    {set: (image features, image items)}), the same for every run of one data config and base
+    model: memoised, so the runs of a study in one process (`vlcp run --list`, each `--jobs`
+    worker) load the corpus and encode the images once (~4 s a 36-language run on 2 cores). The
+    last key's inputs stay in memory until the next key's replace them. Uses no random numbers."""
+    clip, device = key.clip, key.device
+    data = load_language_data(key.cfg.data)
+    train_img = torch.stack([encode_images(clip, im, device, desc=f"image features ({len(im)} training images)")
+                             for im in data.train_images])
+    english = encode_texts(clip, key.tokenizer, data.english, device, desc="English text features")
+    image_sets = {name: (encode_images(clip, s.images, device, desc=f"image features ({name})"), s.image_items)
+                  for name, s in data.eval_sets.items()}
+    return data, train_img, english, image_sets
+
+
+@lru_cache(maxsize=2)
+def stream_vocabs(key: InputsKey, size: int, oracle: bool) -> dict:
+    """`train_vocabs` on the key's data, memoised like `stream_inputs` (BPE training is
+    deterministic: a study's runs share one set of vocabs; ~0.1 s a language). Read-only."""
+    data = stream_inputs(key)[0]
+    return train_vocabs(data.examples, data.languages, size, oracle)
+
+
 def train_vocabs(examples: Examples, languages: list[str], size: int, oracle: bool) -> dict:
     """Each language's own BPE vocab from its training captions (+ the oracle vocab from all),
     trained on rank 0 and broadcast (every rank must merge the same vocab)."""
@@ -146,17 +196,12 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         raise ConfigError("train.compile: the language stream's model grows its token embedding every task "
                           "(a recompile each task); run it uncompiled")
 
-    data = load_language_data(cfg.data)
-    languages, examples = data.languages, data.examples
-    plan = method.plan(languages)
-
     clip, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
     clip.eval()
-    train_img = torch.stack([encode_images(clip, im, device, desc=f"image features ({len(im)} training images)")
-                             for im in data.train_images])
-    english = encode_texts(clip, tokenizer, data.english, device, desc="English text features")
-    image_sets = {name: (encode_images(clip, s.images, device, desc=f"image features ({name})"), s.image_items)
-                  for name, s in data.eval_sets.items()}
+    key = InputsKey.of(cfg, device, clip, tokenizer)
+    data, train_img, english, image_sets = stream_inputs(key)
+    languages, examples = data.languages, data.examples
+    plan = method.plan(languages)
     evaluator = LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets,
                                   cfg.eval.ks, cfg.eval.batch_size)
 
@@ -195,7 +240,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
             print(f"{ckpt_path}: checkpoint is from another config; starting over")
 
     if bpe is None:
-        bpe = train_vocabs(examples, languages, method.cfg.vocab_size, method.cfg.oracle_vocab)
+        bpe = stream_vocabs(key, method.cfg.vocab_size, method.cfg.oracle_vocab)
     bpe_json = json.dumps(bpe, ensure_ascii=False)   # one string per checkpoint: pickling the ~100K small
     #                                                  objects of 36 vocabs took 0.12 s a task
 
