@@ -89,6 +89,33 @@ def test_row_scaled_adamw_without_scales_is_adamw():
     assert torch.allclose(a, b, atol=1e-6)
 
 
+@pytest.mark.parametrize("opt_cls,torch_cls,kw", [(RowScaledAdamW, torch.optim.AdamW, {"eps": 1e-6, "fused": True}),
+                                                  (RowScaledSGD, torch.optim.SGD, {"fused": True})])
+def test_row_scaled_steps_only_the_rows_that_move(opt_cls, torch_cls, kw):
+    """With TEIR's λ (0 for most rows) the optimizer steps the live rows only; the table ends
+    exactly where stepping every row (the scaled gradient and decay of eq. 5, then the torch
+    optimizer on the whole table) puts it, and the frozen rows do not move."""
+    torch.manual_seed(0)
+    lam = torch.tensor([0.0, 0.5, 0.0, 1.0, 0.0, 0.25] * 20)
+    a = torch.nn.Parameter(torch.randn(len(lam), 64))
+    b, a0 = torch.nn.Parameter(a.detach().clone()), a.detach().clone()
+    ours = opt_cls([{"params": [a], "weight_decay": 0.0}], lr=0.1, row_param=a, row_decay=0.3, grad_scale=lam,
+                   decay_scale=lam, **kw)
+    ref = torch_cls([b], lr=0.1, weight_decay=0.0, **kw)
+    assert ours.live.tolist() == lam.nonzero().squeeze(1).tolist()
+    for _ in range(4):
+        g = torch.randn_like(a)
+        a.grad, b.grad = g.clone(), g * lam[:, None]
+        with torch.no_grad():
+            b.mul_(1 - 0.1 * 0.3 * lam[:, None])
+        ours.step()
+        ref.step()
+        ours.zero_grad()
+        assert a.grad is None                         # the table is cleared though no group holds it
+    assert torch.equal(a.detach(), b.detach())
+    assert torch.equal(a.detach()[lam == 0], a0[lam == 0]) and not torch.equal(a.detach(), a0)
+
+
 def test_expandable_embedding_keeps_rows():
     e = ExpandableEmbedding(torch.randn(5, 4))
     old = e.weight.detach().clone()

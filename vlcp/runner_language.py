@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -93,8 +94,9 @@ class TextMaterializer:
 @dataclass(frozen=True)
 class InputsKey:
     """What the frozen teacher's features and the vocabs of a run depend on: the data config, the
-    base model (name, weights file and its stamp) and the device and its thread count, compared by value.
-    The base CLIP and its tokenizer ride along uncompared (they encode the features on a miss)."""
+    base model (name, weights file and its stamp) and the device and its thread count, compared by
+    value. The data config and weak references to the run's base CLIP and tokenizer ride along
+    uncompared (they load and encode on a miss; the memo keeps no model alive: a ViT-B/16 on a GPU)."""
     data: str
     model: tuple
     device: str
@@ -108,7 +110,7 @@ class InputsKey:
         path = Path(cfg.model.pretrained or "")
         stamp = (path.stat().st_mtime_ns, path.stat().st_size) if cfg.model.pretrained and path.is_file() else None
         return cls(json.dumps(asdict(cfg.data), sort_keys=True), (cfg.model.name, cfg.model.pretrained, stamp),
-                   str(device), torch.get_num_threads(), cfg, clip, tokenizer)
+                   str(device), torch.get_num_threads(), cfg.data, weakref.ref(clip), weakref.ref(tokenizer))
 
 
 @lru_cache(maxsize=1)
@@ -118,11 +120,11 @@ def stream_inputs(key: InputsKey) -> tuple:
     model: memoised, so the runs of a study in one process (`vlcp run --list`, each `--jobs`
     worker) load the corpus and encode the images once (~4 s a 36-language run on 2 cores). The
     last key's inputs stay in memory until the next key's replace them. Uses no random numbers."""
-    clip, device = key.clip, key.device
-    data = load_language_data(key.cfg.data)
+    clip, device = key.clip(), key.device
+    data = load_language_data(key.cfg)
     train_img = torch.stack([encode_images(clip, im, device, desc=f"image features ({len(im)} training images)")
                              for im in data.train_images])
-    english = encode_texts(clip, key.tokenizer, data.english, device, desc="English text features")
+    english = encode_texts(clip, key.tokenizer(), data.english, device, desc="English text features")
     image_sets = {name: (encode_images(clip, s.images, device, desc=f"image features ({name})"), s.image_items)
                   for name, s in data.eval_sets.items()}
     return data, train_img, english, image_sets

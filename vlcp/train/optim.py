@@ -52,27 +52,59 @@ class RowScaled:
     """Mixin: per-row gradient and decoupled weight-decay scales for one 2-D parameter.
 
     `row_param` must sit in its own param group with weight_decay 0; `row_decay` is its
-    weight decay β; `grad_scale`/`decay_scale` are float [rows] (None = 1 for every row)."""
+    weight decay β; `grad_scale`/`decay_scale` are float [rows] (None = 1 for every row).
+
+    A row whose gradient scale is 0 and that does not decay (decay scale 0, or no decay) never
+    moves: its scaled gradient is 0 at every step, so from the fresh state of a task's optimizer
+    its moments and update stay exactly 0. With TEIR that is every token the task does not use,
+    most of the table, so the wrapped optimizer steps a copy of the other rows only and writes
+    them back (the same arithmetic row by row: the same result as stepping the whole table)."""
 
     def __init__(self, params, *args, row_param: torch.Tensor, row_decay: float = 0.0,
                  grad_scale: torch.Tensor | None = None, decay_scale: torch.Tensor | None = None, **kwargs):
-        super().__init__(params, *args, **kwargs)
         self.row_param, self.row_decay = row_param, row_decay
         # (not `grad_scale`: torch's optimizers read that attribute for AMP's GradScaler)
         self.row_grad_scale, self.row_decay_scale = grad_scale, decay_scale
-        self._row_group = next(g for g in self.param_groups if any(p is row_param for p in g["params"]))
+        self.live, self.rows = None, row_param      # rows: the tensor the wrapped optimizer steps
+        if grad_scale is not None and (decay_scale is not None or not row_decay):
+            frozen = (grad_scale == 0) & ((decay_scale == 0) if row_decay else True)
+            if frozen.any():
+                self.live = (~frozen).nonzero().squeeze(1).to(row_param.device)
+                self.rows = torch.nn.Parameter(row_param.detach()[self.live].clone())
+                groups = list(params)
+                groups = groups if groups and isinstance(groups[0], dict) else [{"params": groups}]
+                params = [dict(g, params=[self.rows if q is row_param else q for q in g["params"]]) for g in groups]
+                self.row_grad_scale = grad_scale[self.live.cpu()]
+                self.row_decay_scale = decay_scale[self.live.cpu()] if decay_scale is not None else None
+        super().__init__(params, *args, **kwargs)
+        self._row_group = next(g for g in self.param_groups if any(p is self.rows for p in g["params"]))
         if self._row_group["weight_decay"]:
             raise ValueError("RowScaled: the row parameter's group must have weight_decay 0")
 
     @torch.no_grad()
     def step(self, closure=None):
-        p = self.row_param
+        p = self.rows
+        if self.live is not None:       # the live rows, as the table has them now
+            p.copy_(self.row_param.index_select(0, self.live))
+            g = self.row_param.grad
+            p.grad = g.index_select(0, self.live) if g is not None else None
         if p.grad is not None and self.row_grad_scale is not None:
             p.grad.mul_(self.row_grad_scale.to(p.grad)[:, None])
         if self.row_decay:
             shrink = self._row_group["lr"] * self.row_decay
             p.mul_(1 - shrink * (self.row_decay_scale.to(p)[:, None] if self.row_decay_scale is not None else 1.0))
-        return super().step(closure)
+        out = super().step(closure)
+        if self.live is not None:
+            self.row_param.index_copy_(0, self.live, p)
+        return out
+
+    def zero_grad(self, set_to_none: bool = True):
+        super().zero_grad(set_to_none)
+        if self.live is not None and self.row_param.grad is not None:   # the table is not in a group
+            if set_to_none:
+                self.row_param.grad = None
+            else:
+                self.row_param.grad.zero_()
 
 
 class RowScaledAdamW(RowScaled, torch.optim.AdamW):
