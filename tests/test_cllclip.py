@@ -44,6 +44,21 @@ def test_vocab_matches_open_clip_and_grows_with_stable_ids(clip_vocab):
     assert torch.equal(copy.encode(["ปุ่มกดเลข"], 24)[0], new_ids)
 
 
+def test_merged_vocabs_are_shared_by_the_runs_of_a_process(clip_vocab):
+    """The runs of a study in one process merge the same (memoised) language vocabs into one base
+    vocab: the same merge returns the same Vocab, with its tokenizer and ids already made; an equal
+    copy of the added vocab is merged anew, to an equal Vocab."""
+    vocab, merges = train_bpe(["hyvää huomenta: aurinko"] * 20 + ["kissan kasvot: kissa"] * 20, 400)
+    grown = clip_vocab.merge(vocab, merges)
+    ids = grown.encode(["kissan kasvot"], 24)[0]
+    again = clip_vocab.merge(vocab, merges)
+    assert again is grown and "kissan kasvot" in again._memo and torch.equal(again.encode(["kissan kasvot"], 24)[0], ids)
+    other = clip_vocab.merge(dict(vocab), list(merges))
+    assert other is not grown and (other.tokens, other.merges) == (grown.tokens, grown.merges)
+    assert torch.equal(other.encode(["kissan kasvot"], 24)[0], ids)
+    assert "_merged" not in pickle.loads(pickle.dumps(grown)).__dict__    # checkpoints carry no chain
+
+
 def test_train_bpe_is_deterministic():
     """Equal pair counts are common in a small corpus; tokenizers broke their ties by ids given in
     hash-map order, so four trainings here gave four vocabs before train_bpe fixed the ids."""

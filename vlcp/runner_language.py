@@ -116,10 +116,12 @@ class InputsKey:
 @lru_cache(maxsize=1)
 def stream_inputs(key: InputsKey) -> tuple:
     """(LanguageData, training image features [styles, items, D], English text features [rows, D],
-    {set: (image features, image items)}), the same for every run of one data config and base
-    model: memoised, so the runs of a study in one process (`vlcp run --list`, each `--jobs`
-    worker) load the corpus and encode the images once (~4 s a 36-language run on 2 cores). The
-    last key's inputs stay in memory until the next key's replace them. Uses no random numbers."""
+    {set: (image features, image items)}, the base CLIP's `Vocab`), the same for every run of one
+    data config and base model: memoised, so the runs of a study in one process (`vlcp run
+    --list`, each `--jobs` worker) load the corpus and encode the images once (~4 s a 36-language
+    run on 2 cores), and grow their vocabs from one base `Vocab` (so they share each merged vocab's
+    tokenizer and ids: `Vocab.merge`). The last key's inputs stay in memory until the next key's
+    replace them. Uses no random numbers."""
     clip, device = key.clip(), key.device
     data = load_language_data(key.cfg)
     train_img = torch.stack([encode_images(clip, im, device, desc=f"image features ({len(im)} training images)")
@@ -127,7 +129,7 @@ def stream_inputs(key: InputsKey) -> tuple:
     english = encode_texts(clip, key.tokenizer(), data.english, device, desc="English text features")
     image_sets = {name: (encode_images(clip, s.images, device, desc=f"image features ({name})"), s.image_items)
                   for name, s in data.eval_sets.items()}
-    return data, train_img, english, image_sets
+    return data, train_img, english, image_sets, Vocab.from_open_clip(key.tokenizer())
 
 
 @lru_cache(maxsize=2)
@@ -201,13 +203,13 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     clip, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
     clip.eval()
     key = InputsKey.of(cfg, device, clip, tokenizer)
-    data, train_img, english, image_sets = stream_inputs(key)
+    data, train_img, english, image_sets, base_vocab = stream_inputs(key)
     languages, examples = data.languages, data.examples
     plan = method.plan(languages)
     evaluator = LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets,
                                   cfg.eval.ks, cfg.eval.batch_size)
 
-    model = CLLText(clip, Vocab.from_open_clip(tokenizer)).to(device)
+    model = CLLText(clip, base_vocab).to(device)
     del clip
     task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)

@@ -82,11 +82,29 @@ class Vocab:
                                     continuing_subword_prefix="", fuse_unk=False))
 
     def merge(self, vocab: dict[str, int], merges: list[tuple[str, str]]) -> "Vocab":
-        """V ∪ V̂: append unknown tokens (in V̂'s id order) and unknown merges."""
+        """V ∪ V̂: append unknown tokens (in V̂'s id order) and unknown merges.
+
+        A Vocab remembers what it was merged into, by the identity of the added vocab and
+        merges: the runs of a study in one process grow the same chain from one base vocab with
+        the same (memoised) language vocabs, and so share each step's Vocab, its `tokenizers`
+        object and its text -> ids memo (a 36-language run built and filled them again: ~13 of
+        its ~70 s on one thread). The memo keeps the added objects alive, so an id is never
+        reused while its entry stands."""
+        key = (id(vocab), id(merges))
+        hit = self._merged.get(key)
+        if hit is not None:
+            return hit[2]
         known = set(self.tokens)
         new = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if t not in known]
         have = set(self.merges)
-        return Vocab(self.tokens + new, self.merges + [m for m in merges if m not in have], self.sot, self.eot)
+        out = Vocab(self.tokens + new, self.merges + [m for m in merges if m not in have], self.sot, self.eot)
+        self._merged[key] = (vocab, merges, out)
+        return out
+
+    @cached_property
+    def _merged(self) -> dict[tuple[int, int], tuple]:
+        """(id of V̂'s vocab, id of its merges) -> (vocab, merges, V ∪ V̂), see `merge`."""
+        return {}
 
     @cached_property
     def _memo(self) -> dict[str, list[int]]:
