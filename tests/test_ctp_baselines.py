@@ -15,7 +15,7 @@ from torch import nn
 from vlcp.config import TrainCfg
 from vlcp.errors import ConfigError
 from vlcp.losses import mask_tokens
-from vlcp.losses.regularizers import (ewc_penalty, merge_average, merge_fisher, quadratic_penalty_grad,
+from vlcp.losses.regularizers import (ewc_penalty, merge_average, merge_fisher, quadratic_penalty_grad, support_rows,
                                       rwalk_score, si_importance)
 from vlcp.methods import get_method
 from vlcp.methods.base import Batch, Method, TaskContext, compose_configs, model_outputs
@@ -226,6 +226,23 @@ def test_quadratic_penalty_grad_is_the_autograd_gradient_with_padded_rows():
     ana = quadratic_penalty_grad(p, anchors, imp)
     assert torch.allclose(ana["w"], auto[0]) and torch.allclose(ana["b"], auto[1])
     assert (ana["w"][4] == 0).all()                                     # the new row: no importance
+
+
+def test_penalty_over_the_support_rows_equals_the_whole_penalty():
+    """A token embedding's importance is zero on the rows its batches did not use (and on rows it
+    grew since): the penalty over the rows with importance has the same value and gradient."""
+    g = torch.Generator().manual_seed(0)
+    p = {"emb": torch.randn(10, 3, generator=g, requires_grad=True), "b": torch.randn(3, generator=g, requires_grad=True)}
+    anchors = {"emb": torch.randn(8, 3, generator=g), "b": torch.randn(3, generator=g)}   # "emb" grew 2 rows
+    fisher = {"emb": torch.rand(8, 3, generator=g), "b": torch.rand(3, generator=g)}
+    fisher["emb"][[0, 2, 3, 5, 6]] = 0                                                     # 3 of 8 rows used
+    a, f, rows = support_rows(anchors, fisher)
+    assert rows["emb"].tolist() == [1, 4, 7] and "b" not in rows and f["b"] is fisher["b"]
+    dense, sparse = ewc_penalty(p, anchors, fisher), ewc_penalty(p, a, f, rows)
+    assert torch.allclose(sparse, dense)
+    for x, y in zip(torch.autograd.grad(dense, list(p.values())), torch.autograd.grad(sparse, list(p.values()))):
+        assert torch.allclose(x, y)
+    assert support_rows(anchors, {**fisher, "emb": torch.rand(8, 3, generator=g)})[2] == {}   # dense: kept whole
 
 
 def test_si_and_rwalk_importances_by_hand():

@@ -14,16 +14,38 @@ def pad_rows(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def ewc_penalty(params: dict[str, torch.Tensor], anchors: dict[str, torch.Tensor],
-                fisher: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Σ_θ F·(θ − θ*)² over the parameters that have an anchor (no ½, as the CLFM code)."""
+                fisher: dict[str, torch.Tensor], rows: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    """Σ_θ F·(θ − θ*)² over the parameters that have an anchor (no ½, as the CLFM code).
+    `rows[name]`: the only rows of that parameter where F is not zero, with `anchors[name]` and
+    `fisher[name]` holding just those rows (`support_rows`): the same sum without its zero terms."""
     total = None
     for name, p in params.items():
         if name not in anchors:
             continue
-        a, f = pad_rows(anchors[name], p), pad_rows(fisher[name], p)
+        r = rows.get(name) if rows else None
+        if r is None:
+            a, f = pad_rows(anchors[name], p), pad_rows(fisher[name], p)
+        else:
+            p, a, f = p[r], anchors[name], fisher[name]
         term = (f * (p - a) ** 2).sum()
         total = term if total is None else total + term
     return total if total is not None else torch.zeros(())
+
+
+def support_rows(anchors: dict[str, torch.Tensor], importance: dict[str, torch.Tensor],
+                 max_share: float = 0.5) -> tuple[dict, dict, dict]:
+    """(anchors, importance, rows) for `ewc_penalty(..., rows)`: a matrix whose importance is not
+    zero on at most `max_share` of its rows keeps only those rows. A token embedding's importance
+    is zero outside the tokens its importance batches used (CLL-CLIP's growing table: most of its
+    rows), so the penalty, computed every step, then reads and writes a fraction of the table."""
+    a, imp, rows = dict(anchors), dict(importance), {}
+    for name, f in importance.items():
+        if f.dim() < 2 or name not in anchors:
+            continue
+        r = f.flatten(1).any(1).nonzero().squeeze(1)
+        if len(r) <= max_share * len(f):
+            a[name], imp[name], rows[name] = anchors[name][r], f[r], r
+    return a, imp, rows
 
 
 def merge_fisher(old: dict[str, torch.Tensor] | None, new: dict[str, torch.Tensor], gamma: float) -> dict[str, torch.Tensor]:

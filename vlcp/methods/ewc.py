@@ -27,7 +27,7 @@ from typing import Callable, ClassVar
 import torch
 
 from vlcp.errors import ConfigError
-from vlcp.losses.regularizers import ewc_penalty, merge_average, merge_fisher
+from vlcp.losses.regularizers import ewc_penalty, merge_average, merge_fisher, support_rows
 from vlcp.methods import register
 from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.train.distributed import all_reduce_mean, unwrap
@@ -95,12 +95,14 @@ class EWC(Method):
         super().__init__(cfg, seed)
         self.fisher: dict[str, torch.Tensor] | None = None
         self.anchors: dict[str, torch.Tensor] = {}
+        self.support: tuple[dict, dict, dict] | None = None   # support_rows(anchors, fisher): the penalty's terms
 
     def loss(self, model, batch, ctx):
         terms = super().loss(model, batch, ctx)
         if self.fisher and self.cfg.ewc_lambda:
-            terms["ewc"] = self.penalty_factor * self.cfg.ewc_lambda * ewc_penalty(trainable(model), self.anchors,
-                                                                                   self.fisher)
+            if self.support is None:
+                self.support = support_rows(self.anchors, self.fisher)
+            terms["ewc"] = self.penalty_factor * self.cfg.ewc_lambda * ewc_penalty(trainable(model), *self.support)
         return terms
 
     def after_task(self, model, ctx):
@@ -112,10 +114,11 @@ class EWC(Method):
         else:
             self.fisher = merge_fisher(self.fisher, fisher, self.cfg.ewc_gamma)
         self.anchors = {n: p.detach().clone() for n, p in trainable(model).items()}
+        self.support = None
 
     def state_dict(self):
         return super().state_dict() | {"fisher": self.fisher, "anchors": self.anchors}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.fisher, self.anchors = state["fisher"], state["anchors"]
+        self.fisher, self.anchors, self.support = state["fisher"], state["anchors"], None
