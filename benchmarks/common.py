@@ -79,12 +79,14 @@ def paired(values: dict[str, list[float]], reference: str) -> tuple[dict, dict, 
 
 
 def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: int, work: Path,
-                      step_time, extra=None, overrides: list[str] = ()) -> dict:
+                      step_time, extra=None, overrides: list[str] = (), warmup: bool = False) -> dict:
     """Run `experiments` interleaved, `repeats` times each in this process (so a shared VM's slow
     drift hits every one alike; the order flips every repeat, so none always runs first), and time them with `step_time(results) -> seconds per step`.
     The first experiment is the reference: each run's ratio is paired with the same repeat's
     reference run. `extra(results) -> dict` records what else a run measured (e.g. its accuracy).
-    `overrides`: `--set`-style config overrides for every run (e.g. a longer run).
+    `overrides`: `--set`-style config overrides for every run (e.g. a longer run). `warmup`: run
+    the reference once, untimed, first: what a process memoises for its runs (the language
+    stream's inputs, vocabs and token ids) is then made before the first timed run, not inside it.
     Returns the JSON-ready summary: per-run seconds, medians, paired ratios, their median and range."""
     import statistics
 
@@ -94,6 +96,9 @@ def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: 
     reference = experiments[0]
     step = {e: [] for e in experiments}
     extras = {e: [] for e in experiments}
+    if warmup:
+        cfg = resolve_experiment(params, reference, seed, ["train.progress=false", *overrides])
+        run_experiment(cfg, work / "warmup" / "run", work / "warmup" / "ckpt", resume=False)
     for rep in range(repeats):
         for exp in interleaved(experiments, rep):
             cfg = resolve_experiment(params, exp, seed, ["train.progress=false", *overrides])
