@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from vlcp.eval import continual
-from vlcp.eval.retrieval import average_precision, cross_modal, mean_average_precision, ranked_hits, recall_at_k
+from vlcp.eval.retrieval import (NO_MATCH, RANK_GALLERY, average_precision, cross_modal, match_ranks, mean_average_precision,
+                                 ranked_hits, recall_at_k, recall_from_ranks)
 from vlcp.eval.zeroshot import topk_accuracy
 
 
@@ -20,6 +21,25 @@ def test_recall_one_to_one():
     hits = ranked_hits(img, txt, torch.arange(3), torch.arange(3), k=3)
     assert hits.tolist() == [[True, False, False], [False, True, False], [False, False, True]]
     assert recall_at_k(hits, (1, 2, 3)) == pytest.approx({1: 100 / 3, 2: 200 / 3, 3: 100.0})
+
+
+def test_match_ranks_by_hand_and_against_top_k():
+    # image 0's text ranks first, image 1's second, image 2's third; image 3 has no text
+    img = onehot([[1, 0, 0], [0.5, 0.4, 0], [0.3, 0.2, 0.1], [0, 0, 1]])
+    ranks = match_ranks(img, torch.eye(3), torch.tensor([0, 1, 2, 7]), torch.arange(3), chunk=3)
+    assert ranks.tolist() == [0, 1, 2, NO_MATCH]
+    assert recall_from_ranks(ranks, (1, 2, 3)) == pytest.approx({1: 25.0, 2: 50.0, 3: 75.0})
+    assert match_ranks(img, torch.zeros(0, 3), torch.arange(4), torch.zeros(0, dtype=torch.long)).tolist() == [NO_MATCH] * 4
+    # several matches per query, random scores (no ties): the same recall as walking the top K
+    g = torch.Generator().manual_seed(0)
+    q, gal = torch.randn(50, 8, generator=g), torch.randn(40, 8, generator=g)
+    ql, gl = torch.randint(0, 12, (50,), generator=g), torch.randint(0, 10, (40,), generator=g)
+    assert recall_from_ranks(match_ranks(q, gal, ql, gl, chunk=7)) == recall_at_k(ranked_hits(q, gal, ql, gl, 10))
+    big = torch.randn(RANK_GALLERY + 60, 8, generator=g)              # cross_modal walks the top K on large galleries
+    bl = torch.randint(0, 40, (len(big),), generator=g)
+    out = cross_modal(q, big, ql, bl)
+    assert [out[f"TR@{k}"] for k in (1, 5, 10)] == list(recall_from_ranks(match_ranks(q, big, ql, bl)).values())
+    assert [out[f"IR@{k}"] for k in (1, 5, 10)] == list(recall_at_k(ranked_hits(big, q, bl, ql, 10)).values())
 
 
 def test_cross_modal_several_images_per_text():
