@@ -116,6 +116,8 @@ def runner_case(case, root):
         cfg = cll_experiment(root, "cllclip", steps=6, teir=True)
     elif case == "cll-der":   # replayed rows told apart by global position, stored features gathered
         cfg = cll_experiment(root, "cll-der", steps=6, buffer_size=32, replay_fraction=0.5)
+    elif case == "cll-oewc":  # the Fisher reduced over ranks; the penalty over its support rows of the growing table
+        cfg = cll_experiment(root, "cll-oewc", steps=6, fisher_batches=2)
     else:
         cfg = fomo_experiment(root, "ema-merge", ordering="easy-to-hard", num_tasks=2, steps_per_task=3)
     cfg.train.num_threads = 1
@@ -143,7 +145,7 @@ def metrics_of(r: dict) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["ctp", "cllclip-teir", "cll-der", "fomo"])
+@pytest.mark.parametrize("case", ["ctp", "cllclip-teir", "cll-der", "cll-oewc", "fomo"])
 def test_two_process_run_matches_one_process(case, emoji_root, tmp_path):
     from vlcp.runner import run_experiment
     from vlcp.utils import read_json

@@ -2,8 +2,9 @@
 λ Σ F (θ − θ*)² towards the parameters after the previous task, with F the diagonal empirical
 Fisher (mean squared gradient of the method's base loss over `fisher_batches` training batches
 of `fisher_batch_size` at the end of each task). Over the trainable parameters only; parameters
-that grew rows (token embeddings) are zero-padded. Reduced across DDP ranks (the CTP code
-computes it per rank and never reduces it). Works for any model: the base loss is the next
+that grew rows (token embeddings) are zero-padded. Under DDP the squared gradient is the global
+batch's, so N processes compute one process's Fisher (the CTP code computes it per rank and
+never reduces it). Works for any model: the base loss is the next
 method's in the MRO (CLIP's contrastive loss, ALBEF's ITA + MLM, or CLL-CLIP's objectives for
 `cll-oewc`).
 
@@ -30,7 +31,7 @@ from vlcp.errors import ConfigError
 from vlcp.losses.regularizers import ewc_penalty, merge_average, merge_fisher, support_rows
 from vlcp.methods import register
 from vlcp.methods.base import Batch, Method, TaskContext
-from vlcp.train.distributed import all_reduce_mean, unwrap
+from vlcp.train.distributed import mean_over_ranks, unwrap
 
 FISHER_MERGES = ("online", "average")
 
@@ -47,7 +48,10 @@ def gradient_importance(model: torch.nn.Module, objective: Callable[[torch.nn.Mo
                         stat: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
     """Mean over `batches` random batches of the current task (`ctx.pool`, drawn with
     `ctx.generator`, materialised with augmentation) of stat(∂objective/∂θ), per trainable
-    parameter; reduced (mean) across DDP ranks. Parameters the objective does not reach get 0."""
+    parameter. Under DDP the gradient is the global batch's (the ranks' gradients of their
+    slices, averaged in one all-reduce a batch) before `stat`, so N processes get one process's
+    importance (a mean of per-rank squares would not be). Parameters the objective does not
+    reach get 0."""
     model = unwrap(model)
     params = trainable(model)
     out = {n: torch.zeros_like(p) for n, p in params.items()}
@@ -55,10 +59,9 @@ def gradient_importance(model: torch.nn.Module, objective: Callable[[torch.nn.Mo
         ids = ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=ctx.generator)]
         loss = objective(model, ctx.materialize(ids))
         grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
-        for (n, _), g in zip(params.items(), grads):
-            if g is not None:
-                out[n] += stat(g.detach()) / batches
-    return {n: all_reduce_mean(f) for n, f in out.items()}
+        for (n, _), g in zip(params.items(), mean_over_ranks(list(grads), list(params.values()))):
+            out[n] += stat(g) / batches
+    return out
 
 
 def empirical_fisher(model: torch.nn.Module, base_loss: Callable, ctx: TaskContext, batches: int,

@@ -46,6 +46,17 @@ def all_reduce_mean(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def mean_over_ranks(tensors: list[torch.Tensor | None], like: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each tensor's mean over ranks, in one flat all-reduce (a None counts as zeros shaped as its
+    `like`: a parameter a rank's loss did not reach); at world size 1 the tensors themselves (None
+    as zeros)."""
+    out = [torch.zeros_like(p) if t is None else t.detach() for t, p in zip(tensors, like)]
+    if rank_and_size()[1] == 1 or not out:
+        return out
+    flat = all_reduce_mean(torch.cat([t.reshape(-1) for t in out]))
+    return [t.view_as(p) for t, p in zip(flat.split([p.numel() for p in like]), like)]
+
+
 def all_reduce_max(n: int, device="cpu") -> int:
     """The largest of the ranks' `n` (`device`: where the backend reduces, cuda under NCCL)."""
     if rank_and_size()[1] == 1:
