@@ -157,18 +157,12 @@ def average_gradients(model: torch.nn.Module) -> None:
     params = [p for p in model.parameters() if p.requires_grad and id(p) not in skip]
     if not params:
         return
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=flat.device)
-    dist.all_reduce(flat)
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=params[0].device)
+    means = mean_over_ranks([p.grad for p in params], params)
     dist.all_reduce(has)
-    flat /= size
-    offset = 0
-    for p, g, any_grad in zip(params, grads, has.tolist()):
-        n = g.numel()
+    for p, g, any_grad in zip(params, means, has.tolist()):
         if any_grad:
-            p.grad = flat[offset:offset + n].view_as(p).clone()
-        offset += n
+            p.grad = g.clone()
 
 
 def local_slice(n: int) -> slice:
