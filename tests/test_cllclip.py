@@ -297,18 +297,21 @@ def test_language_resume_equals_uninterrupted(emoji_root, tmp_path, monkeypatch)
 
 def test_runs_in_one_process_share_their_inputs(emoji_root, tmp_path):
     """A study's runs in one process load the corpus, encode the teacher features and train the
-    vocabs once (memoised by data config and base model): a run that finds them memoised, after
-    another method's run, equals the same run in a fresh process; another data config loads anew."""
+    vocabs and evaluate the base CLIP's zero-shot row once (memoised by data config and base model):
+    a run that finds them memoised, after another method's run, equals the same run in a fresh
+    process; another data config loads anew."""
     import vlcp.runner_language as rl
 
     rl.stream_inputs.cache_clear()
     rl.stream_vocabs.cache_clear()
+    rl.zero_shot.cache_clear()
     strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds")}  # noqa: E731
     fresh = run_experiment(cll_experiment(emoji_root, "cll-mla", steps=6), tmp_path / "a")
     run_experiment(cll_experiment(emoji_root, "cllclip", steps=6, teir=True), tmp_path / "b")
     again = run_experiment(cll_experiment(emoji_root, "cll-mla", steps=6), tmp_path / "c")
     assert strip(again) == strip(fresh)
     assert (rl.stream_inputs.cache_info().misses, rl.stream_vocabs.cache_info().misses) == (1, 1)
+    assert rl.zero_shot.cache_info().misses == 1
     other = cll_experiment(emoji_root, "cllclip", steps=6)
     other.data.languages = ["en", "de"]
     assert run_experiment(other, tmp_path / "d")["languages"] == ["en", "de"]

@@ -38,6 +38,44 @@ def test_resume_equals_uninterrupted(uninterrupted, emoji_root, tmp_path):
     assert strip(resumed) == strip(full)
 
 
+def test_checkpoint_due_at_known_tasks():
+    from vlcp.runner import checkpoint_due
+
+    assert [t for t in range(7) if checkpoint_due(t, 7, 1, None)] == list(range(7))
+    assert [t for t in range(7) if checkpoint_due(t, 7, 3, None)] == [2, 5, 6]     # every 3rd and the last
+    assert [t for t in range(7) if checkpoint_due(t, 7, 3, 3)] == [2, 3, 4, 5, 6]  # and from a stop on
+
+
+def test_interrupted_between_checkpoints_resumes_from_the_earlier_one(uninterrupted, emoji_root, tmp_path, monkeypatch):
+    """`train.checkpoint_every: 2` on three tasks: a checkpoint after the second task and the last
+    only; a run that dies in the third task resumes after the second and ends as the uninterrupted run."""
+    from dataclasses import replace
+
+    import vlcp.runner as runner
+
+    full, _ = uninterrupted
+    cfg = tiny_experiment(emoji_root, "er", buffer_size=20)
+    cfg = replace(cfg, train=replace(cfg.train, checkpoint_every=2))
+    saved, save, train = [], runner._save_checkpoint, runner.train_counted
+    monkeypatch.setattr(runner, "_save_checkpoint", lambda path, state: (saved.append(state["task"]), save(path, state)))
+
+    def dies_in_third_task(model, method, ctx, *args, **kwargs):
+        if ctx.task == 2:
+            raise RuntimeError("killed")
+        return train(model, method, ctx, *args, **kwargs)
+    monkeypatch.setattr(runner, "train_counted", dies_in_third_task)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_experiment(cfg, tmp_path)
+    assert saved == [1]
+    monkeypatch.setattr(runner, "train_counted", train)
+    resumed = run_experiment(cfg, tmp_path)
+    assert saved == [1, 2]
+    a, b = strip(resumed), strip(full)
+    assert a.pop("config")["train"]["checkpoint_every"] == 2
+    b.pop("config"), a.pop("config_hash"), b.pop("config_hash")
+    assert a == b
+
+
 def test_compiled_model_trains_like_the_eager_one(uninterrupted, emoji_root, tmp_path):
     """`train.compile`: the model's forward under torch.compile (dynamo's tracing; the `eager`
     backend runs the captured graphs without code generation, so this stays a CPU test of the

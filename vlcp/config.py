@@ -154,6 +154,9 @@ class TrainCfg:
     precision: str = "fp32"          # fp32 | bf16 (autocast on GPU)
     augment: bool = True
     progress: bool = True
+    checkpoint_every: int = 1        # tasks between the per-task checkpoints (runner.checkpoint_due); the last
+    #   task's and a stop's (stop_after_task) are always written. A tiny model's task takes about a second and
+    #   a checkpoint 35-75 ms, so the small streams (CLL-CLIP's 36 tasks) write fewer
     compile: str = ""                # "" = off; else a torch.compile backend for the model's forward (nn.Module.compile):
     #   inductor on GPUs; aot_eager / eager trace it without code generation (how the tests check it)
     pass_flops_seeds: list[int] | None = None   # seeds whose runs count the method's per-task passes' FLOPs
@@ -172,6 +175,8 @@ class TrainCfg:
             raise ConfigError(f"lr: must be > 0, got {self.lr}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ConfigError(f"min_lr_ratio: must be in [0, 1], got {self.min_lr_ratio}")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every: must be >= 1 (tasks), got {self.checkpoint_every}")
         for f in ("warmup_steps", "weight_decay", "grad_clip"):
             if getattr(self, f) < 0:
                 raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")

@@ -53,11 +53,19 @@ def _save_checkpoint(path: Path, state: dict) -> None:
     barrier()
 
 
+def checkpoint_due(task: int, num_tasks: int, every: int, stop_after_task: int | None) -> bool:
+    """Whether the checkpoint is written after `task` (0-based): every `every` tasks, after the
+    last task (the final model: `vlcp pretrain` reads it) and where the run stops
+    (`stop_after_task`). A run interrupted between two checkpoints resumes from the earlier one."""
+    return ((task + 1) % every == 0 or task == num_tasks - 1
+            or (stop_after_task is not None and task >= stop_after_task))
+
+
 def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
                    resume: bool = True, stop_after_task: int | None = None) -> dict:
     """Train and evaluate; returns the results dict (also written to out_dir/results.json).
 
-    The checkpoint after each task (model + method state + results so far) goes to
+    The checkpoint after each task (`train.checkpoint_every`: model + method state + results so far) goes to
     `ckpt_dir/checkpoint.pt` (default: out_dir); after the last task it holds the final model.
     `stop_after_task`: stop (as if interrupted) after finishing that task, leaving only the
     checkpoint; a later call resumes from it."""
@@ -155,8 +163,9 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
             maps = f" mAP@10 {c['mAP@10']:.1f}" if "mAP@10" in c else ""   # (no query set: cc)
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)} {tasks[t]}: loss {stats['loss']:.3f} "
                   f"cumulative Rm {c['Rm']:.1f}{maps} ({seconds:.0f}s)", flush=True)
-        _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
-                                     "method": method.state_dict(), "results": results})
+        if checkpoint_due(t, len(tasks), cfg.train.checkpoint_every, stop_after_task):
+            _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
+                                         "method": method.state_dict(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(tasks) - 1:
             return results
 

@@ -32,7 +32,7 @@ from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
-from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, compile_model, pick_device, resume_from
+from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, checkpoint_due, compile_model, pick_device, resume_from
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
 from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
@@ -278,8 +278,9 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         if is_main() and row:
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)}: loss {stats['loss']:.3f} "
                   f"A_KA {row['A_KA']:.1f} A_ZS {row['A_ZS']:.1f} GM {row['GM']:.1f} ({seconds:.0f}s)", flush=True)
-        _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
-                                     "method": method.state_dict(), "results": results})
+        if checkpoint_due(t, len(tasks), cfg.train.checkpoint_every, stop_after_task):
+            _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
+                                         "method": method.state_dict(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(tasks) - 1:
             return results
 

@@ -18,6 +18,7 @@ trained on rank 0 and broadcast; rank 0 evaluates and writes.
 """
 from __future__ import annotations
 
+import copy
 import json
 import time
 import weakref
@@ -40,7 +41,7 @@ from vlcp.methods.base import TaskContext
 from vlcp.methods.cllclip import CLLCLIP, TextBatch
 from vlcp.models.clip import create_clip
 from vlcp.models.token_embedding import CLLText
-from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, pick_device, train_counted
+from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, checkpoint_due, pick_device, train_counted
 from vlcp.errors import ConfigError
 from vlcp.train import budget
 from vlcp.train.distributed import (all_reduce_max, all_reduce_mean, barrier, broadcast_object, init_distributed,
@@ -151,6 +152,18 @@ def train_vocabs(examples: Examples, languages: list[str], size: int, oracle: bo
     return broadcast_object(bpe)
 
 
+@lru_cache(maxsize=2)
+def zero_shot(key: InputsKey, ks: tuple[int, ...], batch_size: int) -> dict:
+    """The curves' start: the base CLIP with its English vocab, on every language of the stream,
+    encoded as plain CLL-CLIP does (no method has a module before its first task). It depends on
+    the key's data and base model only, so a study's runs in one process (36 evaluations each,
+    ~1 s a 36-language run on one thread) share it, like `stream_inputs`. Read-only."""
+    data, _, _, image_sets, base_vocab = stream_inputs(key)
+    model = CLLText(key.clip(), base_vocab).to(key.device)
+    evaluator = LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets, ks, batch_size)
+    return evaluate(model, CLLCLIP(), evaluator, data.languages, set(data.languages))
+
+
 def vocabs_from_json(text: str) -> dict:
     """The checkpoint's vocabs: {language: (token -> id, merges as tuples)}."""
     return {lang: (vocab, [tuple(m) for m in merges]) for lang, (vocab, merges) in json.loads(text).items()}
@@ -210,7 +223,6 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
                                   cfg.eval.ks, cfg.eval.batch_size)
 
     model = CLLText(clip, base_vocab).to(device)
-    del clip
     task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
     steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
     lr_plan = plan_for(cfg.train, steps)
@@ -249,7 +261,8 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     #                                                  objects of 36 vocabs took 0.12 s a task
 
     if results["zero_shot"] is None and is_main():   # the base CLIP with its English vocab, on every language
-        results["zero_shot"] = evaluate(model, method, evaluator, languages, set(languages))
+        results["zero_shot"] = copy.deepcopy(zero_shot(key, tuple(cfg.eval.ks), cfg.eval.batch_size))
+    del clip                                          # (zero_shot builds its model from it: the key's weak reference)
 
     for t in range(start, len(plan)):
         gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "task", t))
@@ -277,8 +290,9 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
                                  "flops_per_step": task_flops, "task_pass_flops": pass_flops,
                                  "peak_memory_mb": round(budget.peak_memory_mb(device), 1),
                                  "phase_seconds": stats["phase_seconds"]})
-        _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model, "bpe": bpe_json,
-                                     "method": method.state_dict(), "results": results})
+        if checkpoint_due(t, len(plan), cfg.train.checkpoint_every, stop_after_task):
+            _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model, "bpe": bpe_json,
+                                         "method": method.state_dict(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(plan) - 1:
             return results
 
