@@ -25,6 +25,7 @@ def test_errors_name_the_field():
     assert err({"train": {"lr": "fast"}}).startswith("train.lr: expected float")
     assert err({"train": {"steps": True}}).startswith("train.steps: expected int")
     assert err({"train": {"checkpoint_every": 0}}).startswith("train.checkpoint_every: must be >= 1")
+    assert err({"train": {"flops_every": 0}}).startswith("train.flops_every: must be >= 1")
     assert err({"data": {"benchmark": "coco"}}).startswith("data.benchmark: unknown benchmark 'coco'")
     assert err({"data": {"benchmark": "p9d"}}).startswith("data.unseen_styles: the p9d benchmark has one image")
     assert err({"data": {"split": {"test": 1.5}}}).startswith("data.split.test:")

@@ -108,6 +108,16 @@ def test_uncounted_passes_come_from_the_counted_seed():
     assert fill_pass_flops([b]) == [b]                                          # none counted: as is
 
 
+def test_flops_of_sampled_tasks_average_the_counted_ones():
+    """`train.flops_every` leaves the skipped tasks' step and pass FLOPs None: flops_per_step is
+    the step-weighted mean over the counted tasks, their passes included."""
+    a = result(1, flops=1e9)
+    for t, (f, p) in zip(a["train"], ((None, None), (4e9, 2e10), (2e9, 0))):
+        t["flops_per_step"], t["task_pass_flops"] = f, p
+    assert flops_per_step(a) == pytest.approx((4e9 * 10 + 2e10 + 2e9 * 10) / 20)
+    assert fill_pass_flops([a]) == [a]                       # counted where counted: nothing to fill
+
+
 def test_ctp_bwt_hand_computed():
     # so-far Rm on pools <= i: 50, 40, 30; the final model on them: 20, 25, 30 -> (30 + 15 + 0) / 2
     r = result(30.0, curve=[50, 40, 30], final=[20, 25, 30])

@@ -162,6 +162,27 @@ def test_per_task_passes_are_counted_on_copies(emoji_root, tmp_path, monkeypatch
     assert strip(counted) == strip(plain)
 
 
+def test_flops_every_counts_some_tasks_and_changes_nothing_else(uninterrupted, emoji_root, tmp_path):
+    """`train.flops_every: 2` on three tasks counts the step's and the passes' FLOPs after the
+    second and the last task only (EWC: its Fisher pass), with the counts of the run that counts
+    every task, and leaves the run as it was."""
+    from dataclasses import replace
+
+    every = run_experiment(tiny_experiment(emoji_root, "ewc", steps=9, fisher_batches=2), tmp_path / "a")
+    cfg = tiny_experiment(emoji_root, "ewc", steps=9, fisher_batches=2)
+    sampled = run_experiment(replace(cfg, train=replace(cfg.train, flops_every=2)), tmp_path / "b")
+    pick = lambda r, k: [t[k] for t in r["train"]]  # noqa: E731
+    for k in ("flops_per_step", "task_pass_flops"):
+        assert pick(sampled, k)[0] is None and pick(sampled, k)[1:] == pick(every, k)[1:] and pick(every, k)[0] > 0
+    for r in (sampled, every):
+        for t in r["train"]:
+            del t["flops_per_step"], t["task_pass_flops"]
+    a, b = strip(sampled), strip(every)
+    assert a.pop("config")["train"]["flops_every"] == 2
+    b.pop("config"), a.pop("config_hash"), b.pop("config_hash")
+    assert a == b
+
+
 def test_phase_seconds_split_each_task_and_a_profile_splits_them_by_op(emoji_root, tmp_path):
     """Every task records the seconds of each loop phase (they add up to the task's time); under
     torch.profiler the same phases are labelled, and `phase_profile` finds them with their ops."""

@@ -159,6 +159,9 @@ class TrainCfg:
     #   a checkpoint 35-75 ms, so the small streams (CLL-CLIP's 36 tasks) write fewer
     compile: str = ""                # "" = off; else a torch.compile backend for the model's forward (nn.Module.compile):
     #   inductor on GPUs; aot_eager / eager trace it without code generation (how the tests check it)
+    flops_every: int = 1             # tasks between FLOP counts (runner.counted_task: every k-th and the last); the
+    #   others record None and report.results.flops_per_step averages the counted tasks. Counting a step takes
+    #   ~1.6 of its time and a pass ~1.6 of the pass's, so the small streams (CLL-CLIP's 36 tasks) sample
     pass_flops_seeds: list[int] | None = None   # seeds whose runs count the method's per-task passes' FLOPs
     #   (runner.task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
     #   The counts depend on shapes, not the seed (<0.1% apart), so one seed can stand for the others:
@@ -175,8 +178,9 @@ class TrainCfg:
             raise ConfigError(f"lr: must be > 0, got {self.lr}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ConfigError(f"min_lr_ratio: must be in [0, 1], got {self.min_lr_ratio}")
-        if self.checkpoint_every < 1:
-            raise ConfigError(f"checkpoint_every: must be >= 1 (tasks), got {self.checkpoint_every}")
+        for f in ("checkpoint_every", "flops_every"):
+            if getattr(self, f) < 1:
+                raise ConfigError(f"{f}: must be >= 1 (tasks), got {getattr(self, f)}")
         for f in ("warmup_steps", "weight_decay", "grad_clip"):
             if getattr(self, f) < 0:
                 raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")

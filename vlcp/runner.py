@@ -53,12 +53,16 @@ def _save_checkpoint(path: Path, state: dict) -> None:
     barrier()
 
 
+def counted_task(task: int, num_tasks: int, every: int) -> bool:
+    """Every `every`-th task (0-based `task`: every-1, 2·every-1, ...) and the last."""
+    return (task + 1) % every == 0 or task == num_tasks - 1
+
+
 def checkpoint_due(task: int, num_tasks: int, every: int, stop_after_task: int | None) -> bool:
     """Whether the checkpoint is written after `task` (0-based): every `every` tasks, after the
     last task (the final model: `vlcp pretrain` reads it) and where the run stops
     (`stop_after_task`). A run interrupted between two checkpoints resumes from the earlier one."""
-    return ((task + 1) % every == 0 or task == num_tasks - 1
-            or (stop_after_task is not None and task >= stop_after_task))
+    return counted_task(task, num_tasks, every) or (stop_after_task is not None and task >= stop_after_task)
 
 
 def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
@@ -216,13 +220,16 @@ TASK_END = (_task_end, ("after_task",))
 
 
 def train_counted(model, method, ctx: TaskContext, steps: int, cfg: ExperimentCfg, device, lr_at, desc: str,
-                  count_passes: bool, start_passes: bool = True) -> tuple[dict, float, int, int | None]:
+                  count_passes: bool, start_passes: bool = True) -> tuple[dict, float, int | None, int | None]:
     """Train one task and run its `after_task`: (train_task's stats, `after_task` in its
     phase_seconds; seconds of both; FLOPs of a step with the task's method state (teachers,
     buffers); FLOPs of the per-task passes or None when `count_passes` is off). Peak memory is reset at the start; the counting runs outside the timed
     region. `start_passes=False` counts the after-task passes only (the language methods' before_task
-    grows vocabularies, embeddings, adapters and prompts: no matrix products, ~0.2 s to re-run)."""
+    grows vocabularies, embeddings, adapters and prompts: no matrix products, ~0.2 s to re-run).
+    A task `train.flops_every` skips (`counted_task`) counts nothing: None and None."""
     pass_flops = None
+    if not counted_task(ctx.task, ctx.num_tasks, cfg.train.flops_every):
+        count_passes = False
     if count_passes:
         pass_flops = task_pass_flops(model, method, ctx, TASK_START, cfg.train) if start_passes else 0
     budget.reset_peak_memory(device)
@@ -230,7 +237,8 @@ def train_counted(model, method, ctx: TaskContext, steps: int, cfg: ExperimentCf
     t0 = time.time()
     stats = train_task(model, method, ctx, steps, cfg.train, device, lr_at=lr_at, desc=desc, clock=clock)
     seconds = time.time() - t0
-    task_flops = measure_step_flops(model, method, ctx, cfg, device)
+    task_flops = measure_step_flops(model, method, ctx, cfg, device) if counted_task(
+        ctx.task, ctx.num_tasks, cfg.train.flops_every) else None
     if count_passes:
         pass_flops += task_pass_flops(model, method, ctx, TASK_END, cfg.train)
     t0 = time.time()
