@@ -232,6 +232,21 @@ def test_language_stream_end_to_end_with_teir(emoji_root, tmp_path):
     assert "out_domain" in r["matrix"] and len(r["zero_shot"]["in_domain"]["IR@1"]) == 3
 
 
+def test_a_frozen_module_keeps_no_gradient_into_the_next_task(emoji_root, tmp_path):
+    """MLA's adapter of the last language is frozen at the next task's start; a gradient left on it
+    counted in the clip norm (and was scaled by it every step). With FLOPs counted only at the last
+    task (`train.flops_every`: the step count's zero_grad had hidden it) the run is the same run."""
+    from dataclasses import replace
+
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds", "config", "config_hash")}  # noqa: E731
+    cfg = cll_experiment(emoji_root, "cll-mla", steps=9)
+    cfg = replace(cfg, train=replace(cfg.train, grad_clip=0.01))   # every step clipped
+    every = run_experiment(cfg, tmp_path / "a")
+    last = run_experiment(replace(cfg, train=replace(cfg.train, flops_every=3)), tmp_path / "b")
+    assert [t["flops_per_step"] is None for t in last["train"]] == [True, True, False]
+    assert strip(last) == strip(every)
+
+
 def test_teir_keeps_unused_rows_intact(emoji_root, tmp_path):
     """With TEIR (λ = 0 for tokens no task uses) CLIP's unused vocabulary rows end exactly at
     their initial values; plain AdamW's weight decay shrinks every row (CLFM's forgetting channel)."""

@@ -120,6 +120,10 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
     phase = clock or PhaseClock()
     with phase("before_task"):
         method.before_task(unwrap(model), ctx)
+        model.zero_grad(set_to_none=True)   # no gradient left from the last task: the steps' zero_grad reaches only
+        #   the optimiser's parameters, and clip_grad_norm_ every parameter with a gradient (a module frozen since,
+        #   e.g. an earlier language's adapter, kept its last gradient, counted in the clip norm and scaled by it
+        #   every step down to denormals)
     with phase("make_optimizer"):
         opt = method.make_optimizer(model, cfg)
     broadcast_parameters(model)      # under DDP without the wrapper (no-op otherwise)
