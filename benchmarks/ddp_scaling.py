@@ -1,6 +1,7 @@
 """2-process DDP on CPU against one process, at the same per-rank batch (the scale-path issue's target: ≥ 1.6×).
 
     .venv/bin/python benchmarks/ddp_scaling.py [--repeats 5] [--steps 480] [--batch 128] [--work DIR]
+    .venv/bin/python benchmarks/ddp_scaling.py --sweep-only [--sweep 64 128 256] [--sweep-repeats 3]
 
 Runs the spine's SeqF (`vlcp run seqf`, the default tiny CLIP on the emoji benchmark) as
 - `1 process`: batch `--batch`, 1 thread;
@@ -19,8 +20,13 @@ size CLL-CLIP's expandable embedding reaches at paper scale (`--table-rows` × 5
 Samples/s = global batch × steps / training seconds (the runs' `train[*].seconds`: training and
 after-task passes, not evaluation). The ratio of each repeat's `2 processes` to the
 same repeat's `1 process` is paired (slow drift cancels); the median and range are reported.
+Then the ratio by per-rank batch (`--sweep`): `1 process` against `2 processes` only, each run
+the same samples (`--sweep-steps` × 128 / batch steps), paired per repeat: a step's communication
+(the gradients of every parameter outside the tables, the tables' used rows, the feature gather)
+grows slower than its compute with the batch. `--sweep-only` measures just that and keeps the
+rest of the results file (each part carries its own provenance).
 Needs the prepared benchmark (`dvc repro prepare`). About 20 minutes on 2 cores at the defaults (5
-repeats: on a shared 2-core VM one repeat's ratio can swing by ±0.2).
+repeats: on a shared 2-core VM one repeat's ratio can swing by ±0.2), the sweep another 10.
 """
 from __future__ import annotations
 
@@ -124,6 +130,26 @@ def table_average(rows: int, width: int, repeats: int, work: Path) -> dict:
     return r | {"median_ms": med, "speedup": round(med["all rows"] / med["used rows"], 1)}
 
 
+def sweep(batches: list[int], repeats: int, steps: int, params: str, work: Path) -> dict:
+    """{per-rank batch: its paired ratio of `2 processes` to `1 process`}, each run the same samples."""
+    out = {}
+    for b in batches:
+        cfgs = {n: c for n, c in configs(b).items() if n in ("1 process", "2 processes")}
+        n_steps = max(1, steps * 128 // b)
+        rate = {name: [] for name in cfgs}
+        for rep in range(repeats):
+            for name in interleaved(list(cfgs), rep):
+                launcher, batch, threads, copies = cfgs[name]
+                r, _ = run(launcher, batch, threads, copies, n_steps, params,
+                           work / f"sweep{b}" / f"rep{rep}" / name.replace(" ", "_"))
+                rate[name].append(r)
+                print(f"batch {b} repeat {rep + 1}/{repeats} {name}: {r:.0f} samples/s", flush=True)
+        ratios, medians, ranges = paired(rate, "1 process")
+        out[str(b)] = {"steps": n_steps, "samples_per_second": rate, "paired_ratio": ratios["2 processes"],
+                       "ratio": medians["2 processes"], "ratio_range": ranges["2 processes"]}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -134,8 +160,20 @@ def main() -> None:
     ap.add_argument("--table-rows", type=int, default=400_000,
                     help="rows of the paper-scale table (CLIP's 49,408 + up to 10K new tokens for each of 35 languages)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/ddp_scaling.json"))
+    ap.add_argument("--sweep", type=int, nargs="*", default=[64, 128, 256], help="per-rank batches of the sweep")
+    ap.add_argument("--sweep-repeats", type=int, default=3)
+    ap.add_argument("--sweep-steps", type=int, default=240, help="steps at batch 128 (the same samples at every batch)")
+    ap.add_argument("--sweep-only", action="store_true", help="measure the sweep only; keep the file's other results")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="vlcp-ddp-"))
+    by_batch = {"by_batch": sweep(args.sweep, args.sweep_repeats, args.sweep_steps, args.params, work),
+                "sweep_repeats": args.sweep_repeats, "sweep_provenance": provenance()} if args.sweep else {}
+    for b, r in by_batch.get("by_batch", {}).items():
+        lo, hi = r["ratio_range"]
+        print(f"per-rank batch {b}: 2 processes {r['ratio']:.2f} x 1 process (paired {lo:.2f}-{hi:.2f})")
+    if args.sweep_only:
+        write_json(args.out, json.loads(Path(args.out).read_text()) | by_batch)
+        return
     cfgs = configs(args.batch)
     rate = {name: [] for name in cfgs}
     phase_ms = {name: [] for name in cfgs}
@@ -168,7 +206,7 @@ def main() -> None:
         print(f"{n}: {out['median_samples_per_second'][n]:.0f} samples/s, {out['ratio_to_one_process'][n]:.2f} x "
               f"1 process (paired {lo:.2f}-{hi:.2f})")
     print(f"2 processes / 2 independent processes: {out['ddp_over_independent']:.2f}")
-    write_json(args.out, out | provenance())
+    write_json(args.out, out | provenance() | by_batch)
 
 
 if __name__ == "__main__":
