@@ -228,8 +228,8 @@ def train_counted(model, method, ctx: TaskContext, steps: int, cfg: ExperimentCf
     grows vocabularies, embeddings, adapters and prompts: no matrix products, ~0.2 s to re-run).
     A task `train.flops_every` skips (`counted_task`) counts nothing: None and None."""
     pass_flops = None
-    if not counted_task(ctx.task, ctx.num_tasks, cfg.train.flops_every):
-        count_passes = False
+    counted = counted_task(ctx.task, ctx.num_tasks, cfg.train.flops_every)
+    count_passes = count_passes and counted
     if count_passes:
         pass_flops = task_pass_flops(model, method, ctx, TASK_START, cfg.train) if start_passes else 0
     budget.reset_peak_memory(device)
@@ -237,8 +237,7 @@ def train_counted(model, method, ctx: TaskContext, steps: int, cfg: ExperimentCf
     t0 = time.time()
     stats = train_task(model, method, ctx, steps, cfg.train, device, lr_at=lr_at, desc=desc, clock=clock)
     seconds = time.time() - t0
-    task_flops = measure_step_flops(model, method, ctx, cfg, device) if counted_task(
-        ctx.task, ctx.num_tasks, cfg.train.flops_every) else None
+    task_flops = measure_step_flops(model, method, ctx, cfg, device) if counted else None
     if count_passes:
         pass_flops += task_pass_flops(model, method, ctx, TASK_END, cfg.train)
     t0 = time.time()

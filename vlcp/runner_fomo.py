@@ -32,7 +32,8 @@ from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
-from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, checkpoint_due, compile_model, pick_device, resume_from
+from vlcp.runner import (RESULTS_FORMAT, _save_checkpoint, _versions, checkpoint_due, compile_model, pick_device,
+                         resume_from)
 from vlcp.train import budget
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
 from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task

@@ -160,8 +160,13 @@ def zero_shot(key: InputsKey, ks: tuple[int, ...], batch_size: int) -> dict:
     ~1 s a 36-language run on one thread) share it, like `stream_inputs`. Read-only."""
     data, _, _, image_sets, base_vocab = stream_inputs(key)
     model = CLLText(key.clip(), base_vocab).to(key.device)
-    evaluator = LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets, ks, batch_size)
-    return evaluate(model, CLLCLIP(), evaluator, data.languages, set(data.languages))
+    return evaluate(model, CLLCLIP(), language_evaluator(data, image_sets, ks, batch_size),
+                    data.languages, set(data.languages))
+
+
+def language_evaluator(data, image_sets: dict, ks, batch_size: int) -> LanguageEvaluator:
+    """The stream's test sets: each set's captions per language against its encoded images."""
+    return LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets, ks, batch_size)
 
 
 def vocabs_from_json(text: str) -> dict:
@@ -219,8 +224,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
     data, train_img, english, image_sets, base_vocab = stream_inputs(key)
     languages, examples = data.languages, data.examples
     plan = method.plan(languages)
-    evaluator = LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets,
-                                  cfg.eval.ks, cfg.eval.batch_size)
+    evaluator = language_evaluator(data, image_sets, cfg.eval.ks, cfg.eval.batch_size)
 
     model = CLLText(clip, base_vocab).to(device)
     task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
