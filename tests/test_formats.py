@@ -437,3 +437,86 @@ def test_to_pairset_p9d_tasks_and_classes(tmp_path):
     assert len(to_pairset(recs, 4, tasks=["母婴"])) == 1
     with pytest.raises(VlcpError, match="image_size"):
         load_images(recs, 0)
+
+
+# ----------------------------------------------------------------------------- damaged files: one line naming the file
+
+def _triplets(tmp_path):
+    path = tmp_path / "corpus" / "coco_vision-en-de.tsv.gz"
+    path.parent.mkdir(parents=True)
+    (tmp_path / "coco").mkdir()
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("".join(f"train2014/{i}.jpg\tcaption {i} with some words\tBildunterschrift {i}\n" for i in range(400)))
+    return path, lambda: read_triplets(path, tmp_path / "coco")
+
+
+def _wds(tmp_path):
+    import webdataset as wds
+
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    with wds.TarWriter(str(pool / "00000.tar")) as w:
+        for i in range(20):
+            w.write({"__key__": f"{i:09d}", "png": encode(COLOURS[i % 4], "PNG"), "txt": f"sample {i}"})
+    return pool / "00000.tar", lambda: load_images(read_wds(pool), 4)
+
+
+def _xm3600(tmp_path):
+    root = tmp_path / "xm3600"
+    dump(root / "de" / "test.json", [{"image": "a.jpg", "caption": "Ein Hund", "image_id": 0}])
+    image(root / "images" / "a.jpg")
+    return root / "de" / "test.json", lambda: read_xm3600(root, languages=["de"])
+
+
+READERS = {   # reader -> (fixture in its format) -> (the file to damage, a call that reads it)
+    "p9d-train": lambda t: (p9d(t / "p9d") / "json" / "train.json", lambda: read_p9d_train(t / "p9d")),
+    "p9d-eval": lambda t: (p9d(t / "p9d") / "json" / "test.json", lambda: read_p9d_eval(t / "p9d", "test")),
+    "p9d-image": lambda t: (p9d(t / "p9d") / "train_images" / "600000000001.jpg",
+                            lambda: load_images(read_p9d_train(t / "p9d"), 4)),
+    "karpathy": lambda t: (dump(t / "coco" / "dataset_coco.json", {"images": [karpathy_entry(0, "test", "a.jpg", "val")]}),
+                           lambda: read_coco_karpathy(t / "coco")),
+    "caption-rows": lambda t: (dump(t / "rows.json", [{"image": "a.jpg", "caption": "c"}]),
+                               lambda: read_caption_rows(t / "rows.json", t, "train")),
+    "xm3600": _xm3600,
+    "triplets": _triplets,
+    "wds": _wds,
+    "fomo-info": lambda t: (fomo(t / "fomo") / "00_info" / "DTD_train.json", lambda: read_fomo_info(t / "fomo", "DTD")),
+    "fomo-classnames": lambda t: (fomo(t / "fomo") / "00_info" / "DTD_classnames.json",
+                                  lambda: read_fomo_classnames(t / "fomo", "DTD")),
+    "fomo-image": lambda t: (fomo(t / "fomo") / "DTD" / "images" / "banded" / "banded_0002.jpg",
+                             lambda: load_images(read_fomo_info(t / "fomo", "DTD"), 4)),
+    "stream": lambda t: (write_stream(t / "stream.json", [Concept("DTD", "banded"), Concept("DTD", "dotted")]) or
+                         t / "stream.json", lambda: read_stream(t / "stream.json")),
+}
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        mid = len(data) // 3
+        path.write_bytes(data[:mid] + bytes(range(256)) * 4 + data[mid + 1024:])
+    elif how == "missing":
+        path.unlink()
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "missing"])
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_damaged_file_is_one_error_naming_it(tmp_path, reader, how):
+    """Every real-format reader, on each damage to its file: a VlcpError whose message names the
+    file (the CLI prints it as one line), or (a truncation a format cannot see) records that still
+    read; never another exception."""
+    path, read = READERS[reader](tmp_path)
+    read()                                          # the intact fixture reads
+    _damage(path, how)
+    try:
+        read()
+    except VlcpError as e:
+        named = path.name if how != "missing" or reader != "wds" else path.parent.name   # no shard left: the pool
+        assert named in str(e), str(e)
+        return
+    assert how in ("truncated", "garbage") and reader in ("wds", "triplets", "p9d-image", "fomo-image"), \
+        f"{reader}: {how} file read without an error"

@@ -9,7 +9,9 @@
     vlcp report render notebooks/overview.ipynb [--reports reports]
     vlcp report index [--reports reports]
 
-Errors in the input (config fields, missing files) print one line `vlcp: error: ...` and exit 2.
+Errors in the input (config fields, missing or damaged files, a diverged run) print one line
+`vlcp: error: ...` and exit 2; any other error prints one line too and exits 1. `--debug` (or
+VLCP_DEBUG=1) shows the traceback instead.
 """
 from __future__ import annotations
 
@@ -134,7 +136,7 @@ def cmd_config_resolve(args) -> None:
     import json
 
     from vlcp.config import load_params, resolved_experiments
-    from vlcp.utils import atomic_path
+    from vlcp.utils import atomic_dir
 
     params = load_params(args.params)
     resolved = resolved_experiments(params)
@@ -145,8 +147,7 @@ def cmd_config_resolve(args) -> None:
             names = _experiment_list(params, at, f"--study {at}", args.params)
             files[f"study-{at}.json"] = {"experiments": names, "configs": {e: resolved[e] for e in names}}
     out = Path(args.out)
-    with atomic_path(out) as tmp:
-        tmp.mkdir()
+    with atomic_dir(out) as tmp:   # replaces only the files an earlier `config resolve` wrote there
         for name, obj in files.items():
             (tmp / name).write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
     print(f"wrote {len(files)} resolved configs to {out}/")
@@ -177,6 +178,7 @@ def cmd_render(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="vlcp", description="vision-language continual pretraining")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error (also VLCP_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     data = sub.add_parser("data", help="benchmark data").add_subparsers(dest="data_command", required=True)
@@ -237,12 +239,31 @@ def main(argv: list[str] | None = None) -> int:
 
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    debug = args.debug or os.environ.get("VLCP_DEBUG", "") not in ("", "0")
     try:
         args.func(args)
     except VlcpError as e:
-        print(f"vlcp: error: {e}", file=sys.stderr)
+        if debug:
+            raise
+        print(f"vlcp: error: {one_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("vlcp: interrupted (a run resumes from its last checkpoint)", file=sys.stderr)
+        return 130
+    except Exception as e:   # a defect, or an input vlcp does not check yet: still one line
+        if debug:
+            raise
+        print(f"vlcp: error: {type(e).__name__}: {one_line(e)} (run with --debug or VLCP_DEBUG=1 for the traceback; "
+              "please report it)", file=sys.stderr)
+        return 1
     return 0
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 if __name__ == "__main__":

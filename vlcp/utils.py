@@ -13,28 +13,92 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from vlcp.errors import VlcpError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary sibling path; rename it onto `path` only if the block succeeds.
-
-    Works for files and directories. Readers never see a half-written output.
-    """
+    """Yield a temporary sibling path for a *file*; `os.replace` it onto `path` only if the
+    block succeeds, so readers never see a half-written file. A folder at `path` is never
+    replaced (a `VlcpError` naming it): folders of outputs go through `atomic_dir`."""
     path = Path(path)
+    if path.is_dir():
+        raise VlcpError(f"{path}: is a folder; vlcp writes a file there and never replaces a folder "
+                        "(name a file path instead)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)) / path.name
     try:
         yield tmp
-        if path.is_dir() and not path.is_symlink():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            path.rename(old)
-            tmp.rename(path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        if tmp.is_dir():
+            raise ValueError(f"atomic_path({path}) is for files; use atomic_dir for folders")
+        os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+MANIFEST = ".vlcp-outputs.json"   # atomic_dir's record of the entries it wrote into a folder
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, last: tuple[str, ...] = ()) -> Iterator[Path]:
+    """Yield an empty temporary folder; if the block succeeds, publish its entries into the
+    folder `path` (made if missing), each atomically (`os.replace`), the names in `last` after
+    the others (a reader's index file, e.g. meta.json), then the manifest `MANIFEST`.
+
+    Only what vlcp wrote is ever replaced or removed: an entry of `path` is replaced when it is
+    in the manifest of an earlier atomic_dir, and entries that the manifest lists but the block
+    no longer wrote are removed; every other entry (a user's README.md, their datasets) stays.
+    A name the block wrote that already exists in `path` without being in the manifest is an
+    error naming it, raised before anything is published."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise VlcpError(f"{path}: exists and is not a folder; vlcp writes a folder of outputs there")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        ours = set(_manifest(path))
+        names = sorted(e.name for e in tmp.iterdir())
+        clash = [n for n in names if (path / n).exists() or (path / n).is_symlink()]
+        foreign = [n for n in clash if n not in ours]
+        if foreign:
+            raise VlcpError(f"{path / foreign[0]}: exists and was not written by vlcp; move it away or write "
+                            "the outputs to another folder (nothing was changed)")
+        path.mkdir(exist_ok=True)
+        for name in sorted(names, key=lambda n: (n in last, last.index(n) if n in last else 0, n)):
+            _replace_entry(tmp / name, path / name)
+        for name in sorted(ours - set(names)):   # outputs of an earlier call that this one no longer writes
+            _remove_entry(path / name)
+        (tmp / MANIFEST).write_text(json.dumps(names) + "\n")
+        os.replace(tmp / MANIFEST, path / MANIFEST)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _manifest(folder: Path) -> list[str]:
+    try:
+        names = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str) and n and "/" not in n and n not in (".", "..")] \
+        if isinstance(names, list) else []
+
+
+def _replace_entry(src: Path, dst: Path) -> None:
+    if dst.is_dir() and not dst.is_symlink():   # a folder vlcp wrote before: swap, then drop the old one
+        old = Path(tempfile.mkdtemp(prefix=f".{dst.name}.old.", dir=dst.parent))
+        dst.rename(old / dst.name)
+        src.rename(dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
+def _remove_entry(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

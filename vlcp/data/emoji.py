@@ -19,7 +19,7 @@ from vlcp.config import DataCfg
 from vlcp.data.cldr import cldr_version, load_cldr
 from vlcp.data.emoji_test import read_emoji_test
 from vlcp.data.render import get_style, style_available, to_square
-from vlcp.utils import atomic_path, derive_seed, write_json
+from vlcp.utils import atomic_dir, derive_seed, write_json
 
 OPTIONAL_STYLES = ("noto-color",)  # rendered as an extra domain when Debian's font is installed
 
@@ -114,8 +114,7 @@ def prepare_emoji(cfg: DataCfg, out: str | Path, progress: bool = True) -> dict:
         "max_version": cfg.max_version, "styles": styles, "groups": groups, "subgroups": subgroups,
         "dropped": len(entries) - len(kept), "cldr_version": cldr_version(), "items": items,
     }
-    with atomic_path(out) as tmp:
-        tmp.mkdir()
+    with atomic_dir(out, last=("meta.json",)) as tmp:   # only vlcp's own files in `out` are replaced
         np.savez(tmp / "images.npz", **{s: np.stack(v) for s, v in images.items()})
         meta["build_seconds"] = round(time.time() - t0, 2)
         write_json(tmp / "meta.json", meta)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from vlcp.config import EvalCfg
 from vlcp.data.benchmark import PairSet
 from vlcp.data.procedural import PROCEDURAL_TASKS, render_scenes, render_shapes
+from vlcp.errors import NonFiniteError, require_finite
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
@@ -55,8 +56,9 @@ def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512, fuse
             t = tokenizer([pairs.texts[i] for i in pairs.image_text[s:s + batch_size].tolist()]).to(device)
             mm.append(model.encode_multimodal(x, t, normalize=True).float().cpu())
     d = model.text_projection.shape[1] if hasattr(model, "text_projection") else 0
-    cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, d)  # noqa: E731
-    return Encoded(cat(img), cat(txt), pairs, cat(mm) if mm else None)
+    cat = lambda xs, what: require_finite(torch.cat(xs) if xs else torch.zeros(0, d), what)  # noqa: E731
+    return Encoded(cat(img, "image features"), cat(txt, "text features"), pairs,
+                   cat(mm, "multi-modal features") if mm else None)
 
 
 def _retrieval(enc: Encoded, tasks: list[int], ks) -> dict[str, float]:
@@ -109,6 +111,12 @@ class Evaluator:
         return self._memo
 
     def __call__(self, model, tokenizer, device, task: int) -> dict:
+        try:
+            return self._row(model, tokenizer, device, task)
+        except NonFiniteError as e:   # nothing is recorded from this model: the run stops here
+            raise NonFiniteError(f"evaluating the model after task {task + 1}: {e}") from None
+
+    def _row(self, model, tokenizer, device, task: int) -> dict:
         model.eval()
         tokenizer = self._tokenizer(tokenizer)
         ks = tuple(self.cfg.ks)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from vlcp.data.fomo import EvalSet
+from vlcp.errors import require_finite
 from vlcp.eval import continual
 from vlcp.eval.evaluate import _normalise, encode
 from vlcp.eval.retrieval import cross_modal
@@ -30,8 +31,9 @@ def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512) -> float:
     if s.pairs is not None:
         r = retrieval(model, tokenizer, s, device, batch_size)
         return (r["TR@5"] + r["IR@5"]) / 2
-    feats = torch.cat([model.encode_image(_normalise(s.images[i:i + batch_size]).to(device), normalize=True).float().cpu()
-                       for i in range(0, len(s.images), batch_size)])
+    feats = require_finite(torch.cat([model.encode_image(_normalise(s.images[i:i + batch_size]).to(device),
+                                                         normalize=True).float().cpu()
+                                      for i in range(0, len(s.images), batch_size)]), f"{s.name}: image features")
     w = zeroshot_weights(model, tokenizer, s.classes, [s.template], device).float().cpu()
     return topk_accuracy(feats, w, s.labels, (1,))[1]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from vlcp.errors import require_finite
 from vlcp.eval.retrieval import cross_modal
 
 
@@ -36,8 +37,9 @@ class LanguageEvaluator:
             texts, pos = self.captions[name][lang]
             key = id(self.captions[name])
             if key not in done:    # sets sharing their captions (the emoji benchmark's) encode them once
-                done[key] = F.normalize(torch.cat([encode_text(lang, texts[s:s + self.batch_size]).float().cpu()
-                                                   for s in range(0, len(texts), self.batch_size)]), dim=-1)
+                done[key] = F.normalize(require_finite(
+                    torch.cat([encode_text(lang, texts[s:s + self.batch_size]).float().cpu()
+                               for s in range(0, len(texts), self.batch_size)]), f"{lang} text features"), dim=-1)
             keep = torch.isin(img_item, pos)
             out[name] = cross_modal(img[keep], done[key], img_item[keep], pos, self.ks)
         return out

@@ -11,6 +11,10 @@ Scores are computed in query chunks with top-k, so a 50k × 50k gallery never ma
 small gallery (CLL-CLIP's per-language test sets: 282 captions) recall counts the rank of each
 query's best match instead (`match_ranks`), about twice as fast there: top-k's cost per row
 dominates below ~700 items, its single pass wins above.
+
+Ties never reward a query: a non-match that scores as high as a match ranks before it (both
+paths order ties this way, so they agree), and a non-finite score (NaN/inf features) ranks
+below every finite one, so a collapsed or blown-up encoder scores chance or worse, never 100.
 """
 from __future__ import annotations
 
@@ -19,14 +23,42 @@ import torch
 KS = (1, 5, 10)
 
 
+def _scores(query: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
+    """query x gallery similarities with every non-finite score (NaN, ±inf) set to -inf: such a
+    score ranks below all finite ones and ties with the other non-finite ones."""
+    sim = query @ gallery.T
+    return sim.masked_fill(~torch.isfinite(sim), float("-inf"))
+
+
+def _pessimistic_order(sim: torch.Tensor, match: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices [Q, k] of the k best-scoring items per row, ties broken against the query
+    (non-matches before matches among equal scores): a stable sort by score after putting the
+    non-matches first."""
+    first = torch.argsort(match.to(torch.uint8), dim=1, stable=True)   # non-matches, then matches
+    order = torch.sort(sim.gather(1, first), dim=1, descending=True, stable=True).indices
+    return first.gather(1, order[:, :k])
+
+
 def ranked_hits(query: torch.Tensor, gallery: torch.Tensor, q_labels: torch.Tensor,
                 g_labels: torch.Tensor, k: int, chunk: int = 2048) -> torch.Tensor:
-    """bool [Q, min(k, G)]: is the j-th most similar gallery item a match of the query?"""
+    """bool [Q, min(k, G)]: is the j-th most similar gallery item a match of the query? Ties are
+    ordered against the query (non-matches first): top-k's order is kept for the rows whose k
+    best scores are all distinct and whose last is a non-match (no tie can change their flags),
+    the others are re-ranked exactly by `_pessimistic_order`."""
+    k = min(k, len(gallery))
     out = []
     for s in range(0, len(query), chunk):
-        idx = (query[s:s + chunk] @ gallery.T).topk(min(k, len(gallery)), dim=1).indices
-        out.append(g_labels[idx] == q_labels[s:s + chunk, None])
-    return torch.cat(out) if out else torch.zeros(0, min(k, len(gallery)), dtype=torch.bool)
+        sim = _scores(query[s:s + chunk], gallery)
+        val, idx = sim.topk(k, dim=1)
+        hits = g_labels[idx] == q_labels[s:s + chunk, None]
+        if k:
+            tied = (val[:, 1:] == val[:, :-1]).any(1) | hits[:, -1]   # rows whose flags a tie could change
+            if tied.any():
+                rows = tied.nonzero().squeeze(1)
+                match = g_labels[None, :] == q_labels[s:s + chunk][rows, None]
+                hits[rows] = match.gather(1, _pessimistic_order(sim[rows], match, k))
+        out.append(hits)
+    return torch.cat(out) if out else torch.zeros(0, k, dtype=torch.bool)
 
 
 def recall_at_k(hits: torch.Tensor, ks=KS) -> dict[int, float]:
@@ -41,17 +73,17 @@ RANK_GALLERY = 640   # galleries up to this size: recall from `match_ranks` (1 c
 
 def match_ranks(query: torch.Tensor, gallery: torch.Tensor, q_labels: torch.Tensor,
                 g_labels: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """long [Q]: the rank (0 = first) of each query's best-scoring match, i.e. how many gallery
-    items score strictly above it (a tie counts in the match's favour; top-k broke ties
-    arbitrarily); `NO_MATCH` for a query without a match. A query has a match in its top K
-    when its rank is < K. Per chunk: the scores, the match mask and one masked copy (for small
-    galleries: `cross_modal` uses it up to `RANK_GALLERY` items)."""
+    """long [Q]: the rank (0 = first) of each query's best-scoring match: how many non-matching
+    gallery items score at least as high (a tie counts against the query, as in `ranked_hits`;
+    non-finite scores rank last); `NO_MATCH` for a query without a match. A query has a match in
+    its top K when its rank is < K. Per chunk: the scores, the match mask and one masked copy
+    (for small galleries: `cross_modal` uses it up to `RANK_GALLERY` items)."""
     out = [torch.full((len(query),), NO_MATCH)] if len(gallery) == 0 else []
     for s in range(0, len(query) if len(gallery) else 0, chunk):
-        sim = query[s:s + chunk] @ gallery.T
+        sim = _scores(query[s:s + chunk], gallery)
         match = g_labels[None, :] == q_labels[s:s + chunk, None]
         best = sim.masked_fill(~match, float("-inf")).amax(1, keepdim=True)
-        out.append(torch.where(match.any(1), (sim > best).sum(1), NO_MATCH))
+        out.append(torch.where(match.any(1), ((sim >= best) & ~match).sum(1), NO_MATCH))
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
 
 

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from vlcp.config import TrainCfg
 from vlcp.data.augment import TrainTransform, augment_images
+from vlcp.errors import NonFiniteError
 from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 from vlcp.train.budget import PHASE_LABEL
@@ -141,7 +142,8 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
             terms = method.loss(model, batch, ctx)
             loss = sum(terms.values())
         if not math.isfinite(loss.item()):
-            raise FloatingPointError(f"{desc}: loss is {loss.item()} at step {step} (lower train.lr?)")
+            raise NonFiniteError(f"{desc}: loss is {loss.item()} at step {step} (lower train.lr?); "
+                                 "the last good checkpoint is kept")
         with phase("backward"):
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -14,6 +14,7 @@ English training caption, line-aligned with CLFM's teacher embedding `.npy` file
 from __future__ import annotations
 
 import gzip
+import zlib
 import re
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -85,17 +86,20 @@ def iter_triplet_lines(path: str | Path) -> Iterator[tuple[str, str | None, str]
     """(image_rpath, en_caption or None, target_caption) per line of a triplet / vision_text TSV
     (plain or .gz); a malformed line or unreadable file is a VlcpError naming it."""
     path = require(Path(path), "CLFM triplet TSV")
+    lines = 0
     try:
         with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else
               open(path, encoding="utf-8")) as f:
-            for i, line in enumerate(f):
+            for lines, line in enumerate(f, 1):
                 parts = line.rstrip("\r\n").split("\t")
                 if len(parts) not in (2, 3) or not all(parts):
-                    raise VlcpError(f"{path}: line {i + 1}: expected 'image_rpath<TAB>en_caption<TAB>target_caption'"
+                    raise VlcpError(f"{path}: line {lines}: expected 'image_rpath<TAB>en_caption<TAB>target_caption'"
                                     f", got {len(parts)} field(s){' (one empty)' if len(parts) in (2, 3) else ''}")
                 yield parts[0], (parts[1] if len(parts) == 3 else None), parts[-1]
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as e:
         raise VlcpError(f"{path}: not a readable TSV ({e})") from None
+    if not lines:
+        raise VlcpError(f"{path}: empty TSV (no lines)")
 
 
 def read_triplets(path: str | Path, image_dir: str | Path, language: str | None = None) -> list[Record]:
