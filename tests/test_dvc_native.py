@@ -1,0 +1,75 @@
+"""DVC-native: the committed benchmark results match their lock entries, the stages run from the
+venv's dvc without activation, and each study's headline metrics and curves reach
+`dvc metrics` / `dvc plots`."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import tiny_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+DVC = Path(sys.executable).parent / "dvc"
+
+
+def test_benchmark_stages_are_up_to_date():
+    """A fresh clone's `dvc repro` must never re-measure a benchmark and overwrite a committed
+    result: every stage of benchmarks/dvc.yaml matches benchmarks/dvc.lock."""
+    out = subprocess.run([str(DVC), "status", "benchmarks/dvc.yaml"], cwd=ROOT, capture_output=True, text=True,
+                         env=os.environ | {"DVC_NO_ANALYTICS": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "up to date" in out.stdout, f"stale benchmark stages (re-measure or dvc commit them):\n{out.stdout}"
+
+
+def test_stages_call_vlcp_through_the_venv_wrapper():
+    """`.venv/bin/dvc repro` without activation: every stage command goes through scripts/venv,
+    which puts the project's venv first on PATH."""
+    for name in ("dvc.yaml", "benchmarks/dvc.yaml"):
+        text = (ROOT / name).read_text()
+        cmds = [line.split("cmd:", 1)[1].strip() for line in text.splitlines() if "cmd:" in line.split("#")[0]]
+        cmds = [c if c not in (">-", "|") else "scripts/venv" for c in cmds]   # folded commands: checked below
+        assert cmds and all(c.startswith("scripts/venv ") or c == "scripts/venv" for c in cmds), (name, cmds)
+    if not (ROOT / ".venv" / "bin" / "vlcp").exists():
+        pytest.skip("no .venv in this checkout (make install makes one)")
+    out = subprocess.run(["scripts/venv", "vlcp", "list"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")})
+    assert out.returncode == 0 and "experiments" in out.stdout, out.stderr
+
+
+def test_study_metrics_and_curves(emoji_root, tmp_path):
+    """Two tiny runs of a study: metrics/<study>.json holds each experiment's final Rm (mean over
+    its seeds) and the claims' verdict counts; plots/<study>.csv one column of per-task Rm each."""
+    from vlcp.report.metrics import write_metrics
+    from vlcp.runner import run_experiment
+
+    runs = {}
+    for method, seeds in (("seqf", (0, 1)), ("er", (0,))):
+        for seed in seeds:
+            cfg = tiny_experiment(emoji_root, method, steps=6)
+            cfg.name, cfg.seed = method, seed
+            runs.setdefault(method, []).append(
+                run_experiment(cfg, tmp_path / "runs" / method / f"seed{seed}", tmp_path / "ck" / method / f"seed{seed}"))
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "overview_claims.json").write_text(json.dumps({"report": "overview", "claims": [
+        {"claim": "a", "verdict": "confirmed"}, {"claim": "b", "verdict": "inconclusive"},
+        {"claim": "c", "verdict": "confirmed"}]}))
+    params = {"report": {"overview": {"experiments": ["seqf", "er"]}}}
+    paths = write_metrics(params, tmp_path)
+    assert sorted(p.name for p in paths) == ["cllclip.json", "ctp.json", "fomo.json", "incclip.json", "overview.json"]
+    m = json.loads((tmp_path / "metrics" / "overview.json").read_text())
+    final = [r["cumulative"][-1]["test"]["Rm"] for r in runs["seqf"]]
+    assert m["runs"] == 3 and m["experiments"]["seqf"]["Rm"] == pytest.approx(sum(final) / 2, abs=1e-4)
+    assert m["experiments"]["er"]["mAP@1"] == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["mAP@1"], abs=1e-4)
+    assert m["claims"] == {"confirmed": 2, "not confirmed": 0, "inconclusive": 1, "other": 0}
+    assert json.loads((tmp_path / "metrics" / "ctp.json").read_text()) == {"runs": 0, "experiments": {}, "claims": {}}
+    rows = list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))
+    assert [r["task"] for r in rows] == ["1", "2", "3"] and list(rows[0]) == ["task", "seqf", "er"]
+    assert float(rows[-1]["er"]) == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["Rm"], abs=1e-3)
+    shutil.rmtree(tmp_path / "runs" / "er")                    # a re-run rewrites its own files only
+    write_metrics(params, tmp_path)
+    assert list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))[0].keys() == {"task", "seqf"}

@@ -1,0 +1,158 @@
+"""The studies' headline numbers and per-task curves as DVC metrics and plots.
+
+`vlcp report metrics` (the `metrics` stage of dvc.yaml) reads every run of each study and the
+claims its notebook wrote, and writes
+
+- `metrics/<study>.json`: per experiment, the final model's headline numbers (mean over the
+  seeds found) and the claims ledger's verdict counts. `dvc metrics show`, `dvc metrics diff` and
+  `dvc exp show` read them;
+- `plots/<study>.csv`: the per-task curve of each experiment (one column each), and
+  `plots/fomo/<experiment>.csv`: FoMo-in-Flux's accumulation–retention trajectory (A_KA, A_ZS after
+  every task, θ0 first). `dvc plots show` / `dvc plots diff` draw them (dvc.yaml's `plots:`).
+
+What a headline is depends on the stream a run trained on (its results.json says which):
+group/class/instance streams: the final cumulative Rm on the test pool (and mAP@1 where the
+benchmark has a query set), IncCLIP's held-out zero-shot Average where the run has it; the
+language stream: AR and F of in-domain text-to-image R@1 (CLL-CLIP's Table 2 cell); the concept
+stream: FoMo's endpoint A_KA, A_ZS and GM.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from vlcp.errors import VlcpError
+from vlcp.report import cllclip, fomo, incclip
+from vlcp.utils import atomic_dir, read_json, write_json
+
+VERDICTS = ("confirmed", "not confirmed", "inconclusive")
+
+
+def study_sources(params: dict) -> dict[str, dict]:
+    """{study: {"runs": folder, "claims": the notebook's claims file, "experiments": the ones
+    whose curves are plotted (None = every run found)}} from params.yaml's `report:` section."""
+    rep = params.get("report") or {}
+    ctp = rep.get("ctp") or {}
+    incclip_cfg = rep.get("incclip") or {}
+    fomo_cfg = rep.get("fomo") or {}
+    return {
+        "overview": {"runs": "runs", "claims": "reports/overview_claims.json",
+                     "experiments": (rep.get("overview") or {}).get("experiments")},
+        "ctp": {"runs": ctp.get("runs", "runs-ctp"), "claims": "reports/ctp_tables_claims.json",
+                "experiments": ctp.get("experiments")},
+        "incclip": {"runs": incclip_cfg.get("runs", "runs-incclip"), "claims": "reports/incclip_ablations_claims.json",
+                    "experiments": [f"ic4-{m}" for m in incclip_cfg.get("methods", [])] or None},
+        "cllclip": {"runs": (rep.get("cllclip") or {}).get("runs", "runs-cllclip"),
+                    "claims": "reports/cllclip_teir_claims.json",
+                    "experiments": [e for e in (rep.get("cllclip") or {}).get("experiments", []) if e.startswith("cll36-")]
+                    or None},
+        "fomo": {"runs": fomo_cfg.get("runs", "runs-fomo"), "claims": "reports/fomo_figures_claims.json",
+                 "experiments": (fomo_cfg.get("studies") or {}).get("methods")},
+    }
+
+
+def collect_runs(runs_dir: str | Path) -> dict[str, list[dict]]:
+    """{experiment: [results, one per seed, by seed]} of every results.json under `runs_dir`."""
+    runs: dict[str, list[dict]] = defaultdict(list)
+    for path in sorted(Path(runs_dir).rglob("results.json")):
+        try:
+            r = read_json(path)
+        except ValueError as e:
+            raise VlcpError(f"{path}: not a readable results file ({e})") from None
+        if isinstance(r, dict) and "experiment" in r:
+            runs[r["experiment"]].append(r)
+    return {e: sorted(rs, key=lambda r: r.get("seed", 0)) for e, rs in sorted(runs.items())}
+
+
+def headline(r: dict) -> dict[str, float]:
+    """The final model's headline numbers of one run (see the module docstring)."""
+    if r.get("stream") == "language":
+        a = cllclip.accuracy_matrix(r, "in_domain", "IR@1")
+        f = cllclip.forgetting(a)
+        return {"AR": cllclip.ar(a)} | ({} if f is None else {"F": f})
+    if "trajectory" in r:
+        return fomo.endpoint(r)
+    out = {}
+    if r.get("cumulative"):
+        last = r["cumulative"][-1]["test"]
+        out = {k: last[k] for k in ("Rm", "mAP@1") if k in last}
+    if r.get("heldout") and "classification" in r["heldout"][-1]:
+        out["Average"] = incclip.classification(r)["Average"]
+    return out
+
+
+def curve(r: dict) -> list[float]:
+    """The per-task curve of one run: cumulative Rm (group streams), IncCLIP's held-out Average
+    where the run has it, AR after every task (language), GM after every task (concepts)."""
+    if r.get("stream") == "language":
+        return cllclip.ar_curve(cllclip.accuracy_matrix(r, "in_domain", "IR@1")).tolist()
+    if "trajectory" in r:
+        return [row["GM"] for row in r["trajectory"]]
+    if r.get("heldout") and "classification" in r["heldout"][-1]:
+        return [incclip.classification(r, i)["Average"] for i in range(len(r["heldout"]))]
+    return [row["test"]["Rm"] for row in r.get("cumulative", [])]
+
+
+def mean_over_seeds(rows: list[dict[str, float]]) -> dict[str, float]:
+    keys = [k for k in rows[0] if all(k in row and row[k] is not None for row in rows)]
+    return {k: round(float(np.mean([row[k] for row in rows])), 4) for k in keys}
+
+
+def claim_counts(path: str | Path) -> dict[str, int]:
+    """{verdict: count} of a claims file (an empty dict when the notebook has not written one)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    claims = read_json(path).get("claims", [])
+    counts = {v: sum(c.get("verdict") == v for c in claims) for v in VERDICTS}
+    counts["other"] = len(claims) - sum(counts.values())
+    return counts
+
+
+def study_metrics(runs: dict[str, list[dict]], claims: dict[str, int]) -> dict:
+    return {"runs": sum(map(len, runs.values())),
+            "experiments": {e: mean_over_seeds([headline(r) for r in rs]) for e, rs in runs.items()},
+            "claims": claims}
+
+
+def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None) -> str:
+    """task, then one column per experiment (mean over seeds); empty cells past a shorter stream."""
+    names = [e for e in (experiments or runs) if e in runs]
+    cols = {e: np.mean([curve(r) for r in runs[e]], axis=0).tolist() if runs[e] else [] for e in names}
+    length = max((len(c) for c in cols.values()), default=0)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["task"] + names)
+    for t in range(length):
+        w.writerow([t + 1] + [f"{cols[e][t]:.4f}" if t < len(cols[e]) else "" for e in names])
+    return buf.getvalue()
+
+
+def trajectory_csv(r: dict) -> str:
+    """after task (0 = θ0), A_KA, A_ZS, GM of one FoMo run."""
+    df = fomo.trajectory(r).round(4)
+    return df.to_csv(lineterminator="\n")
+
+
+def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metrics", plots_dir: str = "plots") -> list[Path]:
+    """Write every study's metrics and plot files (studies without runs get a file with none,
+    so DVC's outputs always exist). Returns the metrics files."""
+    root = Path(root)
+    written = []
+    with atomic_dir(root / plots_dir) as plots:
+        (plots / "fomo").mkdir()
+        for study, src in study_sources(params).items():
+            runs = collect_runs(root / src["runs"]) if (root / src["runs"]).exists() else {}
+            path = root / metrics_dir / f"{study}.json"
+            write_json(path, study_metrics(runs, claim_counts(root / src["claims"])))
+            written.append(path)
+            (plots / f"{study}.csv").write_text(curves_csv(runs, src["experiments"]))
+            if study == "fomo":
+                for e in src["experiments"] or []:
+                    if e in runs:
+                        (plots / "fomo" / f"{e}.csv").write_text(trajectory_csv(runs[e][0]))
+    return written
