@@ -24,8 +24,8 @@ bench:    ## re-measure performance (about 2 h): throughput, eval memory, IncCLI
 	$(BIN)/dvc repro --force benchmarks/dvc.yaml
 	$(BIN)/python benchmarks/pipeline.py
 
-lab:      ## JupyterLab on the notebooks
-	$(BIN)/jupyter lab notebooks
+lab:      ## JupyterLab on the notebooks (extra arguments: make lab ARGS=--allow-root, needed as root)
+	$(BIN)/jupyter lab notebooks $(ARGS)
 
 clean:    ## remove generated outputs (keeps .venv)
-	rm -rf runs checkpoints reports/*.html reports/*.ipynb data/emoji
+	rm -rf runs checkpoints reports/*.html reports/*.ipynb data/emoji metrics plots .live

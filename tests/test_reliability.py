@@ -188,3 +188,30 @@ def test_nan_loss_is_a_one_line_error(emoji_root, tmp_path, capsys):
     assert rc == 2 and err.startswith("vlcp: error: boom s0 task") and "loss is nan" in err.lower()
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "runs" / "boom" / "seed0" / "results.json").exists()
+
+
+def test_cli_version_help_and_list(capsys):
+    from vlcp import __version__
+    from vlcp.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"vlcp {__version__}"
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: runs)" in out and "(default: None)" not in out
+    assert main(["list", "teir"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("cllclip (") and all("teir" in n for line in lines for n in line.split()[2:] if n)
+
+
+def test_random_init_is_said_once_in_vlcps_words(capsys, caplog):
+    from vlcp.models.clip import create_clip, note_random_init
+
+    note_random_init.cache_clear()
+    with caplog.at_level("WARNING"):
+        create_clip("vlcp-tiny")
+        create_clip("vlcp-tiny")
+    assert not [r for r in caplog.records if "initialized randomly" in r.getMessage()]
+    assert capsys.readouterr().err.count("vlcp: vlcp-tiny starts from random weights") == 1

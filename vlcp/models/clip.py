@@ -3,7 +3,11 @@ with a pretrained tag or a local weights file. Nothing is downloaded unless the 
 tag and has not set HF_HUB_OFFLINE."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 import os
+import sys
 from pathlib import Path
 
 import open_clip
@@ -42,12 +46,40 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
         if pretrained not in tags:
             raise VlcpError(f"model.pretrained: {pretrained!r} is not a tag of {name} (tags: {', '.join(tags) or 'none'})")
     try:
-        model = open_clip.create_model(name, pretrained=pretrained, device=device, force_image_size=image_size)
+        with _without_random_init_warning():
+            model = open_clip.create_model(name, pretrained=pretrained, device=device, force_image_size=image_size)
     except Exception as e:  # hub offline, corrupt file, ...
         if pretrained is None:
             raise
         raise VlcpError(f"model.pretrained: could not load {pretrained!r} for {name}: {e}") from None
+    if pretrained is None:
+        note_random_init(name)
     return model, open_clip.get_tokenizer(name)
+
+
+@functools.lru_cache(maxsize=None)
+def note_random_init(name: str) -> None:
+    """Say once per process and model that it starts from random weights (open_clip warns
+    'No pretrained weights loaded ... initialized randomly' at every build, which alarms more than
+    it tells: the tiny profile's models are random-init by design)."""
+    print(f"vlcp: {name} starts from random weights (model.pretrained is not set; expected for the "
+          "tiny profile's models)", file=sys.stderr)
+
+
+class _DropRandomInit(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "initialized randomly" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_random_init_warning():
+    """open_clip logs its random-init warning on the root logger: drop that record only."""
+    root, drop = logging.getLogger(), _DropRandomInit()
+    root.addFilter(drop)
+    try:
+        yield
+    finally:
+        root.removeFilter(drop)
 
 
 def encode_text_embeddings(model, embeddings: torch.Tensor, pool_tokens: torch.Tensor,

@@ -131,6 +131,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
     sums: dict[str, float] = {}
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
                leave=False, mininterval=1.0)
+    shown = 0.0
     for step in bar:
         ctx.step = step
         lr = lr_at(step)
@@ -161,8 +162,9 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
         with phase("logging"):   # this rank's sums, on the device: no collective, no host sync per step
             for k, v in terms.items():
                 sums[k] = sums.get(k, 0) + v.detach().double()
-            if step % 10 == 0:
-                bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}")
+            if not bar.disable and (time.monotonic() - shown >= bar.mininterval or step == steps - 1):
+                shown = time.monotonic()   # the task's running mean loss, as often as the bar redraws
+                bar.set_postfix(loss=f"{sum(sums.values()).item() / (step + 1):.3f}", lr=f"{lr:.1e}")
     # the mean over ranks of the per-step sums = the sum of the per-step means over ranks (one collective per term)
     method_terms = {k: all_reduce_mean(v).item() / max(steps, 1) for k, v in sums.items()}
     return {"loss": sum(method_terms.values()), "terms": method_terms, "samples": steps * cfg.batch_size,
