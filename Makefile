@@ -27,5 +27,6 @@ bench:    ## re-measure performance (about 2 h): throughput, eval memory, IncCLI
 lab:      ## JupyterLab on the notebooks (extra arguments: make lab ARGS=--allow-root, needed as root)
 	$(BIN)/jupyter lab notebooks $(ARGS)
 
-clean:    ## remove generated outputs (keeps .venv)
-	rm -rf runs checkpoints reports/*.html reports/*.ipynb data/emoji metrics plots .live
+clean:    ## remove generated outputs (keeps .venv and models/, where your own weights may be)
+	rm -rf runs runs-ctp runs-ctp-base runs-incclip runs-cllclip runs-fomo runs-fomo-base checkpoints configs \
+	    data/emoji metrics plots .live reports/*.html reports/*.ipynb reports/*_claims.json

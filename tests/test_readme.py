@@ -1,0 +1,79 @@
+"""The README and docs/: short README, the docs pages present, every relative link resolving to a
+file in the repository, and nothing pointing outside it (readers have only the repository)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = ("README.md", "overview.md", "ctp.md", "incclip.md", "cllclip.md", "fomo.md",
+         "performance.md", "architecture.md")
+
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")   # [text](target "title")
+REF_DEF = re.compile(r"^\s*\[[^\]]+\]:\s*(\S+)", re.M)                          # [label]: target
+PARENT_PATH = re.compile(r"(?<![\w./-])((?:\.\./)+[\w.@+-][\w./@+-]*)")         # ../x/y in text or code
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.I)                     # http:, mailto:, //host, #anchor
+
+
+def md_files() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def links(text: str) -> list[str]:
+    return LINK.findall(text) + REF_DEF.findall(text)
+
+
+def inside(path: Path) -> bool:
+    try:
+        path.resolve().relative_to(ROOT)
+        return True
+    except ValueError:
+        return False
+
+
+def test_readme_is_short():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; keep it to 150 and move detail to docs/"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_docs_page_exists(page):
+    assert (DOCS / page).is_file(), f"docs/{page} is missing"
+
+
+@pytest.mark.parametrize("md", md_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_points_outside_the_repository(md):
+    text = md.read_text(encoding="utf-8")
+    for banned in ("/work/", "shared/notes", "../shared"):
+        assert banned not in text, f"{md.relative_to(ROOT)} mentions {banned!r}, which readers cannot see"
+    for ref in PARENT_PATH.findall(text) + [t for t in links(text) if not EXTERNAL.match(t)]:
+        target = ref.split("#", 1)[0]
+        if target.startswith("/"):
+            pytest.fail(f"{md.relative_to(ROOT)}: absolute path {ref!r}; use a path relative to the file")
+        assert inside(md.parent / target), f"{md.relative_to(ROOT)}: {ref!r} leaves the repository"
+
+
+@pytest.mark.parametrize("md", md_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(md):
+    text = md.read_text(encoding="utf-8")
+    broken = []
+    for ref in links(text):
+        if EXTERNAL.match(ref):
+            continue
+        target = ref.split("#", 1)[0]
+        if target and not (md.parent / target).exists():
+            broken.append(ref)
+    assert not broken, f"{md.relative_to(ROOT)}: links to missing files: {broken}"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p != "README.md"])
+def test_docs_page_links_back_to_readme(page):
+    """Each page opens with one paragraph saying what it is, linking back to the README."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    body = text.split("\n\n")
+    assert body[0].startswith("# "), f"docs/{page} should start with a title"
+    assert "../README.md" in body[1], f"docs/{page}: its first paragraph should link back to ../README.md"
