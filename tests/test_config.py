@@ -231,3 +231,171 @@ def test_cli_parallel_jobs_equal_sequential_runs(emoji_root, tmp_path):
         assert par["config"]["train"]["num_threads"] == 1
         assert strip_timings(par) == strip_timings(seq)
     assert main(["run", "t-seqf", "--jobs", "0"] + common) == 2
+
+
+# -- numbers in every notation, ranges, structure (the `vlcp` CLI prints one line and exits 2) ----------
+
+
+def cli_error(capsys, argv) -> str:
+    """Run `vlcp ARGV`; it must exit 2 with one line on stderr `vlcp: error: ...` (no traceback), and
+    print nothing on stdout. Returns the message after `vlcp: error: `."""
+    code = main(argv)
+    out, errs = capsys.readouterr()
+    lines = errs.strip().splitlines()
+    assert code == 2, (code, errs)
+    assert len(lines) == 1 and lines[0].startswith("vlcp: error: "), errs
+    assert "Traceback" not in errs and not out.strip()
+    return lines[0][len("vlcp: error: "):]
+
+
+def show(capsys, params, *sets, experiment="seqf") -> dict:
+    import json
+
+    argv = ["config", "show", experiment, "--params", str(params)]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("text, value", [("1e-3", 0.001), ("1E-3", 0.001), ("5e+2", 500.0), (".5", 0.5),
+                                         ("1_000", 1000.0), ("2", 2.0), ("1.5e-4", 1.5e-4)])
+def test_set_takes_floats_in_every_notation(tmp_path, capsys, text, value):
+    """YAML 1.1 (PyYAML) reads `1e-3` as a string: a float field still takes it."""
+    params = write_params(tmp_path)
+    assert show(capsys, params, f"train.lr={text}")["train"]["lr"] == pytest.approx(value)
+
+
+def test_params_file_takes_floats_in_every_notation(tmp_path, capsys):
+    """Numbers as a user writes them in params.yaml (and in a params dict)."""
+    params = write_raw(tmp_path, """\
+profile: tiny
+defaults:
+  train: {lr: 1e-3, weight_decay: 5E-2, steps: 1_000, cooldown_frac: .5, warmup_steps: 1e1}
+  data: {max_version: 1.5e+1}
+profiles: {tiny: {}}
+experiments:
+  seqf: {}
+  sci: {method: {name: incclip, s_min: -1.5e-4, pseudo_lr: 1E0}}
+""")
+    cfg = show(capsys, params)
+    assert (cfg["train"]["lr"], cfg["train"]["weight_decay"], cfg["train"]["steps"]) == (0.001, 0.05, 1000)
+    assert (cfg["train"]["cooldown_frac"], cfg["train"]["warmup_steps"], cfg["data"]["max_version"]) == (0.5, 10, 15.0)
+    method = show(capsys, params, experiment="sci")["method"]
+    assert (method["s_min"], method["pseudo_lr"]) == (-1.5e-4, 1.0)
+    assert experiment_from_dict({"train": {"lr": "1e-3", "steps": "1e3"}}).train.steps == 1000   # a params dict
+
+
+def test_numbers_bools_are_no_numbers():
+    assert err({"train": {"lr": True}}).startswith("train.lr: expected float")
+    assert err({"train": {"steps": "true"}}).startswith("train.steps: expected int")
+    assert err({"train": {"steps": 2.5}}).startswith("train.steps: expected int")
+    assert err({"train": {"lr": "1e-3x"}}).startswith("train.lr: expected float")
+
+
+@pytest.mark.parametrize("setting, field", [
+    ("train.lr=.inf", "train.lr"),
+    ("train.lr=1e400", "train.lr"),
+    ("train.weight_decay=.nan", "train.weight_decay"),
+    ("train.beta2=1.5", "train.beta2"),
+    ("train.num_threads=0", "train.num_threads"),
+    ("eval.batch_size=0", "eval.batch_size"),
+    ("train.grad_clip=.nan", "train.grad_clip"),     # NaN < 0 is false: clipping was silently off
+    ("eval.ks=[0]", "eval.ks"),                       # results with R@0
+    ("eval.ks=[1, 5, 5]", "eval.ks"),
+    ("eval.ks=[]", "eval.ks"),
+    ("eval.zeroshot_templates=[an emoji]", "eval.zeroshot_templates"),   # no {} for the class name
+    ("eval.zeroshot_templates=[]", "eval.zeroshot_templates"),
+    ("data.seed=-1", "data.seed"),
+    ("data.max_version=-.inf", "data.max_version"),
+    ("fomo.mixture=[.nan, 0.5, 0.5]", "fomo.mixture"),
+    ("fomo.temperature=.nan", "fomo.temperature"),
+    ("method.replay_fraction=.nan", "method.replay_fraction"),
+    ("train.pass_flops_seeds=[-1]", "train.pass_flops_seeds"),
+    (".lr=1", "--set '.lr=1'"),                       # an empty key part
+    ("train..lr=1", "--set 'train..lr=1'"),
+    ("train=3", "train"),                             # a scalar onto a section
+    ("data.split=0.2", "data.split"),
+    ("method=er", "method"),
+    ("train.lr=[", "--set 'train.lr=['"),             # not YAML
+])
+def test_out_of_range_and_non_finite_values_name_the_field(tmp_path, capsys, setting, field):
+    params = write_params(tmp_path)
+    exp = "er" if setting.startswith("method.") else "seqf"
+    msg = cli_error(capsys, ["run", exp, "--params", str(params), "--set", setting,
+                             "--out", str(tmp_path / "runs"), "--checkpoints", str(tmp_path / "ckpt")])
+    assert msg.startswith(field), msg
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "ckpt").exists()
+
+
+def test_non_finite_values_rejected_on_direct_construction():
+    from vlcp.config import EvalCfg, TrainCfg
+    from vlcp.methods import get_method
+
+    for kw in ({"lr": float("inf")}, {"weight_decay": float("nan")}, {"grad_clip": float("nan")}, {"beta2": 1.5},
+               {"num_threads": 0}):
+        with pytest.raises(ConfigError, match=f"^{next(iter(kw))}:"):
+            TrainCfg(**kw)
+    with pytest.raises(ConfigError, match=r"^ks\[0\]:"):
+        EvalCfg(ks=[0])
+    with pytest.raises(ConfigError, match="^batch_size:"):
+        EvalCfg(batch_size=0)
+    with pytest.raises(ConfigError, match="^ewc_lambda:"):
+        get_method("ewc").Config(ewc_lambda=float("nan"))
+    with pytest.raises(ConfigError, match="^pull:"):
+        get_method("cll-dualprompt").Config(pull=-1.0)
+
+
+def write_raw(tmp_path, text: str):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, key", [
+    ("- a\n- b\n", "params.yaml: the top level must be a mapping"),
+    ("just a string\n", "params.yaml: the top level must be a mapping"),
+    ("defaults: [1, 2]\nexperiments: {seqf: {}}\n", "defaults: expected a mapping"),
+    ("profiles: [tiny]\nexperiments: {seqf: {}}\n", "profiles: expected a mapping"),
+    ("profiles: {tiny: 3}\nexperiments: {seqf: {}}\n", "profiles.tiny: expected a mapping"),
+    ("profiles: {tiny: {model_aliases: [a]}}\nexperiments: {seqf: {}}\n", "profiles.tiny.model_aliases: expected a mapping"),
+    ("profiles: {tiny: {}}\nexperiments: [seqf]\n", "experiments: expected a mapping"),
+    ("profiles: {tiny: {}}\nexperiments: {seqf: 3}\n", "experiments.seqf: expected a mapping"),
+    ("profiles: {tiny: {}}\nexperiments: {seqf: {train: 3}}\n", "experiments.seqf.train: expected a mapping"),
+    ("profiles: {tiny: {}}\nexperiments: {seqf: {model: vlcp-tiny}}\n", "experiments.seqf.model: expected a mapping"),
+    ("profiles: {tiny: {}}\nexperiments: {seqf: {method: er}}\n", "experiments.seqf.method: expected a mapping"),
+    ("profiles: {tiny: {}}\nexperiments: {seqf: {fomo: [1]}}\n", "experiments.seqf.fomo: expected a mapping"),
+    ("profiles: {tiny: {eval: 1}}\nexperiments: {seqf: {}}\n", "profiles.tiny.eval: expected a mapping"),
+    ("defaults: {data: [1]}\nprofiles: {tiny: {}}\nexperiments: {seqf: {}}\n", "defaults.data: expected a mapping"),
+    ("defaults: {data: {split: 0.2}}\nprofiles: {tiny: {}}\nexperiments: {seqf: {}}\n",
+     "defaults.data.split: expected a mapping"),
+    ("profile: [tiny]\nprofiles: {tiny: {}}\nexperiments: {seqf: {}}\n", "profile: expected a profile name"),
+    ("profiles: {tiny: {model_aliases: {r: {pretrained: x.pt}}}}\nexperiments: {seqf: {model: {arch_of: r}}}\n",
+     "profiles.tiny.model_aliases.r.name: a model alias needs a model name"),
+])
+def test_params_structure_errors_name_the_key_and_file(tmp_path, capsys, text, key):
+    params = write_raw(tmp_path, text)
+    msg = cli_error(capsys, ["config", "show", "seqf", "--params", str(params)])
+    assert msg.startswith(key.replace("params.yaml", str(params))), msg
+    assert str(params) in msg
+
+
+def test_data_prepare_takes_data_overrides_only(tmp_path, capsys):
+    params = write_params(tmp_path)
+    out = tmp_path / "prepared"
+    for setting, field in [("train.lr=0.1", "train.lr"), ("data.sed=1", "data.sed"), ("data.seed=-1", "data.seed"),
+                           ("data=3", "data"), ("data.split.test=.nan", "data.split.test")]:
+        msg = cli_error(capsys, ["data", "prepare", "--params", str(params), "--out", str(out), "--set", setting])
+        assert msg.startswith(field), msg
+    assert not out.exists()
+
+
+def test_cli_model_override_wins_over_a_model_alias():
+    """`--set model.pretrained=X` on an experiment whose model is a profile alias (cll, fomo, albef)
+    was silently replaced by the alias's own weights file."""
+    from vlcp.config import load_params, resolve_experiment
+
+    params = load_params("params.yaml")
+    assert resolve_experiment(params, "cll-clip").model.pretrained == "models/cll-base.pt"
+    cfg = resolve_experiment(params, "cll-clip", overrides=["model.pretrained=other/base.pt"])
+    assert cfg.model.pretrained == "other/base.pt" and cfg.model.name == "vlcp-tiny"

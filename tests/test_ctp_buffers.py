@@ -123,7 +123,7 @@ def test_buffer_state_round_trips():
     torch.save(buf.state_dict(), saved)
     saved.seek(0)
     other = TaskQuotaBuffer(10)
-    other.load_state_dict(torch.load(saved, weights_only=False))
+    other.load_state_dict(torch.load(saved, weights_only=True))
     assert torch.equal(other.ids, buf.ids) and other.sizes == buf.sizes == [40, 20]
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
     assert torch.equal(buf.sample(16, g1), other.sample(16, g2))
@@ -205,7 +205,7 @@ def test_method_two_tasks_quotas_and_resume(clip, stream, name, terms):
     torch.save(method.state_dict(), saved)
     saved.seek(0)
     resumed = cls(cls.Config(buffer_size=BUFFER), seed=7)
-    resumed.load_state_dict(torch.load(saved, weights_only=False))
+    resumed.load_state_dict(torch.load(saved, weights_only=True))
     resumed_model = copy.deepcopy(model)
 
     seen, seen_resumed = [], []

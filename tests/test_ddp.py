@@ -155,7 +155,7 @@ def test_two_process_run_matches_one_process(case, emoji_root, tmp_path):
     mp.spawn(run_worker, args=(2, cfg, str(tmp_path / "ddp"), free_port()), nprocs=2, join=True)
     ddp = read_json(tmp_path / "ddp" / "results.json")
     assert ddp["world_size"] == 2 and single["world_size"] == 1
-    weights = [torch.load(tmp_path / d / "checkpoint.pt", weights_only=False)["model"] for d in ("single", "ddp")]
+    weights = [torch.load(tmp_path / d / "checkpoint.pt", weights_only=True)["model"] for d in ("single", "ddp")]
     weights = [w if isinstance(w, dict) else w.state_dict() for w in weights]   # CLL checkpoints the module
     for k, v in weights[0].items():   # (Adam's normalised steps amplify float noise on tiny gradients: 1e-4)
         torch.testing.assert_close(weights[1][k], v, rtol=1e-3, atol=1e-4, msg=k)

@@ -128,7 +128,7 @@ def test_state_round_trip_resumes_identically(name):
     blob = io.BytesIO()
     torch.save(state, blob)
     blob.seek(0)
-    state = torch.load(blob, weights_only=False)
+    state = torch.load(blob, weights_only=True)
     model2, method2 = Toy(), get_method(name)(get_method(name).Config(w=0.9))
     method2.prepare_model(model2)
     model2.load_state_dict(state["model"])
@@ -167,7 +167,7 @@ def test_zs_merge_resume_equals_uninterrupted(emoji_root, tmp_path):
     resumed = run_experiment(cfg, tmp_path / "resumed")
     assert strip(resumed) == strip(full)
     assert len(full["cumulative"]) == 3
-    ckpt = torch.load(tmp_path / "full" / "checkpoint.pt", map_location="cpu", weights_only=False)
+    ckpt = torch.load(tmp_path / "full" / "checkpoint.pt", map_location="cpu", weights_only=True)
     model, merged = ckpt["model"], ckpt["method"]["merged"]
     assert model.keys() == merged.keys() and all(torch.equal(model[k], merged[k]) for k in model
                                                  if model[k].is_floating_point())   # evaluated = θ_t

@@ -252,10 +252,10 @@ def test_resume_equals_uninterrupted(emoji_root, tmp_path, name):
     full = run_experiment(cfg, tmp_path / "full")
     partial = run_experiment(cfg, tmp_path / "part", stop_after_task=0)
     assert len(partial["cumulative"]) == 1 and not (tmp_path / "part" / "results.json").exists()
-    state = torch.load(tmp_path / "part" / "checkpoint.pt", map_location="cpu", weights_only=False)
+    state = torch.load(tmp_path / "part" / "checkpoint.pt", map_location="cpu", weights_only=True)
     assert any(ADAPTER_TENSOR.search(k) for k in state["model"])      # adapters are in the checkpoint
     resumed = run_experiment(cfg, tmp_path / "part")
     assert strip(resumed) == strip(full)
-    final = torch.load(tmp_path / "full" / "checkpoint.pt", map_location="cpu", weights_only=False)["model"]
+    final = torch.load(tmp_path / "full" / "checkpoint.pt", map_location="cpu", weights_only=True)["model"]
     zero_at_init = [k for k in final if re.search(r"\.(lora_B|vera_lambda_b)\.", k)]
     assert zero_at_init and all(final[k].abs().sum() > 0 for k in zero_at_init)   # the adapters trained

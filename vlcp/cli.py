@@ -1,13 +1,14 @@
 """`vlcp` command line: prepare data, run experiments, build the report index.
 
-    vlcp data prepare [--params params.yaml]
+    vlcp data prepare [--params params.yaml] [--out DIR] [--set data.seed=1 ...]
     vlcp run [EXPERIMENT ...] [--list report.fomo.studies.methods] --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...] [--jobs N]
     vlcp pretrain EXPERIMENT --out models/base.pt [--seed S] [--set ...]
-    vlcp list
+    vlcp list [PATTERN]   (experiments by study, methods, profiles)
     vlcp config resolve [--out configs] [--study report.ctp.experiments ...]   (resolved configs, one JSON file each)
     vlcp config show EXPERIMENT
     vlcp report render notebooks/overview.ipynb [--reports reports]
     vlcp report index [--reports reports]
+    vlcp report metrics [--out metrics] [--plots plots]   (headline numbers and per-task curves for `dvc metrics` / `dvc plots`)
 
 Errors in the input (config fields, missing or damaged files, a diverged run) print one line
 `vlcp: error: ...` and exit 2; any other error prints one line too and exits 1. `--debug` (or
@@ -20,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from vlcp import __version__
 from vlcp.errors import VlcpError
 
 
@@ -27,7 +29,7 @@ def cmd_prepare(args) -> None:
     from vlcp.config import load_params, resolve_data
     from vlcp.data.emoji import prepare_emoji
 
-    cfg = resolve_data(load_params(args.params))
+    cfg = resolve_data(load_params(args.params), args.set or [])   # the data a run resolves (defaults < profile < --set)
     if cfg.benchmark != "emoji":
         raise VlcpError(f"data.benchmark: {cfg.benchmark} is a real dataset: vlcp does not download or prepare it; "
                         f"put it under {cfg.root} as data/README.md describes")
@@ -54,10 +56,10 @@ def _experiment_list(params: dict, key: str, what: str, path: str) -> list[str]:
     return node
 
 
-def _run_one(cfg, out: Path, ckpt: Path, resume: bool) -> Path:
+def _run_one(cfg, out: Path, ckpt: Path, resume: bool, bad_checkpoint: str = "error") -> Path:
     from vlcp.runner import run_experiment
 
-    run_experiment(cfg, out, ckpt, resume=resume)
+    run_experiment(cfg, out, ckpt, resume=resume, bad_checkpoint=bad_checkpoint)
     return out / "results.json"
 
 
@@ -81,7 +83,7 @@ def cmd_run(args) -> None:
         raise VlcpError("--jobs: runs experiments in parallel processes; under torchrun every rank runs one experiment")
     cfgs = [resolve_experiment(params, e, args.seed, args.set or []) for e in names]  # all valid first
     runs = [(cfg, Path(args.out) / name / f"seed{args.seed}", Path(args.checkpoints) / name / f"seed{args.seed}",
-             not args.no_resume) for name, cfg in zip(names, cfgs)]
+             not args.no_resume, args.bad_checkpoint) for name, cfg in zip(names, cfgs)]
     if args.jobs == 1:
         for run in runs:
             print(f"wrote {_run_one(*run)}")
@@ -106,26 +108,61 @@ def cmd_pretrain(args) -> None:
 
     from vlcp.config import load_params, resolve_experiment
     from vlcp.runner import run_experiment
+    from vlcp.train.checkpoint import CHECKPOINT, load_checkpoint
     from vlcp.utils import atomic_path
 
     cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
     run_dir = Path(args.runs) / args.experiment / f"seed{args.seed}"
     ckpt = Path(args.checkpoints) / args.experiment / f"seed{args.seed}"
-    run_experiment(cfg, run_dir, ckpt)
-    state = torch.load(ckpt / "checkpoint.pt", map_location="cpu", weights_only=False)["model"]
+    run_experiment(cfg, run_dir, ckpt, bad_checkpoint=args.bad_checkpoint)
+    state = load_checkpoint(ckpt / CHECKPOINT)["model"]   # verified: weights_only, checksum
     with atomic_path(args.out) as tmp:
         torch.save(state, tmp)
     print(f"wrote {args.out} (and {run_dir / 'results.json'})")
 
 
 def cmd_list(args) -> None:
+    """Experiments by study (as params.yaml's `report:` section groups them), methods and profiles;
+    PATTERN (a glob, or a substring) keeps the matching names."""
+    import fnmatch
+    import shutil
+    import textwrap
+
     from vlcp.config import load_params
     from vlcp.methods import available_methods
 
     params = load_params(args.params)
-    print("experiments:", ", ".join(params.get("experiments") or {}))
-    print("methods:", ", ".join(available_methods()))
-    print("profiles:", ", ".join(params.get("profiles") or {}), f"(active: {params.get('profile', 'tiny')})")
+    pattern = args.pattern or "*"
+    if not any(c in pattern for c in "*?["):
+        pattern = f"*{pattern}*"
+    keep = lambda names: [n for n in names if fnmatch.fnmatchcase(n, pattern)]  # noqa: E731
+    width = shutil.get_terminal_size((100, 24)).columns
+    rows = [(study, keep(names)) for study, names in study_experiments(params).items()]
+    rows += [("methods", keep(available_methods()))]
+    rows += [(f"profiles (active: {params.get('profile', 'tiny')})", keep(list(params.get("profiles") or {})))]
+    label = max(len(f"{s} ({len(n)})") for s, n in rows) + 2
+    for study, names in rows:
+        if names:
+            text = textwrap.fill(", ".join(names), width=max(width, label + 40), initial_indent=" " * label,
+                                 subsequent_indent=" " * label, break_on_hyphens=False, break_long_words=False)
+            print(f"{f'{study} ({len(names)})':<{label}}{text[label:]}")
+
+
+def study_experiments(params: dict) -> dict[str, list[str]]:
+    """{study: its experiments} from params.yaml's `report:` lists, then every other experiment
+    (pretraining bases, extras) under "other"."""
+    rep = params.get("report") or {}
+    lists = {"overview": (rep.get("overview") or {}).get("experiments") or [],
+             "ctp": (rep.get("ctp") or {}).get("experiments", []) + (rep.get("ctp") or {}).get("ablation_experiments", []),
+             "incclip": (rep.get("incclip") or {}).get("experiments") or [],
+             "cllclip": (rep.get("cllclip") or {}).get("experiments") or []}
+    for key, names in ((rep.get("fomo") or {}).get("studies") or {}).items():
+        lists[f"fomo {key}"] = names
+    every = list(params.get("experiments") or {})
+    listed = {n for names in lists.values() for n in names}
+    out = {study: [n for n in names if n in every] for study, names in lists.items()}
+    out["other"] = [n for n in every if n not in listed]
+    return out
 
 
 def cmd_config_resolve(args) -> None:
@@ -169,6 +206,14 @@ def cmd_index(args) -> None:
     print(f"wrote {path}")
 
 
+def cmd_metrics(args) -> None:
+    from vlcp.config import load_params
+    from vlcp.report.metrics import write_metrics
+
+    paths = write_metrics(load_params(args.params), ".", args.out, args.plots)
+    print(f"wrote {len(paths)} metrics files to {args.out}/ and their curves to {args.plots}/")
+
+
 def cmd_render(args) -> None:
     from vlcp.report.render import render_notebook
 
@@ -178,6 +223,7 @@ def cmd_render(args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="vlcp", description="vision-language continual pretraining")
+    p.add_argument("--version", action="version", version=f"vlcp {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error (also VLCP_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -185,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     prep = data.add_parser("prepare", help="render and split the embedded emoji benchmark")
     prep.add_argument("--params", default="params.yaml")
     prep.add_argument("--out", default=None, help="output directory (default: data.root)")
+    prep.add_argument("--set", action="append", metavar="KEY=VALUE",
+                      help="override a data.* field, as `vlcp run --set` does (e.g. data.seed=1)")
     prep.set_defaults(func=cmd_prepare)
 
     run = sub.add_parser("run", help="train and evaluate experiments (one or more) for one seed")
@@ -196,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     run.add_argument("--checkpoints", default="checkpoints", help="where per-task checkpoints go")
     run.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    run.add_argument("--bad-checkpoint", choices=("error", "restart", "previous"), default="error",
+                     help="a checkpoint that fails to load or verify: stop with a message (error), start over keeping "
+                          "it as checkpoint.pt.bad (restart), or resume from checkpoint.prev.pt (previous)")
     run.add_argument("--jobs", type=int, default=1,
                      help="worker processes running the experiments in parallel (each with train.num_threads // JOBS threads)")
     run.set_defaults(func=cmd_run)
@@ -208,9 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--runs", default="runs-cllclip", help="where the training run's results.json goes")
     pre.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     pre.add_argument("--checkpoints", default="checkpoints")
+    pre.add_argument("--bad-checkpoint", choices=("error", "restart", "previous"), default="error",
+                     help="as `vlcp run --bad-checkpoint`")
     pre.set_defaults(func=cmd_pretrain)
 
-    lst = sub.add_parser("list", help="list experiments, methods and profiles")
+    lst = sub.add_parser("list", help="list experiments by study, methods and profiles")
+    lst.add_argument("pattern", nargs="?", help="keep the names matching this glob or substring")
     lst.add_argument("--params", default="params.yaml")
     lst.set_defaults(func=cmd_list)
 
@@ -232,11 +286,17 @@ def main(argv: list[str] | None = None) -> int:
     idx = rep.add_parser("index", help="write reports/index.html")
     idx.add_argument("--reports", default="reports")
     idx.set_defaults(func=cmd_index)
+    met = rep.add_parser("metrics", help="write each study's headline metrics (DVC metrics) and per-task curves (DVC plots)")
+    met.add_argument("--params", default="params.yaml")
+    met.add_argument("--out", default="metrics", help="folder of <study>.json metrics files")
+    met.add_argument("--plots", default="plots", help="folder of <study>.csv curves (and fomo/<experiment>.csv trajectories)")
+    met.set_defaults(func=cmd_metrics)
     ren = rep.add_parser("render", help="execute a notebook (papermill) and write its HTML")
     ren.add_argument("notebook")
     ren.add_argument("--reports", default="reports")
     ren.set_defaults(func=cmd_render)
 
+    document(p)
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     debug = args.debug or os.environ.get("VLCP_DEBUG", "") not in ("", "0")
@@ -247,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"vlcp: error: {one_line(e)}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # `vlcp list | head`: the reader left; nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         if debug:
             raise
@@ -259,6 +322,38 @@ def main(argv: list[str] | None = None) -> int:
               "please report it)", file=sys.stderr)
         return 1
     return 0
+
+
+COMMON_HELP = {   # options several commands share
+    "--params": "the params file", "--seed": "the run's seed", "--set": "override a config field (repeatable)",
+    "--out": "where the output goes", "--reports": "the reports folder", "--checkpoints": "where per-task checkpoints go",
+    "experiment": "an experiment of the params file (vlcp list)", "notebook": "the notebook to execute",
+    "experiments": "experiments of the params file (vlcp list)",
+}
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has one worth showing (not None or False)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def document(parser: argparse.ArgumentParser) -> None:
+    """Every option of every command gets a help text (COMMON_HELP where it has none) and shows
+    its default."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if "--debug" not in sub._option_string_actions:   # also after the command: `vlcp run ... --debug`
+                    sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                     help="show the traceback of an error (also VLCP_DEBUG=1)")
+                document(sub)
+        elif action.help is None:
+            action.help = COMMON_HELP.get(next(iter(action.option_strings), action.dest), " ")
 
 
 def one_line(e: BaseException) -> str:

@@ -12,10 +12,20 @@ CC2M and the downstream suite.
 stage trains from random init for the alias's `pretrained` file). Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
 Method-specific fields live under `method:` and are validated by the method's own `Config`.
+
+Numbers: a float field takes every usual notation (`1e-3`, `5E+2`, `.5`, `1_000`; YAML 1.1 reads
+`1e-3` as a string, `_check_type` converts a number literal for a numeric field), an int field an
+integral value; bools are no numbers, and NaN or infinity is rejected everywhere. Ranges: every
+numeric field declares its range with `ranged(default, ge=/gt=/le=/lt=)` (the range sits in the
+field's metadata, `field_range(f)`); `build` checks it for every dataclass (a method's `Config`
+too) and `check_ranges(self)` in a `__post_init__` checks it on direct construction. Cross-field
+rules stay in each `__post_init__`.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -33,19 +43,94 @@ STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 OPTIMIZERS = ("adamw", "lamb")   # train.optimizer (vlcp.train.optim.make_optimizer)
 TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
 STREAMS = ("group", "class", "instance", "language", "concepts")
+SEED_MAX = 2**63 - 1   # seeds are 63-bit (torch.manual_seed, numpy's generators)
+
+
+# --------------------------------------------------------------------------- ranges
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric field (or each item of a list field) may take."""
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    nonzero: bool = False
+    note: str = ""                   # why, e.g. "contrastive" (printed after the range)
+
+    def ok(self, v) -> bool:         # NaN fails every comparison, so it is never ok
+        return ((self.ge is None or v >= self.ge) and (self.gt is None or v > self.gt)
+                and (self.le is None or v <= self.le) and (self.lt is None or v < self.lt)
+                and (not self.nonzero or v != 0))
+
+    def __str__(self) -> str:
+        lo = f"[{self.ge}" if self.ge is not None else f"({self.gt}" if self.gt is not None else None
+        hi = f"{self.le}]" if self.le is not None else f"{self.lt})" if self.lt is not None else None
+        if lo and hi:
+            text = f"in {lo}, {hi}"
+        elif lo:
+            text = f">= {self.ge}" if self.ge is not None else f"> {self.gt}"
+        elif hi:
+            text = f"<= {self.le}" if self.le is not None else f"< {self.lt}"
+        else:
+            text = ""
+        if self.nonzero:
+            text = f"{text} and non-zero" if text else "non-zero"
+        return text + (f" ({self.note})" if self.note else "")
+
+
+def ranged(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, ge=None, gt=None, le=None,
+           lt=None, nonzero: bool = False, note: str = "", finite: bool = True) -> Any:
+    """A dataclass field whose value (each item, for a list; unless None, for an Optional) must lie
+    in the range; `finite=False` would let it be NaN or infinite (no field does)."""
+    meta = {"range": Range(ge, gt, le, lt, nonzero, note), "finite": finite}
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def field_range(f: dataclasses.Field) -> Range | None:
+    """The declared range of a dataclass field (None: a non-numeric field)."""
+    return f.metadata.get("range")
+
+
+def _check_range(value: Any, f: dataclasses.Field, path: str) -> None:
+    if value is None or isinstance(value, (bool, str)):
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_range(v, f, f"{path}[{i}]")
+        return
+    if not isinstance(value, (int, float)):
+        return
+    if isinstance(value, float) and not math.isfinite(value) and f.metadata.get("finite", True):
+        raise ConfigError(f"{path}: must be a finite number, got {value}")
+    rng = field_range(f)
+    if rng is not None and not rng.ok(value):
+        raise ConfigError(f"{path}: must be {rng}, got {value!r}")
+
+
+def check_values(cls: type, values: dict, prefix: str = "") -> None:
+    """Every value in `values` (field name -> value) within its field's declared range."""
+    for f in dataclasses.fields(cls):
+        if f.name in values:
+            _check_range(values[f.name], f, f"{prefix}{f.name}")
+
+
+def check_ranges(obj: Any) -> None:
+    """`check_values` on a dataclass instance (call it first in `__post_init__`)."""
+    check_values(type(obj), {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
 
 
 @dataclass
 class SplitCfg:
     """Per-subgroup fractions of items; the rest is train. Gallery = the train items."""
-    test: float = 0.15
-    val: float = 0.10
-    query: float = 0.10
+    test: float = ranged(0.15, ge=0, lt=1)
+    val: float = ranged(0.10, ge=0, lt=1)
+    query: float = ranged(0.10, ge=0, lt=1)
 
     def __post_init__(self):
-        for f in ("test", "val", "query"):
-            if not 0 <= getattr(self, f) < 1:
-                raise ConfigError(f"{f}: must be in [0, 1), got {getattr(self, f)}")
+        check_ranges(self)
         if self.test + self.val + self.query >= 0.9:
             raise ConfigError("test + val + query: must leave at least 10% for train")
 
@@ -57,25 +142,26 @@ class DataCfg:
     styles: list[str] = field(default_factory=lambda: ["twemoji", "noto-mono", "openmoji"])
     train_styles: list[str] = field(default_factory=lambda: ["twemoji", "noto-mono"])
     unseen_styles: list[str] = field(default_factory=lambda: ["openmoji"])
-    image_size: int = 32
-    max_version: float = 15.1
-    seed: int = 0
+    image_size: int = ranged(32, ge=8)
+    max_version: float = ranged(15.1, gt=0)   # the newest Emoji version rendered
+    seed: int = ranged(0, ge=0, le=SEED_MAX)
     split: SplitCfg = field(default_factory=SplitCfg)
     tasks: list[str] = field(default_factory=list)  # groups to use; empty = all, in Unicode order
     stream: str = "group"            # group: one task per group | class: class chunks | instance: random chunks | language: one task per language (CLL-CLIP) | concepts: FoMo-in-Flux concept stream (see `fomo`)
-    num_tasks: int = 0               # class/instance streams: number of chunks (>= 2)
+    num_tasks: int = ranged(0, ge=0)  # class/instance streams: number of chunks (>= 2)
     class_chunks: str = "items"      # class stream: chunks about equal in items, or in classes (IncCLIP: 4 x 250 ImageNet classes)
     reverse: bool = False            # reverse the task order
     languages: list[str] = field(default_factory=list)  # language stream: CLDR codes in order; empty = en + the 35 others, seeded
-    num_languages: int = 0           # language stream: keep the first N of the order (0 = all); ignored by other streams
-    captions_per_item: int = 8
-    workers: int = 4                 # real datasets: threads decoding each batch's images (the emoji benchmark is in memory)
+    num_languages: int = ranged(0, ge=0)  # language stream: keep the first N of the order (0 = all); ignored by other streams
+    captions_per_item: int = ranged(8, ge=1)
+    workers: int = ranged(4, ge=1)   # real datasets: threads decoding each batch's images (the emoji benchmark is in memory)
     ood_root: str = ""               # mscoco36: the XM3600 directory, the out-of-domain test set ("" = none)
     transform: str = "shift"         # training augmentation (train.augment on): shift (±2 px) | ctp | fomo (vlcp.data.augment)
-    max_pairs: int = 0               # cc: the first N pairs of the shards (0 = all)
+    max_pairs: int = ranged(0, ge=0)  # cc: the first N pairs of the shards (0 = all)
     labels: str = ""                 # cc, class stream: pseudo labels {"<sample key>": ImageNet class id} (data/README.md)
 
     def __post_init__(self):
+        check_ranges(self)
         if self.benchmark not in BENCHMARKS:
             raise ConfigError(f"benchmark: unknown benchmark {self.benchmark!r}; known: {', '.join(BENCHMARKS)}")
         if self.benchmark != "emoji":
@@ -88,10 +174,6 @@ class DataCfg:
         elif self.ood_root:
             raise ConfigError("ood_root: only the mscoco36 benchmark has an out-of-domain directory (XM3600); "
                               "the emoji benchmark holds out data.unseen_styles")
-        if self.workers < 1:
-            raise ConfigError(f"workers: must be >= 1, got {self.workers}")
-        if self.max_pairs < 0:
-            raise ConfigError(f"max_pairs: must be >= 0 (0 = all), got {self.max_pairs}")
         if self.class_chunks not in ("items", "classes"):
             raise ConfigError(f"class_chunks: must be 'items' or 'classes', got {self.class_chunks!r}")
         if self.transform not in TRANSFORMS:
@@ -102,11 +184,10 @@ class DataCfg:
                 raise ConfigError(f"{name}: unknown style {bad[0]!r}; known: {', '.join(STYLES)}")
         if not self.train_styles:
             raise ConfigError("train_styles: needs at least one style")
-        missing = [s for s in self.train_styles + self.unseen_styles if s not in self.styles]
-        if missing:
-            raise ConfigError(f"train_styles/unseen_styles: style {missing[0]!r} is not in styles")
-        if self.image_size < 8:
-            raise ConfigError(f"image_size: must be >= 8, got {self.image_size}")
+        for name in ("train_styles", "unseen_styles"):
+            missing = [s for s in getattr(self, name) if s not in self.styles]
+            if missing:
+                raise ConfigError(f"{name}: style {missing[0]!r} is not in styles {self.styles}")
         if self.stream not in STREAMS:
             raise ConfigError(f"stream: unknown stream {self.stream!r}; known: {', '.join(STREAMS)}")
         if self.stream in ("class", "instance") and self.num_tasks < 2:
@@ -115,10 +196,8 @@ class DataCfg:
             raise ConfigError("languages: only the language stream has languages (set data.stream: language)")
         if self.stream == "group" and self.num_tasks:
             raise ConfigError("num_tasks: the group stream has one task per group; use data.tasks to pick groups")
-        if self.num_languages < 0 or self.num_languages == 1:
+        if self.num_languages == 1:
             raise ConfigError(f"num_languages: must be 0 (all) or >= 2, got {self.num_languages}")
-        if self.captions_per_item < 1:
-            raise ConfigError(f"captions_per_item: must be >= 1, got {self.captions_per_item}")
 
 
 @dataclass
@@ -136,57 +215,41 @@ class MethodCfg:
 
 @dataclass
 class TrainCfg:
-    steps: int = 600                 # total steps over the stream, split across tasks
+    steps: int = ranged(600, ge=1)   # total steps over the stream, split across tasks
     steps_split: str = "size"        # "size" (∝ task's train pairs) or "equal"
-    batch_size: int = 128
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.01
-    warmup_steps: int = 10           # per task
-    warmup_frac: float = 0.0         # > 0: warmup = ceil(frac × the task's steps), overriding warmup_steps (FoMo: 0.1)
-    cooldown_frac: float = 0.1       # rsqrt schedules: linear cooldown over the last frac of each task
+    batch_size: int = ranged(128, ge=2, note="contrastive")
+    lr: float = ranged(1e-3, gt=0)
+    min_lr_ratio: float = ranged(0.01, ge=0, le=1)
+    warmup_steps: int = ranged(10, ge=0)   # per task
+    warmup_frac: float = ranged(0.0, ge=0, lt=1)   # > 0: warmup = ceil(frac × the task's steps), overriding warmup_steps (FoMo: 0.1)
+    cooldown_frac: float = ranged(0.1, ge=0, lt=1)   # rsqrt schedules: linear cooldown over the last frac of each task
     schedule: str = "cosine"         # per task: cosine | rsqrt; meta (FoMo-in-Flux): autoregressive-cosine | continued-cosine | autoregressive-rsqrt | continued-rsqrt | peaks-match-rsqrt
-    weight_decay: float = 0.1
-    beta2: float = 0.98
+    weight_decay: float = ranged(0.1, ge=0)
+    beta2: float = ranged(0.98, ge=0, lt=1)   # Adam's second-moment decay (AdamW, LAMB and GaLore need [0, 1))
     optimizer: str = "adamw"         # adamw | lamb (timm's LAMB: IncCLIP's); methods with their own optimizer (CLL-CLIP's TEIR, GaLore) need adamw
-    grad_clip: float = 1.0
-    num_threads: int = 2
+    grad_clip: float = ranged(1.0, ge=0)   # max gradient norm; 0 = no clipping
+    num_threads: int = ranged(2, ge=1)
     device: str = "auto"             # auto | cpu | cuda
     precision: str = "fp32"          # fp32 | bf16 (autocast on GPU)
     augment: bool = True
     progress: bool = True
-    checkpoint_every: int = 1        # tasks between the per-task checkpoints (runner.checkpoint_due); the last
+    checkpoint_every: int = ranged(1, ge=1, note="tasks")   # tasks between the per-task checkpoints (runner.checkpoint_due); the last
     #   task's and a stop's (stop_after_task) are always written. A tiny model's task takes about a second and
     #   a checkpoint 35-75 ms, so the small streams (CLL-CLIP's 36 tasks) write fewer
     compile: str = ""                # "" = off; else a torch.compile backend for the model's forward (nn.Module.compile):
     #   inductor on GPUs; aot_eager / eager trace it without code generation (how the tests check it)
-    flops_every: int = 1             # tasks between FLOP counts (runner.counted_task: every k-th and the last); the
+    flops_every: int = ranged(1, ge=1, note="tasks")   # tasks between FLOP counts (runner.counted_task: every k-th and the last); the
     #   others record None and report.results.flops_per_step averages the counted tasks. Counting a step takes
     #   ~1.6 of its time and a pass ~1.6 of the pass's, so the small streams (CLL-CLIP's 36 tasks) sample
-    pass_flops_seeds: list[int] | None = None   # seeds whose runs count the method's per-task passes' FLOPs
+    pass_flops_seeds: list[int] | None = ranged(None, ge=0, le=SEED_MAX)   # seeds whose runs count the method's per-task passes' FLOPs
     #   (runner.task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
     #   The counts depend on shapes, not the seed (<0.1% apart), so one seed can stand for the others:
     #   report.results.fill_pass_flops
 
     def __post_init__(self):
-        if self.steps < 1:
-            raise ConfigError(f"steps: must be >= 1, got {self.steps}")
+        check_ranges(self)
         if self.steps_split not in ("size", "equal"):
             raise ConfigError(f"steps_split: must be 'size' or 'equal', got {self.steps_split!r}")
-        if self.batch_size < 2:
-            raise ConfigError(f"batch_size: must be >= 2 (contrastive), got {self.batch_size}")
-        if not self.lr > 0:
-            raise ConfigError(f"lr: must be > 0, got {self.lr}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError(f"min_lr_ratio: must be in [0, 1], got {self.min_lr_ratio}")
-        for f in ("checkpoint_every", "flops_every"):
-            if getattr(self, f) < 1:
-                raise ConfigError(f"{f}: must be >= 1 (tasks), got {getattr(self, f)}")
-        for f in ("warmup_steps", "weight_decay", "grad_clip"):
-            if getattr(self, f) < 0:
-                raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")
-        for f in ("warmup_frac", "cooldown_frac"):
-            if not 0 <= getattr(self, f) < 1:
-                raise ConfigError(f"{f}: must be in [0, 1), got {getattr(self, f)}")
         from vlcp.train.schedules import SCHEDULES
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule: unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
@@ -211,16 +274,16 @@ POOL_GROUPS = ["Smileys & Emotion", "People & Body", "Animals & Nature", "Food &
 class FomoCfg:
     """FoMo-in-Flux's concept stream (data.stream: concepts; `vlcp.data.fomo`, `vlcp.runner_fomo`)."""
     pool_groups: list[str] = field(default_factory=lambda: list(POOL_GROUPS))  # pretraining pool P; the other groups adapt
-    num_tasks: int = 20              # tasks cut by concept count (ordering "dataset": 0 = one task per dataset)
+    num_tasks: int = ranged(20, ge=0)   # tasks cut by concept count (ordering "dataset": 0 = one task per dataset)
     ordering: str = "random"         # random | easy-to-hard | frequency | similarity | time | dataset
     reverse: bool = False
     stream_file: str | None = None   # a `DATASET+++class` JSON stream to use instead of `ordering`
-    mixture: list[float] = field(default_factory=lambda: [0.33, 0.34, 0.33])   # λP, λD, λB
-    steps_per_task: int = 30         # full fine-tuning's steps per task; other methods get the same MAFs
-    compute_scale: float = 1.0       # × steps_per_task (compute scaling; joint = T × with num_tasks 1; a longer stream at equal compute)
+    mixture: list[float] = ranged(factory=lambda: [0.33, 0.34, 0.33], ge=0, le=1)   # λP, λD, λB
+    steps_per_task: int = ranged(30, ge=1)   # full fine-tuning's steps per task; other methods get the same MAFs
+    compute_scale: float = ranged(1.0, gt=0)   # × steps_per_task (compute scaling; joint = T × with num_tasks 1; a longer stream at equal compute)
     budget: str = "mafs"             # mafs: steps × (full FT's MAFs / the method's) | steps: equal steps
-    temperature: float | None = None  # set τ (logit scale = 1/τ) before the first task; None keeps θ0's
-    shapes_per_class: int = 6        # training images per colour-shape class
+    temperature: float | None = ranged(None, gt=0, le=1)  # set τ (logit scale = 1/τ) before the first task; None keeps θ0's
+    shapes_per_class: int = ranged(6, ge=2)   # training images per colour-shape class
     pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
     # data.benchmark: fomo (FoMo-in-Flux's info dicts under data.root; vlcp.data.real.fomo_data)
     datasets: list[str] = field(default_factory=list)    # adaptation datasets (A_KA): streamed concept by concept
@@ -228,37 +291,28 @@ class FomoCfg:
     retrieval: list[str] = field(default_factory=list)   # eval-only retrieval datasets (A_ZS; R@5 over every caption)
     adaptation_retrieval: list[str] = field(default_factory=lambda: ["fscoco"])   # of `datasets`, those scored by R@5 in A_KA, not zero-shot accuracy (FoMo's type: retrieval)
     pool_root: str = ""              # webdataset shards of the pool P that λP replays
-    pool_size: int = 10000           # pool pairs read (captions in memory; images read from the shards per batch)
+    pool_size: int = ranged(10000, ge=1)   # pool pairs read (captions in memory; images read from the shards per batch)
 
     def __post_init__(self):
         from vlcp.data.mixtures import validate_mixture
+        check_ranges(self)
         if self.ordering not in ORDERINGS:
             raise ConfigError(f"ordering: unknown ordering {self.ordering!r}; known: {', '.join(ORDERINGS)}")
-        if self.num_tasks < 0 or (self.num_tasks == 0 and self.ordering != "dataset"):
+        if self.num_tasks == 0 and self.ordering != "dataset":
             raise ConfigError(f"num_tasks: must be >= 1 (0 only with ordering 'dataset'), got {self.num_tasks}")
         if len(self.mixture) != 3:
             raise ConfigError(f"mixture: expected [λP, λD, λB], got {self.mixture!r}")
         validate_mixture(*self.mixture, field="mixture")
-        if self.steps_per_task < 1:
-            raise ConfigError(f"steps_per_task: must be >= 1, got {self.steps_per_task}")
-        if not self.compute_scale > 0:
-            raise ConfigError(f"compute_scale: must be > 0, got {self.compute_scale}")
         if self.budget not in ("mafs", "steps"):
             raise ConfigError(f"budget: must be 'mafs' or 'steps', got {self.budget!r}")
-        if self.temperature is not None and not 0 < self.temperature <= 1:
-            raise ConfigError(f"temperature: must be in (0, 1], got {self.temperature}")
         if self.pool not in ("full", "one-style", "half", "noisy"):
             raise ConfigError(f"pool: unknown pool {self.pool!r}; known: full, one-style, half, noisy")
-        if self.shapes_per_class < 2:
-            raise ConfigError(f"shapes_per_class: must be >= 2, got {self.shapes_per_class}")
-        if self.pool_size < 1:
-            raise ConfigError(f"pool_size: must be >= 1, got {self.pool_size}")
 
 
 @dataclass
 class EvalCfg:
-    batch_size: int = 512
-    ks: list[int] = field(default_factory=lambda: [1, 5, 10])
+    batch_size: int = ranged(512, ge=1)
+    ks: list[int] = ranged(factory=lambda: [1, 5, 10], ge=1)   # R@K for each K (distinct)
     zeroshot_templates: list[str] = field(default_factory=lambda: [
         "an emoji of {}.", "a {} emoji.", "an icon of {}.", "{}"])
     heldout: bool = False            # after each task, also the held-out suite (Evaluator.heldout; cc: the downstream sets)
@@ -267,17 +321,37 @@ class EvalCfg:
     downstream_retrieval: list[str] = field(default_factory=list)   # ... and retrieval (every caption of an image a match)
     convergence: bool = False        # language stream: final training loss and empirical Fisher trace (CLL-CLIP Fig. 3)
 
+    def __post_init__(self):
+        check_ranges(self)
+        if not self.ks:
+            raise ConfigError("ks: needs at least one K (R@K)")
+        dup = [k for i, k in enumerate(self.ks) if k in self.ks[:i]]
+        if dup:
+            raise ConfigError(f"ks: {dup[0]} appears twice in {self.ks}")
+        if not self.zeroshot_templates:
+            raise ConfigError("zeroshot_templates: needs at least one template")
+        for i, t in enumerate(self.zeroshot_templates):   # eval.zeroshot: t.format(class name)
+            try:
+                ok = "\0" in t.format("\0")
+            except (IndexError, KeyError, ValueError):
+                ok = False
+            if not ok:
+                raise ConfigError(f"zeroshot_templates[{i}]: {t!r} must hold one {{}} where the class name goes")
+
 
 @dataclass
 class ExperimentCfg:
     name: str = "experiment"
-    seed: int = 0
+    seed: int = ranged(0, ge=0, le=SEED_MAX)
     data: DataCfg = field(default_factory=DataCfg)
     model: ModelCfg = field(default_factory=ModelCfg)
     method: MethodCfg = field(default_factory=MethodCfg)
     train: TrainCfg = field(default_factory=TrainCfg)
     eval: EvalCfg = field(default_factory=EvalCfg)
     fomo: FomoCfg = field(default_factory=FomoCfg)
+
+    def __post_init__(self):
+        check_ranges(self)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -286,6 +360,36 @@ class ExperimentCfg:
 
 
 # --------------------------------------------------------------------------- building
+
+_NUMBER = re.compile(r"[-+]?(\d(_?\d)*(\.(\d(_?\d)*)?)?|\.\d(_?\d)*)([eE][-+]?\d+)?")   # 1e-3, .5, 1_000, -1.5E+4
+_NONFINITE = re.compile(r"[-+]?\.?(inf|infinity|nan)", re.IGNORECASE)                # .inf, -inf, .NaN
+
+
+def _number(value: Any, tp: type, path: str) -> int | float:
+    """`value` as a `tp` (int or float) number: a number literal in a string is read (YAML 1.1
+    leaves `1e-3` a string), an integral float is an int; a bool is no number; NaN and ±inf
+    are returned for the range check to reject."""
+    raw = value
+    if isinstance(value, str):
+        text = value.strip()
+        if _NONFINITE.fullmatch(text):
+            value = float(text.replace(".", ""))          # "-.inf" -> -inf (rejected by the range check)
+        elif _NUMBER.fullmatch(text):
+            plain = text.replace("_", "")
+            value = int(plain) if tp is int and not any(c in plain for c in ".eE") else float(plain)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{path}: expected {tp.__name__}, got {raw!r}")
+    if tp is float:
+        try:
+            return float(value)
+        except OverflowError:   # an int beyond float's range
+            raise ConfigError(f"{path}: must be a finite number, got {raw!r}") from None
+    if isinstance(value, float):
+        if not (math.isfinite(value) and value.is_integer()):
+            raise ConfigError(f"{path}: expected int, got {raw!r}")
+        return int(value)
+    return value
+
 
 def _check_type(value: Any, tp: Any, path: str) -> Any:
     origin = typing.get_origin(tp)
@@ -303,9 +407,9 @@ def _check_type(value: Any, tp: Any, path: str) -> Any:
         return value
     if dataclasses.is_dataclass(tp):
         return build(tp, value, path)
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, tp) or (tp in (int, float) and isinstance(value, bool)):
+    if tp in (int, float):
+        return _number(value, tp, path)
+    if not isinstance(value, tp):
         raise ConfigError(f"{path}: expected {tp.__name__}, got {value!r}")
     return value
 
@@ -318,10 +422,11 @@ def build(cls: type, data: dict | None, path: str = "") -> Any:
         raise ConfigError(f"{path or cls.__name__}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - fields)
+    unknown = sorted(set(data) - fields, key=str)
     if unknown:
         raise ConfigError(f"{prefix}{unknown[0]}: unknown field (known: {', '.join(sorted(fields))})")
     kwargs = {k: _check_type(v, hints[k], f"{prefix}{k}") for k, v in data.items()}
+    check_values(cls, kwargs, prefix)   # declared ranges, non-finite floats
     try:
         return cls(**kwargs)
     except ConfigError as e:
@@ -335,15 +440,87 @@ def deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _section_type(key: list[str]) -> Any:
+    """The config type at a dotted key of ExperimentCfg (None where the key leaves the schema)."""
+    tp: Any = ExperimentCfg
+    for part in key:
+        if not dataclasses.is_dataclass(tp):
+            return None
+        hints = typing.get_type_hints(tp)
+        if part not in hints:
+            return None
+        tp = hints[part]
+    return tp
+
+
 def parse_override(text: str) -> dict:
-    """`train.lr=1e-3` -> {"train": {"lr": 0.001}} (value parsed as YAML)."""
+    """`train.lr=1e-3` -> {"train": {"lr": "1e-3"}} (value parsed as YAML; `build` reads the number)."""
     if "=" not in text:
         raise ConfigError(f"--set {text!r}: expected key=value")
     key, raw = text.split("=", 1)
-    value: Any = yaml.safe_load(raw)
-    for part in reversed(key.strip().split(".")):
+    parts = key.strip().split(".")
+    if not all(p.strip() for p in parts):
+        raise ConfigError(f"--set {text!r}: empty part in the key {key.strip()!r} (expected e.g. train.lr=0.001)")
+    try:
+        value: Any = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--set {text!r}: the value is not valid YAML ({e.__class__.__name__})") from None
+    section = _section_type(parts)
+    if dataclasses.is_dataclass(section) and value is not None and not isinstance(value, dict):
+        raise ConfigError(f"{'.'.join(parts)}: is a section, not a value (--set {text!r}); set one of its "
+                          f"fields, e.g. --set {'.'.join(parts)}.FIELD=VALUE")
+    for part in reversed(parts):
         value = {part: value}
     return value
+
+
+SECTIONS = ("data", "model", "method", "train", "eval", "fomo")   # an experiment's sections (mappings)
+ALIAS_SECTIONS = ("train", "data", "eval", "fomo")                 # what a model alias may carry
+
+
+def _mapping(node: Any, key: str, source: str = "") -> dict:
+    """`node` (None = empty) if it is a mapping, else a ConfigError naming `key` (and the file)."""
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        kind = "a list" if isinstance(node, list) else repr(node)
+        raise ConfigError(f"{key}: expected a mapping, got {kind}" + (f" (in {source})" if source else ""))
+    return node
+
+
+def _check_sections(layer: dict, key: str, source: str, sections=SECTIONS) -> None:
+    for s in sections:
+        if s in layer:
+            _mapping(layer[s], f"{key}.{s}" if key else s, source)
+    if isinstance(layer.get("data"), dict) and "split" in layer["data"]:
+        _mapping(layer["data"]["split"], f"{key}.data.split" if key else "data.split", source)
+
+
+def check_params(params: Any, source: str = "") -> dict:
+    """The structure of params.yaml content: mappings where mappings belong (`defaults`, each
+    profile, each experiment and their sections), or a one-line ConfigError naming the key."""
+    where = f" (in {source})" if source else ""
+    if not isinstance(params, dict):
+        kind = "a list" if isinstance(params, list) else f"the scalar {params!r}"
+        raise ConfigError(f"{source or 'params'}: the top level must be a mapping (profile, defaults, profiles, "
+                          f"experiments), got {kind}")
+    if not isinstance(params.get("profile", "tiny"), str):
+        raise ConfigError(f"profile: expected a profile name, got {params['profile']!r}{where}")
+    _check_sections(_mapping(params.get("defaults"), "defaults", source), "defaults", source)
+    for name, profile in _mapping(params.get("profiles"), "profiles", source).items():
+        profile = _mapping(profile, f"profiles.{name}", source)
+        _check_sections(profile, f"profiles.{name}", source)
+        for alias, target in _mapping(profile.get("model_aliases"), f"profiles.{name}.model_aliases", source).items():
+            at = f"profiles.{name}.model_aliases.{alias}"
+            if not isinstance(target, (str, dict)):
+                raise ConfigError(f"{at}: expected a model name or a mapping, got {target!r}{where}")
+            if isinstance(target, dict):
+                if not isinstance(target.get("name"), str):
+                    raise ConfigError(f"{at}.name: a model alias needs a model name, got {target.get('name')!r}{where}")
+                _check_sections(target, at, source, ALIAS_SECTIONS)
+    for name, exp in _mapping(params.get("experiments"), "experiments", source).items():
+        _check_sections(_mapping(exp, f"experiments.{name}", source), f"experiments.{name}", source)
+    return params
 
 
 def load_params(path: str | Path = "params.yaml") -> dict:
@@ -351,10 +528,12 @@ def load_params(path: str | Path = "params.yaml") -> dict:
     if not path.exists():
         raise ConfigError(f"{path}: params file not found")
     try:
-        params = yaml.safe_load(path.read_text()) or {}
+        params = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML ({e.__class__.__name__})") from None
-    return params
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: unreadable ({e.__class__.__name__})") from None
+    return check_params({} if params is None else params, str(path))
 
 
 def _profile(params: dict) -> dict:
@@ -365,14 +544,27 @@ def _profile(params: dict) -> dict:
     return profiles[profile] or {}
 
 
-def resolve_data(params: dict) -> DataCfg:
-    """The data config shared by all experiments (defaults < profile)."""
+def resolve_data(params: dict, overrides: list[str] = ()) -> DataCfg:
+    """The data config shared by all experiments (defaults < profile < `--set data.*` overrides):
+    what `vlcp data prepare` prepares."""
+    check_params(params)
+    layers = []
+    for text in overrides:
+        layer = parse_override(text)
+        other = [k for k in layer if k != "data"]
+        if other:
+            raise ConfigError(f"{text.split('=', 1)[0].strip()}: `vlcp data prepare` takes data.* keys only "
+                              f"(--set {text!r})")
+        layers.append(layer["data"])
     raw = deep_merge((params.get("defaults") or {}).get("data") or {}, _profile(params).get("data") or {})
+    for layer in layers:
+        raw = deep_merge(raw, layer)
     return build(DataCfg, raw, "data")
 
 
 def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[str] = ()) -> ExperimentCfg:
     """Resolve an experiment from params.yaml content (see module docstring)."""
+    check_params(params)
     experiments = params.get("experiments") or {}
     if name not in experiments:
         raise ConfigError(f"experiment: unknown experiment {name!r}; known: {', '.join(experiments) or 'none'}")
@@ -388,22 +580,25 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
         return raw
 
     raw = merged(*on_top)
-    model = raw.get("model") or {}
+    model = dict(raw.get("model") or {})   # a copy: the params stay as they were
     if "arch_of" in model:   # the alias's architecture only: no weights file, no train settings
         arch = model.pop("arch_of")
-        if arch not in aliases:
+        if not isinstance(arch, str) or arch not in aliases:
             raise ConfigError(f"model.arch_of: {arch!r} is no model alias of profile {params.get('profile')!r}; "
                               f"known: {', '.join(aliases) or 'none'}")
         alias = aliases[arch]
         raw["model"] = {**model, "name": alias["name"] if isinstance(alias, dict) else alias}
         return experiment_from_dict(raw)
-    if model.get("name") in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
+    if isinstance(model.get("name"), str) and model["name"] in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
         alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data][, eval][, fomo]}
         alias = dict(alias) if isinstance(alias, dict) else {"name": alias}
-        settings = {k: alias.pop(k) for k in ("train", "data", "eval", "fomo") if k in alias}
+        settings = {k: alias.pop(k) for k in ALIAS_SECTIONS if k in alias}
         if settings:   # the profile's training and data settings for this model, under the experiment's own
             raw = merged(settings, *on_top)
-        raw["model"] = {**model, **alias}
+        cli = {}   # `--set model.pretrained=...` wins over the alias's own weights (CLI > experiment > profile)
+        for layer in on_top[1:-1]:
+            cli = deep_merge(cli, layer.get("model") if isinstance(layer.get("model"), dict) else {})
+        raw["model"] = {**model, **alias, **{k: v for k, v in cli.items() if k != "name"}}
     return experiment_from_dict(raw)
 
 
@@ -420,8 +615,8 @@ def resolved_experiments(params: dict) -> dict[str, dict]:
 
 
 def experiment_from_dict(raw: dict) -> ExperimentCfg:
-    raw = dict(raw)
-    method = dict(raw.pop("method", None) or {})
+    raw = dict(_mapping(raw, "experiment"))
+    method = dict(_mapping(raw.pop("method", None), "method"))
     cfg = build(ExperimentCfg, raw)
     name = method.pop("name", "seqf")
     if not isinstance(name, str):

@@ -2,10 +2,12 @@
 
 `run_experiment` is what `vlcp run` calls: it builds the benchmark, model and method, trains
 task by task through `vlcp.train.loop.train_task`, evaluates after every task, checkpoints after
-every task (atomic) and resumes from the last finished task when a matching checkpoint exists.
+every task (atomic, verified on load: `vlcp.train.checkpoint`) and resumes from the last
+finished task when a matching checkpoint exists.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import platform
 import time
@@ -17,16 +19,17 @@ import vlcp
 from vlcp.config import ExperimentCfg
 from vlcp.data.augment import train_transform
 from vlcp.data.benchmark import load_benchmark
-from vlcp.errors import VlcpError
+from vlcp.errors import NonFiniteError, VlcpError
 from vlcp.eval.evaluate import Evaluator
 from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
 from vlcp.models import create_model
 from vlcp.train import budget
+from vlcp.train.checkpoint import CHECKPOINT, PREVIOUS, Checkpoints, first_non_finite, run_lock
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
 from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
-from vlcp.utils import atomic_path, config_hash, derive_seed, seed_everything, write_json
+from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
 
 RESULTS_FORMAT = 1
 
@@ -46,11 +49,62 @@ def _versions() -> dict:
             "processor": platform.processor() or platform.machine()}
 
 
-def _save_checkpoint(path: Path, state: dict) -> None:
-    if is_main():
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
-    barrier()
+@contextlib.contextmanager
+def exclusive_run(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None):
+    """Hold the run's folders (`out_dir`, `ckpt_dir`) for the block: a second run on them
+    refuses (`vlcp.train.checkpoint.run_lock`); the temporary folders of the run's own atomic
+    writes that a killed run left there are removed. Joins the process group first (rank 0 holds
+    the locks)."""
+    init_distributed(str(pick_device(cfg.train.device)))
+    folders: dict[Path, tuple[str, ...]] = {}
+    for folder, names in ((Path(ckpt_dir or out_dir), (CHECKPOINT, PREVIOUS)), (Path(out_dir), ("results.json",))):
+        key = next((f for f in folders if f.resolve() == folder.resolve()), folder)
+        folders[key] = folders.get(key, ()) + names
+    with run_lock(folders, f"{cfg.name} seed {cfg.seed}"):
+        yield
+
+
+def _save_checkpoint(ckpts: Checkpoints, state: dict) -> None:
+    """Write the run's checkpoint (rank 0; every rank waits): `Checkpoints.save`."""
+    ckpts.save(state)
+
+
+def rng_state() -> dict:
+    """torch's global random streams (CPU, and every GPU's), for the checkpoint: what a method
+    draws from them at the next task's start (peft's LoRA init, new adapters' nn.Linear init)
+    continues as in an uninterrupted run."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict | None) -> None:
+    """Restore `rng_state` (a checkpoint without one, or another GPU count's: left as is)."""
+    if not state:
+        return
+    torch.set_rng_state(state["cpu"])
+    if torch.cuda.is_available() and len(state.get("cuda", ())) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def record_time(results: dict, earlier: list, started: float) -> None:
+    """`attempt_seconds`: the seconds of each attempt of the run (a resumed run's earlier
+    attempts up to their last checkpoint, then this one's so far); `wall_seconds`: their sum."""
+    results["attempt_seconds"] = [*earlier, round(time.time() - started, 2)]
+    results["wall_seconds"] = round(sum(results["attempt_seconds"]), 2)
+
+
+def check_finite(model, method, cfg: ExperimentCfg, task: int, num_tasks: int, task_name, ckpts: Checkpoints) -> None:
+    """Stop the run (a `NonFiniteError`, a `VlcpError`) when a task left a NaN or an infinity
+    in the model's parameters (or persistent buffers) or the method's state that feeds the next
+    task, e.g. weights that blew up at the task's last step, after its last loss: nothing of that
+    task is evaluated, checkpointed or written."""
+    bad = first_non_finite(unwrap(model), method.state_dict())
+    if bad is not None:
+        raise NonFiniteError(f"{cfg.name} seed {cfg.seed}: task {task + 1}/{num_tasks} ({task_name}, index {task}) "
+                             f"left non-finite values in {bad}; the run stops without evaluating or writing "
+                             f"anything of it; {ckpts.kept()}")
 
 
 def counted_task(task: int, num_tasks: int, every: int) -> bool:
@@ -66,19 +120,30 @@ def checkpoint_due(task: int, num_tasks: int, every: int, stop_after_task: int |
 
 
 def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
-                   resume: bool = True, stop_after_task: int | None = None) -> dict:
+                   resume: bool = True, stop_after_task: int | None = None, bad_checkpoint: str = "error") -> dict:
     """Train and evaluate; returns the results dict (also written to out_dir/results.json).
 
     The checkpoint after each task (`train.checkpoint_every`: model + method state + results so far) goes to
-    `ckpt_dir/checkpoint.pt` (default: out_dir); after the last task it holds the final model.
-    `stop_after_task`: stop (as if interrupted) after finishing that task, leaving only the
-    checkpoint; a later call resumes from it."""
+    `ckpt_dir/checkpoint.pt` (default: out_dir), the one it replaces to `checkpoint.prev.pt`;
+    after the last task it holds the final model (`vlcp.train.checkpoint`: tensors and plain data
+    with a checksum). `stop_after_task`: stop (as if interrupted) after finishing that task,
+    leaving only the checkpoint; a later call resumes from it. `bad_checkpoint`: what a
+    checkpoint that fails to load or verify does: "error" (one line saying what to do),
+    "restart" (moved aside to checkpoint.pt.bad, the run starts over), "previous" (moved aside,
+    the run resumes from checkpoint.prev.pt). The run holds `out_dir` and `ckpt_dir` (a lock
+    file) while it runs; a task that leaves non-finite weights stops it (`check_finite`)."""
     if cfg.data.stream == "language":
         from vlcp.runner_language import run_language_experiment
-        return run_language_experiment(cfg, out_dir, ckpt_dir, resume, stop_after_task)
+        return run_language_experiment(cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
     if cfg.data.stream == "concepts":
         from vlcp.runner_fomo import run_fomo_experiment
-        return run_fomo_experiment(cfg, out_dir, ckpt_dir, resume, stop_after_task)
+        return run_fomo_experiment(cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
+    with exclusive_run(cfg, out_dir, ckpt_dir):
+        return _run_groups(cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
+
+
+def _run_groups(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None, resume: bool,
+                stop_after_task: int | None, bad_checkpoint: str) -> dict:
     started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)
@@ -100,7 +165,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         downstream = load_downstream(cfg)
     evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), gallery,
                           bench.class_names if bench.named_classes else [], len(tasks), cfg.eval, bench.group_names,
-                          downstream)
+                          downstream, progress=cfg.train.progress)
 
     corpus = [c for caps in train.captions for c in caps]
     model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size,
@@ -120,7 +185,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
 
     count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
-    ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"
+    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}")
     results = {
         "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
         "config_hash": chash, "tasks": tasks, "task_sizes": [len(i) for i in task_ids],
@@ -128,8 +193,11 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         "zero_shot": None, "matrix": {}, "cumulative": [], "train": [],
     }
     start = 0
-    if resume and (state := resume_from(ckpt_path, chash, model, method, cfg)):
+    if resume and (state := resume_from(ckpts, model, method, cfg)):
         results, start = state
+    elif not resume:
+        ckpts.ignore_existing()
+    earlier = list(results.get("attempt_seconds", []))
 
     if world > 1:
         model = wrap_ddp(model)
@@ -147,6 +215,7 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         stats, seconds, task_flops, pass_flops = train_counted(
             model, method, ctx, steps[t], cfg, device, lr_fn(cfg.train.schedule, plan, t),
             f"{cfg.name} s{cfg.seed} task {t + 1}/{len(tasks)} {tasks[t]}", count_passes)
+        check_finite(model, method, cfg, t, len(tasks), tasks[t], ckpts)
         t1 = time.time()
         row = evaluator(unwrap(model), tokenizer, device, t) if is_main() else None
         for name, metrics in (row or {}).get("matrix", {}).items():
@@ -168,14 +237,15 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)} {tasks[t]}: loss {stats['loss']:.3f} "
                   f"cumulative Rm {c['Rm']:.1f}{maps} ({seconds:.0f}s)", flush=True)
         if checkpoint_due(t, len(tasks), cfg.train.checkpoint_every, stop_after_task):
-            _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
-                                         "method": method.state_dict(), "results": results})
+            record_time(results, earlier, started)
+            _save_checkpoint(ckpts, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
+                                     "method": method.state_dict(), "rng": rng_state(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(tasks) - 1:
             return results
 
     if is_main():
         results["final_cumulative"] = evaluator.final_pools(unwrap(model), tokenizer, device)
-        results["wall_seconds"] = round(time.time() - started, 2)  # this call (a resumed run: since resuming)
+        record_time(results, earlier, started)   # the whole run's: every attempt's time
         write_json(out_dir / "results.json", results)
     barrier()
     return results
@@ -189,21 +259,30 @@ def compile_model(model: torch.nn.Module, cfg: ExperimentCfg) -> None:
         model.compile(backend=cfg.train.compile)
 
 
-def resume_from(ckpt_path: Path, chash: str, model, method, cfg: ExperimentCfg) -> tuple[dict, int] | None:
-    """(results so far, next task) from the checkpoint of this config, with the model's and the
-    method's state loaded; None when there is no checkpoint or it is from another config."""
-    if not ckpt_path.exists():
+def resume_from(ckpts: Checkpoints, model, method, cfg: ExperimentCfg) -> tuple[dict, int] | None:
+    """(results so far, next task) from the verified checkpoint of this config
+    (`Checkpoints.resume`: loaded with weights_only=True, checksum checked, the run's
+    `bad_checkpoint` policy applied), with the model's and the method's state loaded; None when
+    there is no checkpoint, it is from another config, or a bad one was set aside to restart."""
+    state = ckpts.resume()
+    if state is None:
         return None
-    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    if state.get("config_hash") != chash:
-        if is_main():
-            print(f"{ckpt_path}: checkpoint is from another config; starting over")
-        return None
-    model.load_state_dict(state["model"])
+    load_model_state(model, state)
     method.load_state_dict(state["method"])
+    set_rng_state(state.get("rng"))
     if is_main():
         print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task'] + 1}")
     return state["results"], state["task"] + 1
+
+
+def load_model_state(model, state: dict) -> None:
+    """The checkpoint's model weights into `model`; a checkpoint that does not fit the model its
+    config builds (written by another vlcp version) is a one-line error naming the file."""
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise VlcpError(f"{state['path']}: checkpoint does not fit the model of its config ("
+                        f"{' '.join(str(e).split())[:200]}); run again with `--no-resume` to start over") from None
 
 
 def _task_start(model, method, ctx, train_cfg):

@@ -32,9 +32,10 @@ from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
-from vlcp.runner import (RESULTS_FORMAT, _save_checkpoint, _versions, checkpoint_due, compile_model, pick_device,
-                         resume_from)
+from vlcp.runner import (RESULTS_FORMAT, _save_checkpoint, _versions, check_finite, checkpoint_due, compile_model,
+                         exclusive_run, pick_device, record_time, resume_from, rng_state)
 from vlcp.train import budget
+from vlcp.train.checkpoint import Checkpoints
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
 from vlcp.train.loop import Materializer, PhaseClock, autocast, draw_ids, train_task
 from vlcp.train.schedules import lr_fn, plan_for
@@ -181,8 +182,15 @@ def method_steps(cfg: ExperimentCfg, ref: dict, model, method: Method, ctx: Task
 # --------------------------------------------------------------------------- the run
 
 def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
-                        resume: bool = True, stop_after_task: int | None = None) -> dict:
-    """Train and evaluate one FoMo-in-Flux run; see the module docstring and `run_experiment`."""
+                        resume: bool = True, stop_after_task: int | None = None, bad_checkpoint: str = "error") -> dict:
+    """Train and evaluate one FoMo-in-Flux run; see the module docstring and `run_experiment`
+    (the folders' lock, checkpoints, `bad_checkpoint`)."""
+    with exclusive_run(cfg, out_dir, ckpt_dir):
+        return _run_fomo(cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
+
+
+def _run_fomo(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None, resume: bool,
+              stop_after_task: int | None, bad_checkpoint: str) -> dict:
     started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)
@@ -235,7 +243,7 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
     plan = plan_for(cfg.train, steps)
 
     chash = config_hash(cfg.to_dict())
-    ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"
+    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}")
     results = {
         "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
         "config_hash": chash, "stream": [cs.format_entry(c) for c in order],
@@ -246,8 +254,11 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         "zero_shot": None, "trajectory": [], "train": [],
     }
     start = 0
-    if resume and (state := resume_from(ckpt_path, chash, model, method, cfg)):
+    if resume and (state := resume_from(ckpts, model, method, cfg)):
         results, start = state
+    elif not resume:
+        ckpts.ignore_existing()
+    earlier = list(results.get("attempt_seconds", []))
 
     if world > 1:
         model = wrap_ddp(model)
@@ -265,6 +276,8 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
         with clock("after_task"):
             method.after_task(unwrap(model), ctx)
         seconds = time.time() - t0
+        check_finite(model, method, cfg, t, len(tasks), f"{len(tasks[t])} concepts from {cs.format_entry(tasks[t][0])}",
+                     ckpts)
         t1 = time.time()
         row = evaluate_fomo(unwrap(model), eval_tokenizer, data.eval_sets, device, cfg.eval.batch_size) if is_main() else None
         if row:
@@ -280,13 +293,14 @@ def run_fomo_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str |
             print(f"[{cfg.name} seed {cfg.seed}] task {t + 1}/{len(tasks)}: loss {stats['loss']:.3f} "
                   f"A_KA {row['A_KA']:.1f} A_ZS {row['A_ZS']:.1f} GM {row['GM']:.1f} ({seconds:.0f}s)", flush=True)
         if checkpoint_due(t, len(tasks), cfg.train.checkpoint_every, stop_after_task):
-            _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
-                                         "method": method.state_dict(), "results": results})
+            record_time(results, earlier, started)
+            _save_checkpoint(ckpts, {"config_hash": chash, "task": t, "model": unwrap(model).state_dict(),
+                                     "method": method.state_dict(), "rng": rng_state(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(tasks) - 1:
             return results
 
     if is_main():
-        results["wall_seconds"] = round(time.time() - started, 2)
+        record_time(results, earlier, started)   # the whole run's: every attempt's time
         write_json(out_dir / "results.json", results)
     barrier()
     return results

@@ -10,7 +10,10 @@ emoji benchmark's CLDR captions, or CLFM's MSCOCO36 corpus and XM3600 (`data.ben
 task's languages come from `method.plan` (one per task; joint training: all in one). After every
 task, every learned language is evaluated (`vlcp.eval.language`); methods that need the task
 identity (†) are evaluated with the oracle language and, as `<set>_no_id`, with the latest
-task's modules. Checkpoints (whole model, method state, results) are atomic, per task, resumable.
+task's modules. Checkpoints (the model's state dict, the run's vocabs as JSON, method state,
+results: tensors and plain data, `vlcp.train.checkpoint`) are atomic, per task, resumable: a
+resume rebuilds the grown model (vocab, embedding rows, per-language modules and prompts) by
+replaying the finished tasks' `before_task` (`rebuild_model`) and loads the state dict into it.
 
 Under torchrun every rank keeps its slice of each global batch; the model is not wrapped in DDP
 (its embedding grows at every task), the loop averages the gradients itself; the vocabs are
@@ -41,9 +44,11 @@ from vlcp.methods.base import TaskContext
 from vlcp.methods.cllclip import CLLCLIP, TextBatch
 from vlcp.models.clip import create_clip
 from vlcp.models.token_embedding import CLLText
-from vlcp.runner import RESULTS_FORMAT, _save_checkpoint, _versions, checkpoint_due, pick_device, train_counted
-from vlcp.errors import ConfigError
+from vlcp.runner import (RESULTS_FORMAT, _save_checkpoint, _versions, check_finite, checkpoint_due, exclusive_run,
+                         load_model_state, pick_device, record_time, rng_state, set_rng_state, train_counted)
+from vlcp.errors import ConfigError, VlcpError
 from vlcp.train import budget
+from vlcp.train.checkpoint import Checkpoints
 from vlcp.train.distributed import (all_reduce_max, all_reduce_mean, barrier, broadcast_object, init_distributed,
                                     is_main, local_slice, rank_and_size)
 from vlcp.train.schedules import lr_fn, plan_for
@@ -174,6 +179,21 @@ def vocabs_from_json(text: str) -> dict:
     return {lang: (vocab, [tuple(m) for m in merges]) for lang, (vocab, merges) in json.loads(text).items()}
 
 
+def rebuild_model(model: CLLText, method_cls, cfg: ExperimentCfg, plan: list[list[str]], done: int, bpe: dict,
+                  examples: Examples, task_ids: list[torch.Tensor]) -> None:
+    """Grow `model` (fresh: the base CLIP with its English vocab) in place to the structure it
+    had after task `done`: the vocab merges, new embedding rows, per-language adapters, prefixes,
+    LoRA layers and prompt pools that the method's `before_task` added for tasks 0..`done`,
+    replayed by a throwaway method of the run's config. The values (random rows and modules)
+    are placeholders for the checkpoint's state dict; the draws they take from torch's global
+    generator (nn.Linear's and peft's LoRA init) are undone by the checkpoint's `rng`."""
+    replay = method_cls(method_cls.Config(**cfg.method.args), seed=derive_seed(cfg.seed, "method"))
+    for t in range(done + 1):
+        replay.before_task(model, TaskContext(task=t, num_tasks=len(plan), train_set=examples, task_ids=task_ids,
+                                              pool=task_ids[t], materialize=None, generator=torch.Generator(),
+                                              extras={"languages": plan[t], "bpe": bpe}))
+
+
 def evaluate(model, method, evaluator: LanguageEvaluator, languages, learned, oracle=True) -> dict:
     model.eval()
     out = evaluator(lambda lang, texts: method.encode_eval(model, lang, texts, oracle), languages, learned)
@@ -202,7 +222,16 @@ def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: 
 
 
 def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
-                            resume: bool = True, stop_after_task: int | None = None) -> dict:
+                            resume: bool = True, stop_after_task: int | None = None,
+                            bad_checkpoint: str = "error") -> dict:
+    """Train and evaluate one language-stream run; see `vlcp.runner.run_experiment` (the
+    folders' lock, checkpoints, `bad_checkpoint`)."""
+    with exclusive_run(cfg, out_dir, ckpt_dir):
+        return _run_language(cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
+
+
+def _run_language(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None, resume: bool,
+                  stop_after_task: int | None, bad_checkpoint: str) -> dict:
     started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)
@@ -234,7 +263,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
 
     count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
-    ckpt_path = Path(ckpt_dir or out_dir) / "checkpoint.pt"
+    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}")
     results = {
         "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
         "config_hash": chash, "stream": "language", "languages": languages,
@@ -245,19 +274,20 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         "zero_shot": None, "matrix": {}, "vocab_sizes": [], "train": [],
     }
     start, bpe = 0, None
-    if resume and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-        if state.get("config_hash") == chash:
-            model = state["model"].to(device)
-            mat.model = model
-            method.load_state_dict(state["method"])
-            results, start = state["results"], state["task"] + 1
-            bpe = state.get("bpe")   # the run's own vocabs: not trained again (and immune to a tokenizers upgrade)
-            bpe = vocabs_from_json(bpe) if isinstance(bpe, str) else bpe
-            if is_main():
-                print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
-        elif is_main():
-            print(f"{ckpt_path}: checkpoint is from another config; starting over")
+    state = ckpts.resume() if resume else ckpts.ignore_existing()
+    if state is not None:
+        bpe = vocabs_from_json(state["bpe"])   # the run's own vocabs: not trained again (immune to a tokenizers upgrade)
+        rebuild_model(model, method_cls, cfg, plan, state["task"], bpe, examples, task_ids)
+        if len(model.vocab) != state["vocab_size"]:
+            raise VlcpError(f"{state['path']}: its vocabs rebuild a vocab of {len(model.vocab)} tokens, not the "
+                            f"{state['vocab_size']} it was written with; run again with `--no-resume` to start over")
+        load_model_state(model, state)
+        method.load_state_dict(state["method"])
+        set_rng_state(state.get("rng"))   # the global stream as after the finished task (the next modules' init)
+        results, start = state["results"], state["task"] + 1
+        if is_main():
+            print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
+    earlier = list(results.get("attempt_seconds", []))
 
     if bpe is None:
         bpe = stream_vocabs(key, method.cfg.vocab_size, method.cfg.oracle_vocab)
@@ -276,6 +306,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
         stats, seconds, task_flops, pass_flops = train_counted(
             model, method, ctx, steps[t], cfg, device, lr_fn(cfg.train.schedule, lr_plan, t),
             f"{cfg.name} s{cfg.seed} task {t + 1}/{len(plan)} {results['tasks'][t]}", count_passes, start_passes=False)
+        check_finite(model, method, cfg, t, len(plan), results["tasks"][t], ckpts)
         t1 = time.time()
         learned = {lang for p in plan[: t + 1] for lang in p}
         rows = {}
@@ -295,8 +326,10 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
                                  "peak_memory_mb": round(budget.peak_memory_mb(device), 1),
                                  "phase_seconds": stats["phase_seconds"]})
         if checkpoint_due(t, len(plan), cfg.train.checkpoint_every, stop_after_task):
-            _save_checkpoint(ckpt_path, {"config_hash": chash, "task": t, "model": model, "bpe": bpe_json,
-                                         "method": method.state_dict(), "results": results})
+            record_time(results, earlier, started)
+            _save_checkpoint(ckpts, {"config_hash": chash, "task": t, "model": model.state_dict(), "bpe": bpe_json,
+                                     "vocab_size": len(model.vocab), "method": method.state_dict(),
+                                     "rng": rng_state(), "results": results})
         if stop_after_task is not None and t >= stop_after_task and t < len(plan) - 1:
             return results
 
@@ -306,7 +339,7 @@ def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: s
                           materialize=mat, generator=torch.Generator().manual_seed(0))
         results["convergence"] = convergence(model, method, ctx)
     if is_main():
-        results["wall_seconds"] = round(time.time() - started, 2)
+        record_time(results, earlier, started)   # the whole run's: every attempt's time
         write_json(out_dir / "results.json", results)
     barrier()
     return results

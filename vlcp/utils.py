@@ -4,9 +4,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -102,13 +104,36 @@ def _remove_entry(path: Path) -> None:
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """`obj` as strict JSON, atomically: NaN and ±inf (floats, numpy and torch scalars, at any
+    depth) become null; `allow_nan=False`, so no bare NaN can ever be written."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, sort_keys=False, default=_json_default) + "\n")
+        tmp.write_text(json.dumps(_finite_json(obj), indent=1, sort_keys=False, default=_json_default,
+                                  allow_nan=False) + "\n")
+
+
+def _finite_json(o: Any) -> Any:
+    """`o` with every non-finite float (Python, numpy or a torch scalar) as None, recursively."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite_json(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple, set, frozenset)):
+        return [_finite_json(v) for v in o]
+    if isinstance(o, (np.number, np.bool_, np.ndarray)) or _is_tensor(o):
+        return _finite_json(_json_default(o))
+    return o
+
+
+def _is_tensor(o: Any) -> bool:
+    torch = sys.modules.get("torch")      # (never imported here: a torch scalar exists only if torch is loaded)
+    return torch is not None and isinstance(o, torch.Tensor)
 
 
 def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.floating, np.integer)):
+    if isinstance(o, (np.floating, np.integer, np.bool_)):
         return o.item()
+    if _is_tensor(o) and o.dim() == 0:
+        return o.item()     # a torch scalar
     if isinstance(o, np.ndarray):
         return o.tolist()
     if isinstance(o, (set, frozenset, tuple)):

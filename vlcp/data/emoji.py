@@ -4,7 +4,9 @@
 writes English captions from CLDR names and keywords, and splits each subgroup's items into
 train / val / test / query (gallery = train items). Output directory (written atomically):
 
-- `meta.json`: groups, subgroups, styles, per-item key, name, keywords, split, captions
+- `meta.json`: groups, subgroups, styles, per-item key, name, keywords, split, captions, and the
+  data settings the preparation fixed (`RECORDED`: seed, image_size, max_version, split,
+  captions_per_item, the required styles), which `EmojiBenchmark` checks against a run's `data`
 - `images.npz`: one uint8 array (items, S, S, 3) per style, rows aligned with meta["items"]
 """
 from __future__ import annotations
@@ -22,6 +24,20 @@ from vlcp.data.render import get_style, style_available, to_square
 from vlcp.utils import atomic_dir, derive_seed, write_json
 
 OPTIONAL_STYLES = ("noto-color",)  # rendered as an extra domain when Debian's font is installed
+META_FORMAT = 2   # 2: meta.json records every data setting the preparation fixed (RECORDED)
+RECORDED = {      # data.<field> -> its meta.json key: the settings that fix what is prepared
+    "seed": "seed", "image_size": "image_size", "max_version": "max_version", "split": "split",
+    "captions_per_item": "captions_per_item", "styles": "required_styles"}
+
+
+def data_record(cfg: DataCfg) -> dict:
+    """The meta.json record of what preparing with `cfg` fixes (keys: `RECORDED`'s values): the
+    seed (split and captions), the image size, the newest Emoji version, the split fractions, the
+    captions per item and the required styles (an emoji missing in one of them is dropped)."""
+    values = {"seed": cfg.seed, "image_size": cfg.image_size, "max_version": cfg.max_version,
+              "split": {s: getattr(cfg.split, s) for s in ("test", "val", "query")},
+              "captions_per_item": cfg.captions_per_item, "styles": list(cfg.styles)}
+    return {key: values[f] for f, key in RECORDED.items()}
 
 
 def readable(label: str) -> str:
@@ -110,8 +126,10 @@ def prepare_emoji(cfg: DataCfg, out: str | Path, progress: bool = True) -> dict:
             "captions": make_captions(name, keywords, e.subgroup, e.group, cfg.captions_per_item, rng),
         })
     meta = {
-        "benchmark": "emoji", "format": 1, "seed": cfg.seed, "image_size": cfg.image_size,
-        "max_version": cfg.max_version, "styles": styles, "groups": groups, "subgroups": subgroups,
+        "benchmark": "emoji", "format": META_FORMAT, **data_record(cfg),
+        "styles": styles,   # every style rendered: the required ones and the optional ones found
+        "optional_styles": [s for s in styles if s not in cfg.styles],
+        "groups": groups, "subgroups": subgroups,
         "dropped": len(entries) - len(kept), "cldr_version": cldr_version(), "items": items,
     }
     with atomic_dir(out, last=("meta.json",)) as tmp:   # only vlcp's own files in `out` are replaced

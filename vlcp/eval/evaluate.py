@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from vlcp.config import EvalCfg
 from vlcp.data.benchmark import PairSet
@@ -22,6 +23,7 @@ from vlcp.data.procedural import PROCEDURAL_TASKS, render_scenes, render_shapes
 from vlcp.errors import NonFiniteError, require_finite
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
+from vlcp.train.distributed import is_main
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 
 
@@ -96,10 +98,12 @@ class Evaluator:
 
     def __init__(self, sets: dict[str, PairSet], query: PairSet, gallery: PairSet,
                  class_names: list[str], num_tasks: int, cfg: EvalCfg, group_names: list[str] = (),
-                 downstream: list | None = None):
+                 downstream: list | None = None, progress: bool = False):
         """`downstream`: real downstream datasets (`vlcp.data.fomo.EvalSet`s) that replace the
-        emoji held-out suite (IncCLIP on CC2M); an empty `query` set skips multi-modal mAP."""
+        emoji held-out suite (IncCLIP on CC2M); an empty `query` set skips multi-modal mAP.
+        `progress`: a progress bar over the evaluation's parts (it can take longer than a task's training)."""
         self.sets, self.query, self.gallery, self.downstream = sets, query, gallery, downstream
+        self.progress = progress
         self.class_names, self.num_tasks, self.cfg = class_names, num_tasks, cfg
         self.group_names = list(group_names)
         self._memo: MemoTokenizer | None = None
@@ -125,7 +129,11 @@ class Evaluator:
         weights = zeroshot_weights(model, tokenizer, classnames, self.cfg.zeroshot_templates, device).float().cpu() \
             if classnames else None
         encoded = {}
+        parts = len(self.sets) + bool(len(self.query)) + bool(self.cfg.heldout)
+        bar = tqdm(total=parts, desc=f"evaluate after task {task + 1}", unit="set", leave=False,
+                   disable=not (self.progress and is_main()))
         for name, pairs in self.sets.items():
+            bar.update()
             enc = encoded[name] = encode(model, tokenizer, pairs, device, self.cfg.batch_size)
             cells = [_retrieval(enc, [j], ks) for j in range(self.num_tasks)]
             for j in range(self.num_tasks if weights is not None else 0):
@@ -134,17 +142,20 @@ class Evaluator:
             row["matrix"][name] = {m: [c[m] for c in cells] for m in cells[0]}
             row["cumulative"][name] = _retrieval(enc, list(range(task + 1)), ks)
         if len(self.query):
+            bar.update()
             q = encode(model, tokenizer, self.query.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
             g = encode(model, tokenizer, self.gallery.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
             for norm, tag in (("hits", "mAP"), ("standard", "mAP_std")):
                 maps = mean_average_precision(_fused(q), _fused(g), q.pairs.image_labels, g.pairs.image_labels,
                                               ks, normalizer=norm)
                 row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
+        bar.update(parts - bar.n)   # the held-out suite, when there is one
         if self.cfg.heldout and self.downstream is not None:
             from vlcp.eval.fomo import downstream_scores
             row["heldout"] = downstream_scores(model, tokenizer, self.downstream, device, self.cfg.batch_size, ks)
         elif self.cfg.heldout:
             row["heldout"] = self.heldout(model, tokenizer, device, encoded, subgroup_weights=weights)
+        bar.close()
         model.train()
         return row
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.losses.regularizers import ewc_penalty
 from vlcp.methods import register
 from vlcp.methods.base import Method
@@ -66,20 +66,11 @@ class AFEC(EWC):
 
     @dataclass
     class Config(EWC.Config):
-        ewc_lambda: float = 5000.0      # CTP code: λ = 5000
+        ewc_lambda: float = ranged(5000.0, ge=0)   # CTP code: λ = 5000
         fisher_merge: str = "average"   # CTP code: α = t/(t+1)
-        afec_lambda: float = 1.0        # λ_e; CTP code: 1
-        expand_fraction: float = 1.0    # expansion length as a fraction of the task's step budget
-        expand_steps: int = 0           # > 0: the expansion length in steps (overrides the fraction)
-
-        def __post_init__(self):
-            super().__post_init__()
-            if self.afec_lambda < 0:
-                raise ConfigError(f"afec_lambda: must be >= 0, got {self.afec_lambda}")
-            if not self.expand_fraction > 0:
-                raise ConfigError(f"expand_fraction: must be > 0, got {self.expand_fraction}")
-            if self.expand_steps < 0:
-                raise ConfigError(f"expand_steps: must be >= 0, got {self.expand_steps}")
+        afec_lambda: float = ranged(1.0, ge=0)     # λ_e; CTP code: 1
+        expand_fraction: float = ranged(1.0, gt=0)   # expansion length as a fraction of the task's step budget
+        expand_steps: int = ranged(0, ge=0)        # > 0: the expansion length in steps (overrides the fraction)
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)

@@ -4,12 +4,13 @@ attention vector A_m; a text's prompt is Σ_m α_m P_m with α_m = cos(q ⊙ A_m
 component learned so far. Earlier tasks' components are frozen; a new task's components are
 Gram–Schmidt orthogonalised against the earlier ones when created (CLFM: pool 36 × 5,
 length 2, layers 0–4)."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vlcp.config import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_prompts import KeyQueryPrompts
 
@@ -34,9 +35,9 @@ class CLLCodaPrompt(KeyQueryPrompts):
 
     @dataclass
     class Config(KeyQueryPrompts.Config):
-        layers: list[int] = field(default_factory=lambda: [0, 1])
-        per_task: int = 5
-        length: int = 2
+        layers: list[int] = ranged(factory=lambda: [0, 1], ge=0)   # text-encoder layers given prompts
+        per_task: int = ranged(5, ge=1)     # prompt components added per task
+        length: int = ranged(2, ge=1)       # prompt length (tokens)
 
     def before_task(self, model, ctx):
         super().before_task(model, ctx)

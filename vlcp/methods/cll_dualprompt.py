@@ -4,12 +4,13 @@ key. Training uses the current task's E-prompt (CLFM's task-id bootstrap) and pu
 towards the queries (weight `pull`, 1 − cosine); inference picks the E-prompt whose key is the
 most similar to the query (top-1). CLFM: G at layers 0–1 (length 2), E at 2–4 (length 16) of 12;
 our tiny text encoder has 2 layers: G at 0, E at 1."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vlcp.config import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_prompts import KeyQueryPrompts
 
@@ -21,11 +22,11 @@ class CLLDualPrompt(KeyQueryPrompts):
 
     @dataclass
     class Config(KeyQueryPrompts.Config):
-        g_layers: list[int] = field(default_factory=lambda: [0])
-        e_layers: list[int] = field(default_factory=lambda: [1])
-        g_length: int = 2
-        e_length: int = 8
-        pull: float = 1.0
+        g_layers: list[int] = ranged(factory=lambda: [0], ge=0)   # layers of the shared (general) prompt
+        e_layers: list[int] = ranged(factory=lambda: [1], ge=0)   # layers of the per-task (expert) prompts
+        g_length: int = ranged(2, ge=1)
+        e_length: int = ranged(8, ge=1)
+        pull: float = ranged(1.0, ge=0)     # weight of the key-query pull term
 
     def before_task(self, model, ctx):
         super().before_task(model, ctx)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_per_language import PerLanguage
 
@@ -23,14 +23,12 @@ class CLLLoRA(PerLanguage):
 
     @dataclass
     class Config(PerLanguage.Config):
-        r: int = 8
-        alpha: int = 8
+        r: int = ranged(8, ge=1)
+        alpha: int = ranged(8, ge=1)     # peft's lora_alpha (scale alpha / r)
         target_modules: list[str] = None
 
         def __post_init__(self):
             super().__post_init__()
-            if self.r < 1:
-                raise ConfigError(f"r: must be >= 1, got {self.r}")
             if self.target_modules is None:
                 self.target_modules = ["attn"]
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_per_language import PerLanguage
 
@@ -28,12 +28,7 @@ class CLLMLA(PerLanguage):
 
     @dataclass
     class Config(PerLanguage.Config):
-        reduction: int = 2
-
-        def __post_init__(self):
-            super().__post_init__()
-            if self.reduction < 1:
-                raise ConfigError(f"reduction: must be >= 1, got {self.reduction}")
+        reduction: int = ranged(2, ge=1)
 
     def new_module(self, model):
         return nn.ModuleList(Adapter(model.width, max(1, model.width // self.cfg.reduction)) for _ in range(model.layers))

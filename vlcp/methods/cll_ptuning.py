@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_per_language import PerLanguage
 
@@ -20,12 +20,7 @@ class CLLPTuning(PerLanguage):
 
     @dataclass
     class Config(PerLanguage.Config):
-        prefix_length: int = 4
-
-        def __post_init__(self):
-            super().__post_init__()
-            if self.prefix_length < 1:
-                raise ConfigError(f"prefix_length: must be >= 1, got {self.prefix_length}")
+        prefix_length: int = ranged(4, ge=1)
 
     def new_module(self, model):
         p = torch.randn(model.layers, 1, self.cfg.prefix_length, model.width, generator=self.gen) * 0.02

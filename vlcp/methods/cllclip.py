@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from vlcp.config import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.losses import clip_loss
 from vlcp.methods import register
@@ -51,30 +52,24 @@ class CLLCLIP(Method):
 
     @dataclass
     class Config:
-        gamma_cm: float = 0.01       # cross-modal InfoNCE weight (paper: 0.01)
-        gamma_cl: float = 1.0        # cross-lingual MSE weight (paper: 1)
-        vocab_size: int = 2000       # per-language BPE vocab (paper: 10K on ~600K captions)
+        gamma_cm: float = ranged(0.01, ge=0)   # cross-modal InfoNCE weight (paper: 0.01)
+        gamma_cl: float = ranged(1.0, ge=0)    # cross-lingual MSE weight (paper: 1)
+        vocab_size: int = ranged(2000, ge=300, note="byte alphabet + merges")   # per-language BPE vocab (paper: 10K on ~600K captions)
         oracle_vocab: bool = False   # one vocab from all languages' corpora (Table 3 (7))
         teir: bool = False           # identical_init + grad_reg + decay_reg
         identical_init: bool = False
         grad_reg: bool = False
         decay_reg: bool = False
-        init_std: float = 0.02       # new rows without identical init: N(0, init_std²) (OpenCLIP)
+        init_std: float = ranged(0.02, gt=0)   # new rows without identical init: N(0, init_std²) (OpenCLIP)
         optimizer: str = "adamw"     # adamw | sgd
         train_tower: bool = False    # Fig. 4: train the whole text encoder, not only the embeddings
 
         def __post_init__(self):
+            check_ranges(self)
             if self.teir:
                 self.identical_init = self.grad_reg = self.decay_reg = True
-            for f in ("gamma_cm", "gamma_cl"):
-                if getattr(self, f) < 0:
-                    raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")
             if self.gamma_cm == 0 and self.gamma_cl == 0:
                 raise ConfigError("gamma_cm, gamma_cl: at least one objective needs a positive weight")
-            if self.vocab_size < 300:
-                raise ConfigError(f"vocab_size: must be >= 300 (byte alphabet + merges), got {self.vocab_size}")
-            if self.init_std <= 0:
-                raise ConfigError(f"init_std: must be > 0, got {self.init_std}")
             if self.optimizer not in ("adamw", "sgd"):
                 raise ConfigError(f"optimizer: must be adamw or sgd, got {self.optimizer!r}")
 

@@ -6,7 +6,7 @@ temperature `t_old` as the target for the current one at `t_new`; Co2L's CIFAR v
 0.2), for image and text features. From the first task on the loss is the plain CLIP loss."""
 from dataclasses import dataclass
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.losses import clip_loss, relation_distill
 from vlcp.methods import register
 from vlcp.methods.teacher import TeacherER
@@ -18,18 +18,10 @@ class Co2L(TeacherER):
 
     @dataclass
     class Config(TeacherER.Config):
-        ird_weight: float = 1.0      # Co2L's λ
-        t_new: float = 0.2           # Co2L's κ
-        t_old: float = 0.01          # Co2L's κ*
+        ird_weight: float = ranged(1.0, ge=0)   # Co2L's λ
+        t_new: float = ranged(0.2, gt=0)        # Co2L's κ (a temperature)
+        t_old: float = ranged(0.01, gt=0)       # Co2L's κ*
         asymmetric: bool = True      # replayed pairs are negatives only
-
-        def __post_init__(self):
-            super().__post_init__()
-            if self.ird_weight < 0:
-                raise ConfigError(f"ird_weight: must be >= 0, got {self.ird_weight}")
-            for f in ("t_new", "t_old"):
-                if not getattr(self, f) > 0:
-                    raise ConfigError(f"{f}: must be > 0, got {getattr(self, f)}")
 
     def loss(self, model, batch, ctx):
         img, txt, scale = model(batch.images, batch.tokens)[:3]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from vlcp.errors import ConfigError
+from vlcp.config import check_ranges, ranged
 from vlcp.losses import soft_distill
 from vlcp.losses.topology import momentum_contrast, topology_kl, update_queue
 from vlcp.methods import register
@@ -57,10 +57,10 @@ class CTP(Method):
 
     @dataclass
     class Config:
-        momentum: float = 0.9            # m for tasks >= 1 (supplement Table 2: 0.7 ... 0.995)
-        momentum_task0: float = 0.995    # m at task 0 (plain EMA; 0.9 made the CTP loss diverge)
-        prev_weight: float = 0.5         # share of (1 - m) given to θ(t-1): 0.5 compatible, 1 only θ(t-1), 0 only θt
-        queue_size: int = 256            # per modality; 0 = no queue
+        momentum: float = ranged(0.9, ge=0, le=1)   # m for tasks >= 1 (supplement Table 2: 0.7 ... 0.995)
+        momentum_task0: float = ranged(0.995, ge=0, le=1)   # m at task 0 (plain EMA; 0.9 made the CTP loss diverge)
+        prev_weight: float = ranged(0.5, ge=0, le=1)   # share of (1 - m) given to θ(t-1): 0.5 compatible, 1 only θ(t-1), 0 only θt
+        queue_size: int = ranged(256, ge=0)   # per modality; 0 = no queue
         cmc: bool = True                 # L_CMC: momentum contrast (+ MLM distillation to θc)
         cross_topology: bool = True      # L_c
         same_topology: bool = True       # L_s
@@ -68,11 +68,7 @@ class CTP(Method):
         queue: bool = True               # use the queue in L_CMC (Table 3's "w/o Q": false)
 
         def __post_init__(self):
-            for f in ("momentum", "momentum_task0", "prev_weight"):
-                if not 0 <= getattr(self, f) <= 1:
-                    raise ConfigError(f"{f}: must be in [0, 1], got {getattr(self, f)}")
-            if self.queue_size < 0:
-                raise ConfigError(f"queue_size: must be >= 0, got {self.queue_size}")
+            check_ranges(self)
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)

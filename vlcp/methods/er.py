@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from vlcp.config import check_ranges, ranged
 from vlcp.data.buffer import ReservoirBuffer
-from vlcp.errors import ConfigError
 from vlcp.methods import register
 from vlcp.methods.base import Method
 
@@ -19,14 +19,11 @@ class ER(Method):
 
     @dataclass
     class Config:
-        buffer_size: int = 200
-        replay_fraction: float = 0.5
+        buffer_size: int = ranged(200, ge=0)
+        replay_fraction: float = ranged(0.5, ge=0, lt=1)
 
         def __post_init__(self):
-            if self.buffer_size < 0:
-                raise ConfigError(f"buffer_size: must be >= 0, got {self.buffer_size}")
-            if not 0 <= self.replay_fraction < 1:
-                raise ConfigError(f"replay_fraction: must be in [0, 1), got {self.replay_fraction}")
+            check_ranges(self)
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)

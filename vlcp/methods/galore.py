@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vlcp.config import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.methods import register
 from vlcp.methods.base import Method
@@ -41,18 +42,13 @@ class GaLore(Method):
 
     @dataclass
     class Config:
-        rank: int = 8
-        update_proj_gap: int = 200
-        scale: float = 2.0
+        rank: int = ranged(8, ge=1)
+        update_proj_gap: int = ranged(200, ge=1)   # steps
+        scale: float = ranged(2.0, gt=0)
         proj_type: str = "std"
 
         def __post_init__(self):
-            if self.rank < 1:
-                raise ConfigError(f"rank: must be >= 1, got {self.rank}")
-            if self.update_proj_gap < 1:
-                raise ConfigError(f"update_proj_gap: must be >= 1, got {self.update_proj_gap}")
-            if not self.scale > 0:
-                raise ConfigError(f"scale: must be > 0, got {self.scale}")
+            check_ranges(self)
             if self.proj_type not in PROJ_TYPES:
                 raise ConfigError(f"proj_type: must be one of {', '.join(PROJ_TYPES)}, got {self.proj_type!r}")
 

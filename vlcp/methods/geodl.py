@@ -6,7 +6,7 @@ UCIR's adaptive weight λ_base·sqrt(n_old/n_new) as GeoDL uses it. The subspace
 config field (`dim`; GeoDL's choice depends on the feature size, ours is 8 of 128)."""
 from dataclasses import dataclass
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.losses import clip_loss, geodesic_distill
 from vlcp.methods import register
 from vlcp.methods.teacher import TeacherER
@@ -18,15 +18,8 @@ class GeoDL(TeacherER):
 
     @dataclass
     class Config(TeacherER.Config):
-        lambda_base: float = 5.0
-        dim: int = 8                 # subspace dimension
-
-        def __post_init__(self):
-            super().__post_init__()
-            if self.lambda_base < 0:
-                raise ConfigError(f"lambda_base: must be >= 0, got {self.lambda_base}")
-            if self.dim < 1:
-                raise ConfigError(f"dim: must be >= 1, got {self.dim}")
+        lambda_base: float = ranged(5.0, ge=0)
+        dim: int = ranged(8, ge=1)   # subspace dimension
 
     def loss(self, model, batch, ctx):
         img, txt, scale = model(batch.images, batch.tokens)[:3]

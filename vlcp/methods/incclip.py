@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vlcp.config import ranged
 from vlcp.errors import ConfigError
 from vlcp.losses import clip_loss, cross_modal_kd, score_band_loss
 from vlcp.methods import register
@@ -52,17 +53,17 @@ class IncCLIP(TeacherER):
     @dataclass
     class Config(TeacherER.Config):
         pseudo: bool = True              # generate pseudo negative texts
-        pseudo_batch: int | None = 16    # pseudo texts per step (at most one per replayed pair); None: one per pair
-        pseudo_iters: int = 3            # SGD iterations per batch
-        pseudo_every: int = 1            # generate every k steps, reuse in between (1: every batch, the paper)
-        pseudo_lr: float = 0.5           # SGD learning rate on token embeddings
-        s_min: float = 0.1               # hard: cosine with its image at least this ...
-        s_max: float = 0.3               # ... and at most this (negative)
-        mix_low: float = 0.0             # mixing ratio of the two source texts ~ U[mix_low, mix_high]
-        mix_high: float = 1.0
-        kd_weight: float = 1.0           # weight of the multi-modal distillation loss
-        kd_scale: float | None = None    # teacher logit scale (1/temperature); None: the teacher's own
-        wnc_ratio: float | None = 1.0    # weight-norm clipping bound relative to the reference; None: off
+        pseudo_batch: int | None = ranged(16, ge=1)   # pseudo texts per step (at most one per replayed pair); None: one per pair
+        pseudo_iters: int = ranged(3, ge=0)   # SGD iterations per batch
+        pseudo_every: int = ranged(1, ge=1)   # generate every k steps, reuse in between (1: every batch, the paper)
+        pseudo_lr: float = ranged(0.5, ge=0)   # SGD learning rate on token embeddings
+        s_min: float = ranged(0.1, ge=-1, le=1)   # hard: cosine with its image at least this ...
+        s_max: float = ranged(0.3, ge=-1, le=1)   # ... and at most this (negative)
+        mix_low: float = ranged(0.0, ge=0, le=1)   # mixing ratio of the two source texts ~ U[mix_low, mix_high]
+        mix_high: float = ranged(1.0, ge=0, le=1)
+        kd_weight: float = ranged(1.0, ge=0)   # weight of the multi-modal distillation loss
+        kd_scale: float | None = ranged(None, gt=0)   # teacher logit scale (1/temperature); None: the teacher's own
+        wnc_ratio: float | None = ranged(1.0, gt=0)   # weight-norm clipping bound relative to the reference; None: off
 
         def __post_init__(self):
             super().__post_init__()
@@ -70,18 +71,6 @@ class IncCLIP(TeacherER):
                 raise ConfigError(f"s_min, s_max: need -1 <= s_min <= s_max <= 1, got {self.s_min}, {self.s_max}")
             if not 0 <= self.mix_low <= self.mix_high <= 1:
                 raise ConfigError(f"mix_low, mix_high: need 0 <= mix_low <= mix_high <= 1, got {self.mix_low}, {self.mix_high}")
-            if self.pseudo_batch is not None and self.pseudo_batch < 1:
-                raise ConfigError(f"pseudo_batch: must be >= 1 or null, got {self.pseudo_batch}")
-            if self.pseudo_every < 1:
-                raise ConfigError(f"pseudo_every: must be >= 1, got {self.pseudo_every}")
-            if self.pseudo_iters < 0:
-                raise ConfigError(f"pseudo_iters: must be >= 0, got {self.pseudo_iters}")
-            if self.pseudo_lr < 0:
-                raise ConfigError(f"pseudo_lr: must be >= 0, got {self.pseudo_lr}")
-            if self.kd_weight < 0:
-                raise ConfigError(f"kd_weight: must be >= 0, got {self.kd_weight}")
-            if self.wnc_ratio is not None and self.wnc_ratio <= 0:
-                raise ConfigError(f"wnc_ratio: must be > 0 or null, got {self.wnc_ratio}")
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)

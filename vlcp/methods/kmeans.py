@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vlcp.config import ranged
 from vlcp.data.buffer import kmeans_exemplars
-from vlcp.errors import ConfigError
 from vlcp.methods import register
 from vlcp.methods.mof import ExemplarReplay
 from vlcp.utils import derive_seed
@@ -34,12 +34,7 @@ class Kmeans(ExemplarReplay):
 
     @dataclass
     class Config(ExemplarReplay.Config):
-        kmeans_iters: int = 500   # CTP: faiss niter 500
-
-        def __post_init__(self):
-            super().__post_init__()
-            if self.kmeans_iters < 1:
-                raise ConfigError(f"kmeans_iters: must be >= 1, got {self.kmeans_iters}")
+        kmeans_iters: int = ranged(500, ge=1)   # CTP: faiss niter 500
 
     def select(self, features, m, ctx):
         seed = derive_seed(self.seed, "kmeans", ctx.task) % 2**32

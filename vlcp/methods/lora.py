@@ -16,22 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.methods import register
 from vlcp.methods.peft_adapter import AdapterConfig, PeftAdapter
 
 
 @dataclass
 class LoRAConfig(AdapterConfig):
-    scale: float = 1.0           # ΔW = scale · B A (peft lora_alpha = scale · r)
+    scale: float = ranged(1.0, gt=0)   # ΔW = scale · B A (peft lora_alpha = scale · r)
     target_modules: list[str] = field(default_factory=lambda: ["c_fc", "c_proj", "attn"])
 
     supports_mha: ClassVar[bool] = True
-
-    def __post_init__(self):
-        super().__post_init__()
-        if not self.scale > 0:
-            raise ConfigError(f"scale: must be > 0, got {self.scale}")
 
 
 @register

@@ -34,6 +34,7 @@ from typing import ClassVar
 
 import torch
 
+from vlcp.config import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.methods.base import Method
 
@@ -76,9 +77,11 @@ def snapshot(model: torch.nn.Module) -> StateDict:
 
 @dataclass
 class MergeConfig:
-    w: float = 0.9   # weight of the old side (θ_{t−1} or θ0); paper ablates 0.85/0.9/0.95, its code used 0.5
+    # weight of the old side (θ_{t−1} or θ0); paper ablates 0.85/0.9/0.95, its code used 0.5
+    w: float = ranged(0.9, gt=0, lt=1)
 
     def __post_init__(self):
+        check_ranges(self)
         if isinstance(self.w, bool) or not isinstance(self.w, (int, float)) or not 0 < self.w < 1:
             raise ConfigError(f"w: the old-new mixing coefficient must be in (0, 1), got {self.w!r}")
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
+from vlcp.config import ranged
 from vlcp.data.buffer import TaskQuotaBuffer, herding
-from vlcp.errors import ConfigError
 from vlcp.losses import gather_features
 from vlcp.methods import register
 from vlcp.methods.er import ER
@@ -76,12 +76,7 @@ class ExemplarReplay(ER):
 
     @dataclass
     class Config(ER.Config):
-        feature_batch_size: int = 256   # items per no_grad batch of the task-end feature pass
-
-        def __post_init__(self):
-            super().__post_init__()
-            if self.feature_batch_size < 1:
-                raise ConfigError(f"feature_batch_size: must be >= 1, got {self.feature_batch_size}")
+        feature_batch_size: int = ranged(256, ge=1)   # items per no_grad batch of the task-end feature pass
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)

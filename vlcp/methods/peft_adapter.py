@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from vlcp.config import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.methods.base import Method
 from vlcp.models.adapters import adapter_names, check_targets, freeze_all_but, inject_peft
@@ -18,12 +19,13 @@ from vlcp.models.adapters import adapter_names, check_targets, freeze_all_but, i
 
 @dataclass
 class AdapterConfig:
-    r: int = 4                                   # rank (FoMo-in-Flux's tables: 4 and 64)
+    r: int = ranged(4, ge=1)                     # rank (FoMo-in-Flux's tables: 4 and 64)
     target_modules: list[str] = field(default_factory=lambda: ["c_fc", "c_proj"])
 
     supports_mha: ClassVar[bool] = False         # may target `attn` (nn.MultiheadAttention)
 
     def __post_init__(self):
+        check_ranges(self)
         if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 1:
             raise ConfigError(f"r: must be an integer >= 1, got {self.r!r}")
         check_targets(self.target_modules, "target_modules", mha_ok=self.supports_mha)

@@ -8,7 +8,7 @@ cosine-normalised, which is UCIR's classifier change. The base loss is the share
 (`lucir.py`) builds on, and `lf_weight` its weighting."""
 from dataclasses import dataclass
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.losses import cosine_distill, margin_ranking
 from vlcp.methods import register
 from vlcp.methods.base import base_terms, model_outputs
@@ -21,18 +21,10 @@ class UCIR(TeacherER):
 
     @dataclass
     class Config(TeacherER.Config):
-        lambda_base: float = 5.0     # UCIR's CIFAR value
-        margin: float = 0.5          # UCIR's m
-        k: int = 2                   # UCIR's K hard negatives per replayed image
-        mr_weight: float = 1.0
-
-        def __post_init__(self):
-            super().__post_init__()
-            for f in ("lambda_base", "margin", "mr_weight"):
-                if getattr(self, f) < 0:
-                    raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")
-            if self.k < 1:
-                raise ConfigError(f"k: must be >= 1, got {self.k}")
+        lambda_base: float = ranged(5.0, ge=0)   # UCIR's CIFAR value
+        margin: float = ranged(0.5, ge=0)        # UCIR's m
+        k: int = ranged(2, ge=1)                 # UCIR's K hard negatives per replayed image
+        mr_weight: float = ranged(1.0, ge=0)
 
     def loss(self, model, batch, ctx):
         out = model_outputs(model, batch)

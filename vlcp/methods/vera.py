@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vlcp.errors import ConfigError
+from vlcp.config import ranged
 from vlcp.methods import register
 from vlcp.methods.peft_adapter import AdapterConfig, PeftAdapter
 from vlcp.utils import derive_seed
@@ -22,13 +22,8 @@ from vlcp.utils import derive_seed
 
 @dataclass
 class VeRAConfig(AdapterConfig):
-    d_initial: float = 0.1       # initial value of the rank-sized vector Λ_d
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.d_initial == 0:
-            raise ConfigError("d_initial: must be non-zero (with Λ_b = 0 at init, Λ_d = 0 would never get "
-                              "a gradient)")
+    # initial value of the rank-sized vector Λ_d (any sign; peft's default 0.1)
+    d_initial: float = ranged(0.1, nonzero=True, note="with Λ_b = 0 at init, Λ_d = 0 would never get a gradient")
 
 
 @register
