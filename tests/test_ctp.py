@@ -274,3 +274,114 @@ def test_icarl_is_herding_replay_plus_lwf():
     assert len(m.buffer) == 6
     s1 = _train(model, m, _ctx(tok, 1))
     assert {"lwf", "lwf_mlm", "clip", "mlm"} <= set(s1["terms"])
+
+
+# -- LwF and LUCIR on ALBEF: the CTP code's formulas ----------------------------------------
+
+def test_lwf_on_albef_distils_the_raw_projections_as_the_ctp_code(albef):
+    """CTP's LWF_forward on ALBEF: KL over the feature dimensions of the *unnormalised*
+    vision_proj / text_proj outputs (get_raw_feature), current vs reference; plus the MLM
+    logit distillation (distill_mlm, T = 1)."""
+    import copy
+
+    from test_ctp_baselines import ctp_lwf_feature_loss
+    model, tok = copy.deepcopy(albef[0]), albef[1]
+    m = get_method("lwf")()
+    ctx = _ctx(tok, 1)
+    m.before_task(model, ctx)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in (model.vision_proj.weight, model.text_proj.weight):
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    batch = ctx.materialize(ctx.pool[:8])
+    terms = m.loss(model, batch, ctx)
+    with torch.no_grad():
+        want = ctp_lwf_feature_loss(model.encode_image(batch.images), model.encode_text(batch.tokens),
+                                    m.teacher.encode_image(batch.images), m.teacher.encode_text(batch.tokens))
+        mask = batch.mlm_labels != -100
+        new = model(batch.images, batch.tokens, batch.mlm_input, mask).mlm_logits
+        ref = m.teacher(batch.images, batch.tokens, batch.mlm_input, mask).mlm_logits
+        # CLIP_Pretrain.distill_mlm (T = 1), on the masked positions
+        mlm_dis = (-torch.sum(F.log_softmax(new, dim=-1) * F.softmax(ref, dim=-1), dim=-1)).mean()
+    assert want.item() > 1e-4
+    assert terms["lwf"].item() == pytest.approx(want.item(), rel=1e-4)
+    assert terms["lwf_mlm"].item() == pytest.approx(mlm_dis.item(), rel=1e-5)
+
+
+def ctp_cosine_linear_forward(input, weight, sigma):
+    """Ported from KevinLight831/CTP, models/clip_pretrain.py, `CosineLinear.forward`."""
+    out = F.linear(F.normalize(input, p=2, dim=1), F.normalize(weight, p=2, dim=1))
+    if sigma is not None:
+        out = sigma * out
+    return out
+
+
+def test_cosine_linear_equals_the_ctp_code_and_sigma_learns():
+    from vlcp.models.albef import CosineLinear
+    torch.manual_seed(0)
+    layer = CosineLinear(64, 16)
+    assert layer.sigma.item() == 1.0 and layer.weight.abs().max() <= 1 / 8     # the CTP code's init
+    with torch.no_grad():
+        layer.sigma.fill_(1.7)
+    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(1)) * 3
+    out = layer(x)
+    assert torch.allclose(out, ctp_cosine_linear_forward(x, layer.weight, layer.sigma), atol=1e-6)
+    assert out.abs().max() <= 1.7 + 1e-5
+    (out ** 2).sum().backward()
+    assert layer.sigma.grad is not None and layer.sigma.grad.abs().item() > 0
+    assert layer.weight.grad is not None
+    lin = torch.nn.Linear(64, 16)
+    copied = CosineLinear.from_linear(lin)
+    assert torch.equal(copied.weight, lin.weight) and copied.sigma.item() == 1.0
+    assert torch.allclose(copied(x), ctp_cosine_linear_forward(x, lin.weight, torch.ones(1)), atol=1e-6)
+
+
+def test_lucir_installs_cosine_projections_on_albef(albef):
+    import copy
+
+    from vlcp.models.albef import CosineLinear
+    model, tok = copy.deepcopy(albef[0]), albef[1]
+    before = {n: model.get_parameter(f"{n}.weight").detach().clone() for n in ("vision_proj", "text_proj")}
+    cls = get_method("lucir")
+    m = cls(cls.Config(buffer_size=6))
+    m.prepare_model(model)
+    for n in ("vision_proj", "text_proj"):
+        layer = getattr(model, n)
+        assert isinstance(layer, CosineLinear) and layer.sigma.item() == 1.0
+        assert torch.equal(layer.weight, before[n]) and f"{n}.bias" not in model.state_dict()
+    images, tokens = torch.randn(3, 3, 32, 32), tok(CORPUS[:3])
+    raw = model.encode_image(images)
+    emb = model.image_embeds(images)[:, 0]
+    assert torch.allclose(raw, ctp_cosine_linear_forward(emb, model.vision_proj.weight, model.vision_proj.sigma), atol=1e-6)
+    s = _train(model, m, _ctx(tok, 0), steps=2)                          # trains through the new layers
+    assert {"clip", "mlm"} <= set(s["terms"])
+    # a CLIP has no such layers: left as it is
+    from vlcp.models import create_clip
+    clip = create_clip("vlcp-tiny")[0]
+    names = set(clip.state_dict())
+    cls().prepare_model(clip)
+    assert set(clip.state_dict()) == names
+
+
+def test_mas_importance_on_albef_equals_the_ctp_code(albef):
+    import copy
+
+    from test_ctp_baselines import mas_importance_against_the_ctp_code
+    model, tok = copy.deepcopy(albef[0]), albef[1]
+    m = mas_importance_against_the_ctp_code(model, lambda ids, g: _ctx(tok, 0).materialize(ids, g), batches=2)
+    assert m.importance["vision_proj.weight"].abs().sum() > 0 and m.importance["mlm.cls.predictions.bias"].abs().sum() == 0
+
+
+def test_lucir_and_lwf_run_end_to_end_on_albef_and_resume(emoji_root, tmp_path):
+    """LUCIR's CosineLinear projections are installed before the checkpoint loads, so a resumed
+    run continues the uninterrupted one; LwF's terms on ALBEF through the runner."""
+    cfg = tiny_experiment(emoji_root, "lucir", steps=9, model="albef-tiny", buffer_size=20)
+    full = run_experiment(cfg, tmp_path / "full", resume=False)
+    assert {"lf", "mlm_kd"} <= set(full["train"][-1]["terms"])
+    run_experiment(cfg, tmp_path / "part", stop_after_task=0, resume=False)
+    state = torch.load(tmp_path / "part" / "checkpoint.pt", weights_only=True)["model"]
+    assert "vision_proj.sigma" in state and "vision_proj.bias" not in state
+    resumed = run_experiment(cfg, tmp_path / "part")
+    assert [t["terms"] for t in resumed["train"]] == [t["terms"] for t in full["train"]]
+    lwf = run_experiment(tiny_experiment(emoji_root, "lwf", steps=9, model="albef-tiny"), tmp_path / "lwf")
+    assert {"lwf", "lwf_mlm"} <= set(lwf["train"][-1]["terms"])

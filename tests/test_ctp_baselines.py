@@ -81,7 +81,7 @@ def roundtrip(method) -> dict:
     buf = io.BytesIO()
     torch.save(method.state_dict(), buf)
     buf.seek(0)
-    return torch.load(buf, weights_only=False)
+    return torch.load(buf, weights_only=True)
 
 
 # a fake ALBEF: the output contract (NamedTuple with mlm_logits for the masked positions) and
@@ -104,13 +104,14 @@ class FakeALBEF(nn.Module):
         self.fusion = nn.Linear(2 * self.dim, self.dim)       # only in encode_multimodal
         self.mlm_head = nn.Linear(self.dim, self.vocab)       # only in the MLM logits
         self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)), requires_grad=False)
+        self.vision_proj, self.text_proj = nn.Identity(), nn.Identity()   # where ALBEF's raw features come out
 
     def encode_image(self, images, normalize=False):
-        x = self.visual(images.flatten(1))
+        x = self.vision_proj(self.visual(images.flatten(1)))
         return F.normalize(x, dim=-1) if normalize else x
 
     def encode_text(self, tokens, normalize=False):
-        x = self.embed(tokens).mean(1)
+        x = self.text_proj(self.embed(tokens).mean(1))
         return F.normalize(x, dim=-1) if normalize else x
 
     def encode_multimodal(self, images, tokens, normalize=False):
@@ -217,6 +218,131 @@ def test_si_unregularised_gradient_equals_the_base_gradient():
         QuadraticBase.b = 0.0
 
 
+class ScaledQuadratic(Quadratic):
+    """`Quadratic` with the frozen logit scale the loop clamps (so `train_task` runs it)."""
+
+    def __init__(self, theta):
+        super().__init__(theta)
+        self.logit_scale = nn.Parameter(torch.tensor(0.0, dtype=torch.float64), requires_grad=False)
+
+
+def coupled_quadratic(model):
+    t = model.theta                                      # QuadraticBase with a = 2, c = 1, b = 0.7
+    return (2.0 * (t - 1.0) ** 2 / 2).sum() + 0.7 * t[0] * t[-1]
+
+
+def reference_task(model, steps, step_fn):
+    """The loop's optimizer, LR schedule and clipping (vlcp.train.loop.train_task with CFG) around
+    a ported per-step SI update `step_fn(opt)`, which backpropagates and returns after clipping."""
+    from vlcp.train.optim import make_optimizer
+    from vlcp.train.schedules import lr_fn, plan_for
+    opt, lr_at = make_optimizer(model, CFG), lr_fn(CFG.schedule, plan_for(CFG, [steps]), 0)
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        step_fn(opt)
+
+
+def ctp_si_reference(theta0, tasks, steps, lamda=1.0, damping=0.1):
+    """Ported from KevinLight831/CTP, train/train_SI.py (`update_train`, `compute_SI`, and the
+    end-of-task importance update in `main_SI`), on the coupled quadratic; the loop's gradient
+    clipping added before `optimizer.step()` (the loop clips; the CTP code does not)."""
+    model = ScaledQuadratic(theta0)
+    named = lambda: {n: p for n, p in model.named_parameters() if p.requires_grad}  # noqa: E731
+    w = {n: torch.zeros(p.shape, dtype=p.dtype) for n, p in named().items()}
+    older_params = {n: p.clone().detach() for n, p in named().items()}
+    importance = {n: torch.zeros(p.shape, dtype=p.dtype) for n, p in named().items()}
+
+    def compute_SI():
+        return lamda * sum(torch.sum(importance[n] * (p - older_params[n]).pow(2)) for n, p in named().items())
+
+    for iteration in range(tasks):
+        def step(optimizer):
+            curr_feat_ext = {n: p.clone().detach() for n, p in named().items()}
+            loss = coupled_quadratic(model)
+            optimizer.zero_grad()
+            if iteration > 0:
+                loss.backward(retain_graph=True)
+            else:
+                loss.backward()
+            unreg_grads = {n: p.grad.clone().detach() for n, p in named().items() if p.grad is not None}
+            if iteration > 0:
+                loss = coupled_quadratic(model) + compute_SI()
+                optimizer.zero_grad()
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CFG.grad_clip)
+            optimizer.step()
+            with torch.no_grad():
+                for n, p in named().items():
+                    if n in unreg_grads.keys():
+                        w[n] -= unreg_grads[n] * (p.detach() - curr_feat_ext[n])
+        reference_task(model, steps, lambda opt: step(opt))
+        with torch.no_grad():
+            for n, p in importance.items():
+                importance[n] += w[n] / ((named()[n] - older_params[n]) ** 2 + damping)
+                w[n].zero_()
+        older_params = {n: p.clone().detach() for n, p in named().items()}
+    return importance["theta"], older_params["theta"]
+
+
+def fomo_si_reference(theta0, tasks, steps, c=0.5, xi=1.0):
+    """Ported from ExplainableML/fomo_in_flux (read in the fork pseudope/fomo_in_flux),
+    continual_lib/si.py (`Model.observe`, `penalty`, `end_task`): one flat parameter vector,
+    ω += lr·g² of the clipped total gradient each step, Ω += ω/((θ − θ_ckpt)² + ξ) at the task end,
+    penalty c·Σ Ω (θ − θ_ckpt)²; the checkpoint starts as the initial parameters."""
+    model = ScaledQuadratic(theta0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    get_params = lambda: torch.cat([pp.view(-1) for pp in params])  # noqa: E731
+    get_grads = lambda: torch.cat([(pp.grad if pp.grad is not None else torch.zeros_like(pp)).view(-1)  # noqa: E731
+                                   for pp in params])
+    state = {"big_omega": None, "small_omega": 0, "checkpoint": get_params().data.clone()}
+
+    def penalty():
+        if state["big_omega"] is None:
+            return torch.tensor(0.0)
+        return (state["big_omega"] * ((get_params() - state["checkpoint"]) ** 2)).sum()
+
+    def observe(opt):
+        opt.zero_grad()
+        loss = coupled_quadratic(model) + c * penalty()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, CFG.grad_clip)
+        if not any(torch.isnan(get_grads().data)):
+            state["small_omega"] += opt.param_groups[0]["lr"] * get_grads().data ** 2
+        opt.step()
+
+    for _ in range(tasks):
+        reference_task(model, steps, observe)
+        if state["big_omega"] is None:
+            state["big_omega"] = torch.zeros_like(get_params())
+        state["big_omega"] += state["small_omega"] / ((get_params().data - state["checkpoint"]) ** 2 + xi)
+        state["checkpoint"] = get_params().data.clone()
+        state["small_omega"] = 0
+    return state["big_omega"], state["checkpoint"]
+
+
+@pytest.mark.parametrize("setting", ["ctp", "fomo"])
+def test_si_matches_the_original_code_over_two_tasks_of_a_toy_quadratic(setting):
+    """Both SI settings through the real loop (AdamW with weight decay, warmup + cosine LR,
+    clipping) against the ported originals: CTP's exact path integral of the unregularised
+    gradient; FoMo's lr·g² of the clipped total gradient with c = 0.5, ξ = 1."""
+    theta0, steps = [0.2, -0.4, 1.5], 5
+    QuadraticBase.b = 0.7
+    try:
+        cfg = SI.Config() if setting == "ctp" else SI.Config(path="lr_grad2", si_lambda=0.5, si_xi=1.0)
+        m, model = QuadSI(cfg), ScaledQuadratic(theta0)
+        for t in range(2):
+            ctx = toy_ctx(t)
+            train_task(model, m, ctx, steps, CFG, torch.device("cpu"))
+            m.after_task(model, ctx)
+    finally:
+        QuadraticBase.b = 0.0
+    omega, anchor = (ctp_si_reference if setting == "ctp" else fomo_si_reference)(theta0, 2, steps)
+    assert torch.allclose(m.anchors["theta"], anchor, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(m.omega["theta"], omega, rtol=1e-8, atol=1e-12)
+    assert (omega != 0).all()
+
+
 def test_quadratic_penalty_grad_is_the_autograd_gradient_with_padded_rows():
     g = torch.Generator().manual_seed(0)
     p = {"w": torch.randn(5, 3, generator=g, requires_grad=True), "b": torch.randn(3, generator=g, requires_grad=True)}
@@ -286,6 +412,100 @@ def test_ewc_fisher_merge_over_three_tasks(merge, want):
     assert EWC.Config().fisher_merge == "online" and EWC.Config().ewc_lambda == 1000.0   # defaults unchanged
 
 
+class RegressionBase(Method):
+    """Base loss of a batch of ids: mean_i (x_i·θ − y_i)² over fixed rows (x_i, y_i), so each
+    batch has its own gradient (the batch *is* its ids: `materialize` is the identity)."""
+    X = torch.randn(20, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    Y = torch.randn(20, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+
+    def loss(self, model, batch, ctx):
+        return {"mse": ((self.X[batch] @ model.theta - self.Y[batch]) ** 2).mean()}
+
+
+class RegressionEWC(EWC, RegressionBase):
+    pass
+
+
+def regression_ctx(task, seed=0):
+    pools = [torch.arange(10), torch.arange(10, 20)]
+    return TaskContext(task=task, num_tasks=2, train_set=None, task_ids=pools, pool=pools[task],
+                       materialize=lambda ids: ids, generator=torch.Generator().manual_seed(seed + task))
+
+
+def fomo_ewc_reference(model, loaders, thetas, batch_size, e_lambda=1.0, gamma=1.0, max_fim_samples=50000):
+    """Ported from ExplainableML/fomo_in_flux (read in the fork pseudope/fomo_in_flux),
+    continual_lib/ewc.py (`Model.end_task`, `penalty`, `observe`), on one flat parameter vector
+    (the AMP scale is 1 here). `loaders[t]`: task t's training batches; `thetas[t]`: the weights
+    at the end of task t. Returns the penalty term e_lambda/2 · penalty at `thetas[-1]` after
+    the end of task len(loaders) − 2, and the merged Fisher."""
+    import numpy as np
+    get_params = lambda: torch.cat([pp.view(-1) for pp in model.parameters() if pp.requires_grad])  # noqa: E731
+    get_grads = lambda: torch.cat([pp.grad.view(-1) for pp in model.parameters() if pp.requires_grad])  # noqa: E731
+    fim_backbone, checkpoint = None, None
+    for loader, theta in zip(loaders[:-1], thetas[:-1]):
+        with torch.no_grad():
+            model.theta.copy_(theta)
+        checkpoint = get_params().data.clone()
+        num_iter = int(np.ceil(max_fim_samples / batch_size))
+        if num_iter >= len(loader):
+            num_iter = len(loader)
+        fim = torch.zeros_like(checkpoint)
+        for batch_idx, data in enumerate(loader):
+            model.zero_grad()
+            loss = RegressionBase().loss(model, data, None)["mse"]
+            loss.backward()
+            fim += get_grads() ** 2
+            if batch_idx == num_iter - 1:
+                break
+        fim /= num_iter
+        if fim_backbone is None:
+            fim_backbone = fim
+        else:
+            fim_backbone *= gamma
+            fim_backbone += fim
+    with torch.no_grad():
+        model.theta.copy_(thetas[-1])
+    penalty = (fim_backbone * ((get_params() - checkpoint) ** 2)).sum()
+    return e_lambda / 2 * penalty, fim_backbone
+
+
+def test_fomo_ewc_fisher_pass_merge_and_penalty_equal_the_original_code():
+    """FoMo's EWC settings (fomo-ewc): λ = 1 with ½, F ← F + F_new, F from every pair of the
+    task in training-size batches (up to 50,000 samples), mean over batches of the squared
+    batch gradients."""
+    cfg = EWC.Config(ewc_lambda=1.0, half=True, fisher_samples=50000, fisher_batch_size=4)
+    m, model = RegressionEWC(cfg), Quadratic([0.3, -0.2, 0.5])
+    thetas = [torch.tensor(t, dtype=torch.float64) for t in ([0.3, -0.2, 0.5], [0.1, 0.4, -0.3], [-0.5, 0.2, 0.6])]
+    loaders = []
+    for t in range(2):
+        with torch.no_grad():
+            model.theta.copy_(thetas[t])
+        ctx = regression_ctx(t)
+        perm = ctx.pool[torch.randperm(10, generator=torch.Generator().manual_seed(t))]
+        loaders.append([perm[:4], perm[4:8], torch.cat([perm[8:], perm[:2]])])   # the task looped: full batches
+        m.after_task(model, ctx)
+    with torch.no_grad():
+        model.theta.copy_(thetas[2])
+    terms = m.loss(model, torch.arange(4), regression_ctx(1))
+    want, fisher = fomo_ewc_reference(Quadratic([0.0, 0.0, 0.0]), loaders + [None], thetas, batch_size=4)
+    assert torch.allclose(m.fisher["theta"], fisher, rtol=1e-12)
+    assert terms["ewc"].item() == pytest.approx(want.item(), rel=1e-12)
+    assert want.item() > 0
+
+
+def test_ctp_ewc_setting_is_the_ctp_codes_penalty():
+    """ctp-ewc (λ 2500, no ½, average merge) = the CTP code's compute_ewc × 5000
+    (train/train_EWC.py: Σ fisher·(p − older)²/2, lamda = 5000) = λ 5000 with `half`."""
+    g = torch.Generator().manual_seed(6)
+    anchors, fisher = {"theta": torch.randn(3, generator=g, dtype=torch.float64)}, {"theta": torch.rand(3, generator=g, dtype=torch.float64)}
+    model = Quadratic([0.4, -0.1, 0.9])
+    want = 5000 * sum(torch.sum(fisher[n] * (p - anchors[n]).pow(2)) / 2 for n, p in model.named_parameters())
+    for cfg in (EWC.Config(ewc_lambda=2500, fisher_merge="average"), EWC.Config(ewc_lambda=5000, half=True, fisher_merge="average")):
+        m = RegressionEWC(cfg)
+        m.fisher, m.anchors = fisher, anchors
+        assert m.loss(model, torch.arange(3), regression_ctx(0))["ewc"].item() == pytest.approx(want.item(), rel=1e-12)
+
+
 # ---------------------------------------------------------------- MAS
 
 
@@ -305,8 +525,9 @@ def test_mas_importance_is_zero_for_parameters_that_do_not_reach_the_outputs(tin
 
 
 def test_mas_importance_by_hand_on_a_linear_encoder():
-    # E = mean ‖W x‖² (image) + mean ‖e_tok‖² (text) + mean ‖fusion‖²: for the image tower,
-    # ∂E/∂W = 2 W mean(x xᵀ) + the fusion's share; check the image-only part with fusion zeroed
+    # E = mean ‖W x + b‖ (image) + mean ‖e_tok‖ (text) + mean ‖fusion‖ (plain L2 norms, the CTP
+    # code's): for the image tower, ∂E/∂W = mean_b (y_b/‖y_b‖) x_bᵀ + the fusion's share; check
+    # the image-only part with fusion zeroed
     albef = FakeALBEF()
     with torch.no_grad():
         albef.fusion.weight.zero_(), albef.fusion.bias.zero_()
@@ -314,8 +535,51 @@ def test_mas_importance_by_hand_on_a_linear_encoder():
     batch = Batch(x, torch.randint(0, 12, (5, 6)), torch.arange(5))
     g = torch.autograd.grad(output_energy(albef, batch), albef.visual.weight)[0]
     xf = x.flatten(1)
-    want = 2 * (albef.visual.weight @ xf.T + albef.visual.bias[:, None]) @ xf / 5
+    y = xf @ albef.visual.weight.T + albef.visual.bias
+    want = (y / y.norm(dim=1, keepdim=True)).T @ xf / 5
     assert torch.allclose(g, want, atol=1e-5)
+
+
+def ctp_memory_aware_synapses(model, batches):
+    """Ported from KevinLight831/CTP, train/train_MAS.py, `get_Memory_Aware_Synapses`
+    (`get_raw_VL_feature` = the unnormalised image, text and fused features)."""
+    importance = {n: torch.zeros(p.shape) for n, p in model.named_parameters() if p.requires_grad}
+    for batch in batches:
+        model.zero_grad()
+        image_feat = model.encode_image(batch.images)
+        text_feat = model.encode_text(batch.tokens)
+        fusion_out = model.encode_multimodal(batch.images, batch.tokens)
+        loss = torch.norm(image_feat, p=2, dim=1).mean() + torch.norm(text_feat, p=2, dim=1).mean() + \
+            torch.norm(fusion_out, p=2, dim=1).mean()
+        loss.backward()
+        for n, p in model.named_parameters():
+            if p.grad is not None:
+                importance[n] += p.grad.abs().clone()
+    for n, p in importance.items():
+        importance[n] = p / len(batches)
+    model.zero_grad()
+    return importance
+
+
+def mas_importance_against_the_ctp_code(model, materialize, batches=3, batch_size=4):
+    m = MAS(MAS.Config(importance_batches=batches, importance_batch_size=batch_size))
+    ctx = make_ctx(0, materialize)
+    state = ctx.generator.get_state()
+    m.after_task(model, ctx)
+    ctx.generator.set_state(state)                   # the same batches, drawn as gradient_importance draws them
+    drawn = [ctx.materialize(ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=ctx.generator)])
+             for _ in range(batches)]
+    want = ctp_memory_aware_synapses(model, drawn)
+    assert set(m.importance) == set(want)
+    for n in want:
+        assert torch.allclose(m.importance[n], want[n], rtol=1e-4, atol=1e-7), n
+    assert sum(w.abs().sum() for w in want.values()) > 0
+    return m
+
+
+def test_mas_importance_equals_the_ctp_code():
+    torch.manual_seed(0)
+    mas_importance_against_the_ctp_code(FakeALBEF(), fake_materialize(mlm=True))
 
 
 # ---------------------------------------------------------------- RWalk, AFEC, LwF
@@ -382,15 +646,54 @@ def test_lwf_kl_is_zero_for_the_teacher_itself_and_positive_after_a_change(tiny_
     assert m.teacher is not model and not any(p.requires_grad for p in m.teacher.parameters())
 
 
-def test_lwf_distils_over_the_batch_axis():
-    # the student's and teacher's feature vectors are permuted in the same way along the feature
-    # axis: the batch similarities (and so the KL) do not change; a per-feature softmax would
+def ctp_lwf_feature_loss(raw_image_feature, raw_text_feature, ref_image_feature, ref_text_feature, temp=0.07):
+    """Ported from KevinLight831/CTP, models/clip_pretrain.py, `CLIP_Pretrain.LWF_forward` (the
+    `iteration > 0` branch; `self.temp` = 0.07): the raw (unnormalised) projected features of
+    `get_raw_feature`, current vs the reference model, softmax over dim = 1 (the features)."""
+    loss_i_dis = nn.KLDivLoss(reduction='batchmean')(F.log_softmax(raw_image_feature / temp, dim=1),
+                                                     F.softmax(ref_image_feature / temp, dim=1))
+    loss_t_dis = nn.KLDivLoss(reduction='batchmean')(F.log_softmax(raw_text_feature / temp, dim=1),
+                                                     F.softmax(ref_text_feature / temp, dim=1))
+    return (loss_i_dis + loss_t_dis) / 2
+
+
+def test_lwf_feature_kd_equals_the_ctp_code_on_random_features():
+    from vlcp.losses import lwf_feature_kd
     g = torch.Generator().manual_seed(3)
-    img, txt = F.normalize(torch.randn(4, 6, generator=g), dim=-1), F.normalize(torch.randn(4, 6, generator=g), dim=-1)
-    from vlcp.losses import cross_modal_kd
-    perm = torch.randperm(6, generator=g)
-    s = torch.tensor(10.0)
-    assert cross_modal_kd(img[:, perm], txt[:, perm], img, txt, s, s).item() == pytest.approx(0, abs=1e-6)
+    img, txt, old_img, old_txt = (torch.randn(6, 256, generator=g) * 0.3 for _ in range(4))
+    want = ctp_lwf_feature_loss(img, txt, old_img, old_txt)
+    assert want.item() > 0
+    assert lwf_feature_kd(img, txt, old_img, old_txt).item() == pytest.approx(want.item(), rel=1e-5)
+    assert lwf_feature_kd(img, txt, img, txt).item() == pytest.approx(0, abs=1e-6)
+    # per sample (no batch coupling): a batch's loss is the mean of its samples' losses
+    halves = [lwf_feature_kd(img[s], txt[s], old_img[s], old_txt[s]) for s in (slice(0, 3), slice(3, 6))]
+    assert (sum(halves) / 2).item() == pytest.approx(want.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("family", ["clip", "fake-albef"])
+def test_lwf_term_is_the_ctp_formula_on_the_raw_projected_features(tiny_clip, clip_data, family):
+    """The "lwf" term equals the CTP code's formula on the models' unnormalised features
+    (encode_image / encode_text without normalisation: what LWF_forward's get_raw_feature
+    returns), taken from the training forward itself."""
+    torch.manual_seed(0)
+    model, materialize = ((copy.deepcopy(tiny_clip), clip_data) if family == "clip"
+                          else (FakeALBEF(), fake_materialize(mlm=True)))
+    m = LwF()
+    ctx = make_ctx(1, materialize)
+    m.before_task(model, ctx)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn_like(p))
+    batch = ctx.materialize(ctx.pool[:8])
+    terms = m.loss(model, batch, ctx)
+    with torch.no_grad():
+        want = ctp_lwf_feature_loss(model.encode_image(batch.images), model.encode_text(batch.tokens),
+                                    m.teacher.encode_image(batch.images), m.teacher.encode_text(batch.tokens))
+    assert want.item() > 1e-4
+    assert terms["lwf"].item() == pytest.approx(want.item(), rel=1e-4)
+    grads = torch.autograd.grad(terms["lwf"], [p for p in model.parameters() if p.requires_grad], allow_unused=True)
+    assert any(g is not None and g.abs().sum() > 0 for g in grads)       # it trains the student
 
 
 def test_lwf_mlm_term_only_with_mlm_inputs():
@@ -479,12 +782,13 @@ def test_composes_with_er(tiny_clip, clip_data, base):
     assert set(roundtrip(m)) == {"buffer"} | own                        # the teacher is derived, not saved
 
 
-@pytest.mark.parametrize("name,field,value", [("si", "si_xi", 0.0), ("si", "si_lambda", -1.0),
+@pytest.mark.parametrize("name,field,value", [("si", "si_xi", 0.0), ("si", "si_lambda", -1.0), ("si", "path", "sgd"),
                                               ("mas", "mas_lambda", -1.0), ("mas", "importance_batches", 0), ("rwalk", "rwalk_xi", 0.0),
                                               ("afec", "afec_lambda", -1.0), ("afec", "expand_fraction", 0.0),
                                               ("afec", "expand_steps", -1), ("lwf", "lwf_weight", -1.0),
                                               ("lwf", "lwf_mlm_temperature", 0.0), ("ewc", "fisher_merge", "mean"),
-                                              ("ewc", "fisher_batch_size", 0), ("rwalk", "fisher_merge", "x")])
+                                              ("ewc", "fisher_batch_size", 0), ("ewc", "fisher_samples", -1),
+                                              ("rwalk", "fisher_merge", "x"), ("rwalk", "half", True)])
 def test_config_errors_name_the_field(name, field, value):
     with pytest.raises(ConfigError, match=field):
         get_method(name).Config(**{field: value})

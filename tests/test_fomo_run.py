@@ -135,3 +135,27 @@ def test_pool_variants(fomo):
     changed = (noisy.train.image_text != items).nonzero().squeeze(1)
     assert 0 < len(changed) <= len(fomo.pool) // 2 and torch.isin(changed, fomo.pool).all()
     assert torch.equal(fomo.train.image_text, items)              # the input is not modified
+
+
+def test_fomo_ewc_and_si_settings_run_and_pay_the_fisher_pass(emoji_root, tmp_path):
+    """params.yaml's fomo-ewc / fomo-si method settings (FoMo's code): EWC's Fisher pass over the
+    task's pairs is measured (after_task's FLOPs) and paid from the task's MAFs budget; SI with
+    FoMo's ω = Σ lr·g² trains with its penalty from the second task on."""
+    from vlcp.runner import run_experiment
+
+    def cfg(method):
+        return experiment_from_dict({
+            "name": f"fomo-{method['name']}", "seed": 0, "data": {"root": str(emoji_root), "stream": "concepts"},
+            "model": {"name": "vlcp-tiny"}, "method": method, "fomo": {"num_tasks": 2, "steps_per_task": 4},
+            "train": {"batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1, "warmup_frac": 0.1},
+            "eval": {"batch_size": 256}})
+
+    ewc = run_experiment(cfg({"name": "ewc", "ewc_lambda": 1.0, "half": True, "fisher_samples": 50000,
+                              "fisher_batch_size": 16}), tmp_path / "ewc", resume=False)
+    b = ewc["budget"]
+    assert b["method"]["task_flops"] > 4 * b["full_ft"]["flops"]          # more than the task's 4 steps' worth
+    assert b["task_mafs"] > 0 and ewc["steps_per_task"] == [1, 1]
+    assert "ewc" in ewc["train"][1]["terms"]
+    si = run_experiment(cfg({"name": "si", "path": "lr_grad2", "si_lambda": 0.5, "si_xi": 1.0}), tmp_path / "si",
+                        resume=False)
+    assert si["train"][1]["terms"]["si"] > 0

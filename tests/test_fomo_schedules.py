@@ -66,8 +66,9 @@ def test_autoregressive_rsqrt_peaks():
     assert SCHEDULES["autoregressive-rsqrt"](PLAN, 1, 99) == 0.0        # cooldown to zero
 
 
-def test_peaks_match_rsqrt_continues_a_global_clock_without_a_jump():
-    f = SCHEDULES["peaks-match-rsqrt"]
+def test_continued_rsqrt_continues_a_global_clock_without_a_jump():
+    # the paper's (iv) "Continued Dynamic" (was `peaks-match-rsqrt` here; see vlcp.train.schedules)
+    f = SCHEDULES["continued-rsqrt"]
     # earlier tasks add only their 80 decay steps to the clock
     assert f(PLAN, 1, 9) == pytest.approx(math.sqrt(10 / 90))
     assert f(PLAN, 1, 10) == pytest.approx(math.sqrt(10 / 90))           # no jump at the end of warmup
@@ -77,11 +78,100 @@ def test_peaks_match_rsqrt_continues_a_global_clock_without_a_jump():
     assert f(PLAN, 1, 10) == pytest.approx(1.0 * math.sqrt(10 / (10 + 80)))
 
 
-def test_continued_rsqrt_follows_the_hypothetical_rsqrt():
-    f = SCHEDULES["continued-rsqrt"]
-    assert f(PLAN, 1, 50) == pytest.approx(math.sqrt(20 / 150))
-    assert f(PLAN, 1, 9) == pytest.approx(math.sqrt(20 / 110))
-    assert f(PLAN, 1, 10) == pytest.approx(math.sqrt(20 / 110))
+def test_peaks_match_rsqrt_restarts_a_standard_rsqrt_from_the_continued_value():
+    # the paper's (v): peak = the continued dynamic's value after warmup, then √(W/s) from it
+    f, g = SCHEDULES["peaks-match-rsqrt"], SCHEDULES["continued-rsqrt"]
+    for t in range(1, 5):
+        assert f(PLAN, t, 10) == pytest.approx(g(PLAN, t, 10))
+    assert f(PLAN, 3, 50) == pytest.approx(math.sqrt(10 / 250) * math.sqrt(10 / 50))
+    assert f(PLAN, 3, 99) == 0.0
+
+
+# ---- the original code's rsqrt meta-schedule, ported verbatim (values / η, as its LambdaLR):
+# ExplainableML/fomo_in_flux (release 3e123d9, read in the fork pseudope/fomo_in_flux)
+# continual_lib/utils/base_continual_learner.py, `initialize_optimizer_and_scheduler.rsqrt_recovered`;
+# `task` is its self.task (0-based), `step` the task's LambdaLR step, `steps` its scheduler_steps.
+
+def fomo_rsqrt_recovered(step, task, steps, lr, cosine_lr_mul, warmup_perc, cooldown_perc, recovery_mode):
+    import numpy as np
+    scheduler_steps = steps
+    norm_steps = step % scheduler_steps
+
+    warmup_steps = warmup_perc
+    if warmup_perc < 1:
+        warmup_steps = int(np.ceil(warmup_perc * scheduler_steps))
+    cooldown_steps = cooldown_perc
+    if cooldown_perc < 1:
+        cooldown_steps = int(np.ceil(cooldown_perc * scheduler_steps))
+    cooldown_start = scheduler_steps - cooldown_steps
+    warmup_init_lr = lr * cosine_lr_mul
+
+    vmul = 1
+    if task:
+        if recovery_mode == 'continued':
+            seen_steps = (task) * (scheduler_steps - cooldown_steps)
+            seen_steps -= (task - 1) * warmup_steps
+            vmul = warmup_steps ** 0.5 / (seen_steps) ** 0.5
+        elif recovery_mode == 'autoregressive':
+            seen_steps = (task) * (scheduler_steps) + warmup_steps
+            vmul = ((task + 1) * warmup_steps) ** 0.5 / (seen_steps) ** 0.5
+    base_lr = warmup_init_lr + vmul * (lr - warmup_init_lr)
+
+    if recovery_mode != 'recovered':
+        f_mul = lambda warmup_steps, norm_steps: warmup_steps ** 0.5 / norm_steps ** 0.5  # noqa: E731
+    else:
+        f_mul = lambda warmup_steps, norm_steps: warmup_steps ** 0.5 / (  # noqa: E731
+            norm_steps + task * (scheduler_steps - cooldown_steps - warmup_steps)) ** 0.5
+
+    if warmup_steps and norm_steps < warmup_steps:
+        if recovery_mode == 'recovered' and task:
+            vmul = f_mul(warmup_steps, task * (scheduler_steps - cooldown_steps - warmup_steps))
+            base_lr = warmup_init_lr + vmul * (lr - warmup_init_lr)
+        lrval = (base_lr * (norm_steps + 1) / warmup_steps)
+    elif cooldown_steps and norm_steps >= cooldown_start:
+        cool_epoch = (norm_steps - cooldown_start) % cooldown_steps
+        vmul = f_mul(warmup_steps, norm_steps)
+        ref_lr = warmup_init_lr + vmul * (base_lr - warmup_init_lr)
+        lrval = (ref_lr * (cooldown_steps - cool_epoch - 1) / cooldown_steps)
+    else:
+        vmul = f_mul(warmup_steps, norm_steps)
+        lrval = warmup_init_lr + vmul * (base_lr - warmup_init_lr)
+    return lrval / lr
+
+
+# ours -> the original code's label (the paper's text names ours; see vlcp.train.schedules)
+CODE_MODE = {"autoregressive-rsqrt": "autoregressive", "peaks-match-rsqrt": "continued", "continued-rsqrt": "recovered"}
+
+
+@pytest.mark.parametrize("steps,lr,mul", [(100, 1.0, 0.0), (1420, 1e-5, 1e-3), (37, 3e-4, 0.01)])
+@pytest.mark.parametrize("name", sorted(CODE_MODE))
+def test_rsqrt_meta_schedules_equal_the_original_code(name, steps, lr, mul):
+    """W = C = ceil(0.1·N); tasks t = 0, 1, 5, 19; every step of the task (warmup, decay,
+    cooldown). `continued-rsqrt` equals the code's `recovered` after the warmup; in the warmup
+    it ramps to the clock's value, where the code ramps to a lower target (its offset counted
+    twice: a deviation, see vlcp.train.schedules)."""
+    plan = Plan.from_fractions([steps] * 20, base_lr=lr, min_lr=lr * mul, warmup_frac=0.1, cooldown_frac=0.1)
+    w = plan.warmup[0]
+    for t in (0, 1, 5, 19):
+        for s in range(steps):
+            ours = SCHEDULES[name](plan, t, s) / lr
+            code = fomo_rsqrt_recovered(s, t, steps, lr, mul, 0.1, 0.1, CODE_MODE[name])
+            if name == "continued-rsqrt" and t > 0 and s < w:
+                after = fomo_rsqrt_recovered(w, t, steps, lr, mul, 0.1, 0.1, "recovered")
+                assert ours == pytest.approx(after * (s + 1) / w, rel=1e-9, abs=1e-15)
+                assert ours >= code                                          # the code's target sits lower
+            else:
+                assert ours == pytest.approx(code, rel=1e-9, abs=1e-15), (t, s)
+
+
+def test_rsqrt_meta_schedules_mean_lr_per_task():
+    # the mean LR of tasks 1, 5, 19 (W = C = 0.1 N, floor 0): the original code's `continued`
+    # (= peaks-match here) is 0.16/0.073/0.038 η; the continued dynamic 0.25/0.13/0.07 η (the code: 0.249/0.132/0.071, its lower warmup)
+    plan = Plan.from_fractions([1420] * 20, base_lr=1.0, warmup_frac=0.1, cooldown_frac=0.1)
+    mean = lambda name, t: sum(SCHEDULES[name](plan, t, s) for s in range(1420)) / 1420  # noqa: E731
+    assert [mean("peaks-match-rsqrt", t) for t in (1, 5, 19)] == pytest.approx([0.156, 0.073, 0.038], abs=2e-3)
+    assert [mean("continued-rsqrt", t) for t in (1, 5, 19)] == pytest.approx([0.253, 0.134, 0.072], abs=2e-3)
+    assert mean("rsqrt", 0) == pytest.approx(0.467, abs=2e-3)
 
 
 def test_meta_schedules_retain_more_by_lowering_later_peaks():

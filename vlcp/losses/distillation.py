@@ -2,7 +2,10 @@
 
 `cross_modal_kd` is IncCLIP's multi-modal knowledge distillation (its Eqs. 7-9): the previous
 model's image→text and text→image distributions over the batch are targets for the current
-model's, by KL divergence. `score_band_loss` is IncCLIP's margin loss for pseudo negative texts
+model's, by KL divergence (on one batch the same quantity as CTP's cross-modal topology loss L_c,
+`vlcp.losses.topology`). `lwf_feature_kd` is the
+CTP code's LwF: per-sample KL over the feature dimensions of the raw projected features.
+`score_band_loss` is IncCLIP's margin loss for pseudo negative texts
 (Eq. 1): it is zero while each image–text cosine lies in [s_min, s_max]."""
 from __future__ import annotations
 
@@ -26,6 +29,19 @@ def cross_modal_kd(img: torch.Tensor, txt: torch.Tensor, old_img: torch.Tensor, 
     i2t = kl_rows(scale * img @ cols.T, old_scale * old_img @ old_cols.T)
     t2i = kl_rows(scale * txt @ img.T, old_scale * old_txt @ old_img.T)
     return (i2t + t2i) / 2
+
+
+def lwf_feature_kd(img: torch.Tensor, txt: torch.Tensor, old_img: torch.Tensor, old_txt: torch.Tensor,
+                   temperature: float = 0.07) -> torch.Tensor:
+    """LwF as the CTP code implements it (KevinLight831/CTP, models/clip_pretrain.py,
+    `LWF_forward`; CTP supplement B.1: "align the image and text representation of the reference
+    and current model"): per sample, the previous (teacher) model's *unnormalised* projected
+    feature is the target for the current model's, each turned into a distribution over the
+    feature dimensions by softmax(feature / τ) (dim 1, not over the batch); KL(teacher ‖ student)
+    averaged over the batch, (KL_image + KL_text) / 2. τ = 0.07, the ITA temperature."""
+    def kl(new, old):
+        return kl_rows(new.float() / temperature, old.float() / temperature)
+    return (kl(img, old_img) + kl(txt, old_txt)) / 2
 
 
 def score_band_loss(scores: torch.Tensor, s_min: float, s_max: float) -> torch.Tensor:

@@ -13,12 +13,29 @@ Fisher merge across tasks (`fisher_merge`):
 - "average" (the CTP code's EWC/MAS/RWalk/AFEC): F ← α F_old + (1 − α) F_new, α = t/(t+1) with
   t the index of the task just finished, i.e. the mean of the per-task Fishers.
 
-The CTP code's EWC penalty is Σ F (θ−θ*)²/2 with λ = 5000 and its Fisher is a full pass over
-the (augmented) training loader; here the penalty has no ½ (as CLFM) unless a subclass sets
-`penalty_factor` (AFEC does, to keep CTP's constants), and F uses `fisher_batches` batches.
+Penalty: λ Σ F (θ − θ*)² (no ½, as CLFM), or (λ/2) Σ F (θ − θ*)² with `half` (Kirkpatrick
+et al.'s Eq. 3; a subclass may also set `penalty_factor`: AFEC's ½). Fisher samples: by default
+`fisher_batches` random batches of `fisher_batch_size`; with `fisher_samples` > 0 one pass over
+min(`fisher_samples`, the task's pairs) of the task's pairs in a random order, in full batches of
+`fisher_batch_size` (the last one wraps around to the order's start, as FoMo's looped task data
+does), `fisher_batches` then unused. F is always the mean over batches of the squared batch
+gradient (not per-sample squares).
+
+Settings of the studies (params.yaml):
+- CTP (`ctp-ewc`; KevinLight831/CTP train/train_EWC.py): λ = 5000 on Σ F (θ−θ*)²/2, written as
+  `ewc_lambda: 2500` without `half` (the same number); F averaged across tasks
+  (`fisher_merge: average`); the CTP code's F is a full pass over the (augmented) training
+  loader, here `fisher_batches` (8) batches of 128.
+- FoMo-in-Flux (`fomo-ewc`; ExplainableML/fomo_in_flux continual_lib/ewc.py, mammoth-derived):
+  online EWC, λ = 1 with `half`, F ← F + F_new (γ = 1), F from up to 50,000 samples of the current
+  task (`fisher_samples: 50000`: at our scale every pair of the task) in training-size batches.
+  Not reproduced: its Fisher pass scores the contrastive loss at temperature 1/logit_scale instead
+  of the training's 1/exp(logit_scale) (anchors-fomo-style.md §A6); here the training loss.
+  The pass's FLOPs are paid from the task's MAFs budget once per task (runner_fomo.step_cost,
+  measured on task 0's pass), where FoMo's Table 4 charges it on every step.
 
 `gradient_importance` / `empirical_fisher` are the shared importance loops (EWC, MAS, RWalk,
-AFEC): mean over random batches of the current task of a statistic of the gradient.
+AFEC): mean over batches of the current task of a statistic of the gradient.
 """
 from __future__ import annotations
 
@@ -27,6 +44,7 @@ from typing import Callable, ClassVar
 
 import torch
 
+from vlcp.config import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.losses.regularizers import ewc_penalty, merge_average, merge_fisher, support_rows
 from vlcp.methods import register
@@ -43,20 +61,38 @@ def trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p for n, p in unwrap(model).named_parameters() if p.requires_grad}
 
 
+def task_pass(ctx: TaskContext, samples: int, batch_size: int) -> list[torch.Tensor]:
+    """The batches of one pass over min(`samples`, |pool|) of the task's pairs (`ctx.pool`) in a
+    random order (`ctx.generator`): ceil(n / batch_size) full batches, the last one completed
+    from the order's start (FoMo's task data is looped, so its Fisher batches are all full)."""
+    n = min(samples, len(ctx.pool))
+    if n == 0:
+        return []
+    order = ctx.pool[torch.randperm(len(ctx.pool), generator=ctx.generator)[:n]]
+    k = -(-n // batch_size)
+    return list(order.repeat(-(-k * batch_size // n))[:k * batch_size].split(batch_size))
+
+
 def gradient_importance(model: torch.nn.Module, objective: Callable[[torch.nn.Module, Batch], torch.Tensor],
                         ctx: TaskContext, batches: int, batch_size: int,
-                        stat: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
+                        stat: Callable[[torch.Tensor], torch.Tensor], samples: int = 0) -> dict[str, torch.Tensor]:
     """Mean over `batches` random batches of the current task (`ctx.pool`, drawn with
     `ctx.generator`, materialised with augmentation) of stat(∂objective/∂θ), per trainable
-    parameter. Under DDP the gradient is the global batch's (the ranks' gradients of their
+    parameter; `samples` > 0: over the batches of `task_pass(ctx, samples, batch_size)` instead.
+    Under DDP the gradient is the global batch's (the ranks' gradients of their
     slices, averaged in one all-reduce a batch) before `stat`, so N processes get one process's
     importance (a mean of per-rank squares would not be). Parameters the objective does not
     reach get 0."""
     model = unwrap(model)
     params = trainable(model)
     out = {n: torch.zeros_like(p) for n, p in params.items()}
-    for _ in range(batches):
-        ids = ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=ctx.generator)]
+    passes = task_pass(ctx, samples, batch_size) if samples > 0 else None
+    batches = len(passes) if passes is not None else batches
+    for b in range(batches):
+        if passes is not None:
+            ids = passes[b]
+        else:
+            ids = ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=ctx.generator)]
         loss = objective(model, ctx.materialize(ids))
         grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
         for (n, _), g in zip(params.items(), mean_over_ranks(list(grads), list(params.values()))):
@@ -65,11 +101,12 @@ def gradient_importance(model: torch.nn.Module, objective: Callable[[torch.nn.Mo
 
 
 def empirical_fisher(model: torch.nn.Module, base_loss: Callable, ctx: TaskContext, batches: int,
-                     batch_size: int) -> dict[str, torch.Tensor]:
+                     batch_size: int, samples: int = 0) -> dict[str, torch.Tensor]:
     """The diagonal empirical Fisher: mean over batches of (∂L/∂θ)², L the sum of the terms
-    `base_loss(model, batch, ctx)` returns (a method's objective without its penalty)."""
+    `base_loss(model, batch, ctx)` returns (a method's objective without its penalty); the
+    batches as `gradient_importance` draws them."""
     return gradient_importance(model, lambda m, b: sum(base_loss(m, b, ctx).values()), ctx, batches,
-                               batch_size, torch.square)
+                               batch_size, torch.square, samples)
 
 
 @register
@@ -79,18 +116,17 @@ class EWC(Method):
 
     @dataclass
     class Config:
-        ewc_lambda: float = 1000.0   # CLFM's oEWC: 1000 (CTP's EWC: 5000 on Σ/2)
-        ewc_gamma: float = 1.0       # online decay of older importances ("online" merge)
-        fisher_batches: int = 8
-        fisher_batch_size: int = 128
+        ewc_lambda: float = ranged(1000.0, ge=0)   # CLFM's oEWC: 1000 (CTP's EWC: 5000 on Σ/2)
+        ewc_gamma: float = ranged(1.0, ge=0, le=1)   # online decay of older importances ("online" merge)
+        fisher_batches: int = ranged(8, ge=1)
+        fisher_batch_size: int = ranged(128, ge=1)
         fisher_merge: str = "online"  # "online" (γ F_old + F_new) | "average" (CTP: α = t/(t+1))
+        half: bool = False            # penalty (λ/2) Σ F (θ − θ*)² (FoMo's code, Kirkpatrick et al.); False: λ Σ (CLFM)
+        fisher_samples: int = ranged(0, ge=0)   # > 0: F from one pass over up to this many of the task's
+        #   pairs (FoMo: 50,000) in full batches of fisher_batch_size; 0: fisher_batches random batches
 
         def __post_init__(self):
-            if self.ewc_lambda < 0 or not 0 <= self.ewc_gamma <= 1 or self.fisher_batches < 1:
-                raise ConfigError(f"ewc_lambda >= 0, ewc_gamma in [0, 1], fisher_batches >= 1; got "
-                                  f"{self.ewc_lambda}, {self.ewc_gamma}, {self.fisher_batches}")
-            if self.fisher_batch_size < 1:
-                raise ConfigError(f"fisher_batch_size: must be >= 1, got {self.fisher_batch_size}")
+            check_ranges(self)
             if self.fisher_merge not in FISHER_MERGES:
                 raise ConfigError(f"fisher_merge: must be one of {', '.join(FISHER_MERGES)}, got {self.fisher_merge!r}")
 
@@ -105,13 +141,15 @@ class EWC(Method):
         if self.fisher and self.cfg.ewc_lambda:
             if self.support is None:
                 self.support = support_rows(self.anchors, self.fisher)
-            terms["ewc"] = self.penalty_factor * self.cfg.ewc_lambda * ewc_penalty(trainable(model), *self.support)
+            factor = self.penalty_factor * (0.5 if self.cfg.half else 1.0)
+            terms["ewc"] = factor * self.cfg.ewc_lambda * ewc_penalty(trainable(model), *self.support)
         return terms
 
     def after_task(self, model, ctx):
         super().after_task(model, ctx)
         base_loss = super(EWC, self).loss  # the base objective, without the penalty
-        fisher = empirical_fisher(model, base_loss, ctx, self.cfg.fisher_batches, self.cfg.fisher_batch_size)
+        fisher = empirical_fisher(model, base_loss, ctx, self.cfg.fisher_batches, self.cfg.fisher_batch_size,
+                                  self.cfg.fisher_samples)
         if self.cfg.fisher_merge == "average":
             self.fisher = merge_average(self.fisher, fisher, ctx.task)
         else:

@@ -10,9 +10,16 @@ TeacherER → ER, so MoF supplies the buffer (its `TaskQuotaBuffer` replaces ER'
 UCIR the losses; LUCIR only adds the MLM term (`distill_terms`) and its weighting.
 
 LUCIR's cosine normalisation: LUCIR replaces the last linear layer by a CosineLinear
-(normalised weight and input, learnable scale σ); CTP swapped ALBEF's image/text projections
-for CosineLinear. Our models' contrastive features are already L2-normalised and scored by a
-learnable logit scale, which is that change, so the model is used as is.
+(normalised weight and input, learnable scale σ initialised to 1); CTP's code builds its LUCIR
+model with ALBEF's image/text projections as CosineLinear (KevinLight831/CTP,
+models/clip_pretrain.py, `mode == 'LUCIR'`), so it trains every task, task 0 included, with
+them. Here `prepare_model` swaps a model's `vision_proj` / `text_proj` (ALBEF's) for
+`vlcp.models.albef.CosineLinear` once per run; each takes the Linear's weight (our ALBEF starts
+from a trained initialisation, CTP's projections start random for every method) and drops its
+bias; σ = 1. The features are L2-normalised after the projection (as in the CTP code), so σ
+cancels out of every loss: it is a parameter that trains nothing, as in the CTP code. A model
+without those layers (open_clip's CLIP: its projections are matrices inside the towers) is
+left as it is.
 
 Paper constants (CTP code): buffer 10,000 pairs (≈1%; our default `buffer_size` 200); loss =
 ITA + MLM + 1·(cosine distillation) + 1·(MLM distillation, T = 1): `lambda_base` = 1 with a
@@ -28,16 +35,20 @@ What differs from the CTP code, and why:
   dim = 1, i.e. compared along the token axis, which looks like a bug. We do not reproduce it.
 - The buffer as MoF (see `mof.py`: best-ranked exemplars kept on reduce, compute-matched replay
   fraction instead of dataset concatenation).
+- The CosineLinear projections start from the initialisation's Linear weights (see above).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vlcp.errors import ConfigError
+import torch
+
+from vlcp.config import ranged
 from vlcp.losses import soft_distill
 from vlcp.methods import register
 from vlcp.methods.mof import MoF
 from vlcp.methods.ucir import UCIR
+from vlcp.models.albef import CosineLinear
 
 
 @register
@@ -46,15 +57,17 @@ class LUCIR(MoF, UCIR):
 
     @dataclass
     class Config(MoF.Config, UCIR.Config):
-        lambda_base: float = 1.0          # CTP: the cosine distillation enters with weight 1
+        lambda_base: float = ranged(1.0, ge=0)   # CTP: the cosine distillation enters with weight 1
         adaptive_lf: bool = False         # True: UCIR's λ_base·sqrt(n_old/n_new)
-        mr_weight: float = 0.0            # CTP: no inter-class (margin ranking) term
-        mlm_distill_weight: float = 1.0   # CTP: MLM distillation with weight 1, T = 1
+        mr_weight: float = ranged(0.0, ge=0)     # CTP: no inter-class (margin ranking) term
+        mlm_distill_weight: float = ranged(1.0, ge=0)   # CTP: MLM distillation with weight 1, T = 1
 
-        def __post_init__(self):
-            super().__post_init__()
-            if self.mlm_distill_weight < 0:
-                raise ConfigError(f"mlm_distill_weight: must be >= 0, got {self.mlm_distill_weight}")
+    def prepare_model(self, model):
+        super().prepare_model(model)
+        for name in ("vision_proj", "text_proj"):
+            layer = getattr(model, name, None)
+            if isinstance(layer, torch.nn.Linear):
+                setattr(model, name, CosineLinear.from_linear(layer))
 
     def lf_weight(self, ctx) -> float:
         return super().lf_weight(ctx) if self.cfg.adaptive_lf else self.cfg.lambda_base

@@ -1,34 +1,35 @@
-"""LwF, Learning without Forgetting (Li & Hoiem 2017), for contrastive vision-language models,
-as the CTP code's baseline (train_LWF.py) with its distillation axis corrected.
+"""LwF, Learning without Forgetting (Li & Hoiem 2017), as the CTP paper's baseline (supplement
+B.1: "align the image and text representation of the reference and current model") in the CTP
+code's form (KevinLight831/CTP: train/train_LWF.py, models/clip_pretrain.py `LWF_forward`).
 
 A frozen copy of the model as it entered the task is the teacher. From task 1 on the loss adds
-- "lwf": the teacher's in-batch similarity distributions distilled into the student's:
-  (KL_i2t + KL_t2i)/2, each row an image's softmax over the batch's texts (and a text's over
-  the images) at each model's own logit scale (`cross_modal_kd`), weight `lwf_weight`;
+- "lwf": for each sample, the teacher's *unnormalised* projected image (and text) feature, as a
+  distribution over the feature dimensions, softmax(feature/τ), distilled into the student's by
+  KL, (KL_image + KL_text)/2 (`lwf_feature_kd`), weight `lwf_weight`; the raw features come from
+  the same forward as the base loss (`vlcp.models.raw_features`);
 - "lwf_mlm" (only for batches with MLM inputs, i.e. ALBEF): soft distillation of the teacher's
   MLM logits at the masked positions, −Σ softmax(teacher/T)·log_softmax(student/T), T = 1
   (`soft_distill`), weight `lwf_mlm_weight`.
 
-Paper constants: the CTP code has none (both weights 1, T = 1).
+Paper constants (CTP code): both weights 1, τ = 0.07 (the model's fixed ITA temperature,
+`lwf_temperature`), T = 1.
 
-Differences from the CTP code: it applies the KL to softmax(feature/0.07) of each sample's own
-256-d projected embedding, i.e. over the *feature* axis, treating embedding coordinates as class
-logits; here the distributions are over the batch (which text matches this image), the
-contrastive analogue of LwF's old-class outputs. The CTP code's LwF also writes no checkpoint
-after task 0 (a logging guard); no such quirk here. The teacher is derived state, rebuilt at
-`before_task` from the (checkpointed) model, so it is not saved. One extra forward per step
-(`extra_cost` 1/3 of a forward+backward).
+Differences from the CTP code: its LwF writes no checkpoint after task 0 (a logging guard); no
+such quirk here. The teacher is derived state, rebuilt at `before_task` from the (checkpointed)
+model, so it is not saved. One extra forward per step (`extra_cost` 1/3 of a forward+backward).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
 
-from vlcp.errors import ConfigError
-from vlcp.losses import cross_modal_kd, soft_distill
+from vlcp.config import check_ranges, ranged
+from vlcp.losses import lwf_feature_kd, soft_distill
 from vlcp.methods import register
 from vlcp.methods.base import Method, base_terms, frozen_copy, model_outputs
+from vlcp.models import raw_features
 
 
 @register
@@ -37,16 +38,13 @@ class LwF(Method):
 
     @dataclass
     class Config:
-        lwf_weight: float = 1.0        # in-batch similarity distillation
-        lwf_mlm_weight: float = 1.0    # MLM logit distillation (models with an MLM head)
-        lwf_mlm_temperature: float = 1.0
+        lwf_weight: float = ranged(1.0, ge=0)       # raw-feature distillation (over the feature dimensions)
+        lwf_temperature: float = ranged(0.07, gt=0)  # τ of softmax(feature/τ); CTP code: its ITA temperature 0.07
+        lwf_mlm_weight: float = ranged(1.0, ge=0)   # MLM logit distillation (models with an MLM head)
+        lwf_mlm_temperature: float = ranged(1.0, gt=0)
 
         def __post_init__(self):
-            for f in ("lwf_weight", "lwf_mlm_weight"):
-                if getattr(self, f) < 0:
-                    raise ConfigError(f"{f}: must be >= 0, got {getattr(self, f)}")
-            if not self.lwf_mlm_temperature > 0:
-                raise ConfigError(f"lwf_mlm_temperature: must be > 0, got {self.lwf_mlm_temperature}")
+            check_ranges(self)
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)
@@ -57,17 +55,20 @@ class LwF(Method):
         self.teacher = frozen_copy(model) if ctx.task > 0 else None
 
     def loss(self, model, batch, ctx):
-        out = model_outputs(model, batch)
+        capture = raw_features(model, batch.tokens) if self.teacher is not None else contextlib.nullcontext({})
+        with capture as raw:
+            out = model_outputs(model, batch)
         if getattr(super().loss, "__func__", None) is Method.loss:
             terms = base_terms(model, batch, out)      # the plain base loss: reuse this forward
         else:
             terms = super().loss(model, batch, ctx)    # a composed objective (its own forward)
         if self.teacher is None:
             return terms
-        with torch.no_grad():
+        with torch.no_grad(), raw_features(self.teacher, batch.tokens) as old_raw:
             old = model_outputs(self.teacher, batch)
         if self.cfg.lwf_weight:
-            terms["lwf"] = self.cfg.lwf_weight * cross_modal_kd(out[0], out[1], old[0], old[1], out[2], old[2])
+            terms["lwf"] = self.cfg.lwf_weight * lwf_feature_kd(raw["image"], raw["text"], old_raw["image"],
+                                                                old_raw["text"], self.cfg.lwf_temperature)
         if batch.mlm_input is not None and self.cfg.lwf_mlm_weight:
             terms["lwf_mlm"] = self.cfg.lwf_mlm_weight * soft_distill(out.mlm_logits, old.mlm_logits,
                                                                       self.cfg.lwf_mlm_temperature)

@@ -1,20 +1,23 @@
 """MAS, Memory Aware Synapses (Aljundi et al. 2018), as the CTP code's baseline (train_MAS.py).
 
 At the end of each task the importance of each parameter is the mean over `importance_batches`
-training batches of |∂E/∂θ|, where E is the squared L2 norm of the model's unnormalised outputs,
-averaged over the batch: ‖image feature‖² + ‖text feature‖² (+ ‖multi-modal feature‖² for models
-with a fusion encoder, `encode_multimodal`: ALBEF's fused [CLS]). It is merged across tasks as
+training batches of |∂E/∂θ|, where E is the sum of the L2 norms (not squared) of the model's
+unnormalised outputs, each averaged over the batch: ‖image feature‖₂ + ‖text feature‖₂
+(+ ‖multi-modal feature‖₂ for models with a fusion encoder, `encode_multimodal`: ALBEF's fused
+[CLS]) — the CTP code's `get_Memory_Aware_Synapses` (train_MAS.py: `torch.norm(feat, p=2,
+dim=1).mean()` of `get_raw_VL_feature`'s three features; supplement B.1: "we sum the norm of the
+visual, textual, and multi-modal features"). It is merged across tasks as
 the CTP code's EWC, Ω ← α Ω_old + (1 − α) Ω_new with α = t/(t+1), and reduced across DDP
 ranks. From task 1 on the loss adds the CTP code's penalty λ/2 · Σ Ω (θ − θ*)².
 
 Paper constants (CTP code): λ = 1, on Σ Ω(θ−θ*)²/2 (the ½ is kept so that λ means what it
 means there).
 
-Differences from the CTP code: E uses the *squared* norms, as Aljundi et al. define the
-sensitivity (the CTP code differentiates the plain norms ‖·‖₂); the importance is reduced across
-ranks; `importance_batches` batches instead of a full pass over the loader (as our EWC).
-The CTP code, like most MAS implementations, takes |gradient| of the batch-mean E, not the mean
-of per-sample |gradients| of Aljundi et al.; so does this one.
+Differences from the CTP code: the importance is reduced across ranks (the gradient of the
+global batch); `importance_batches` batches instead of a full pass over the loader (as our EWC).
+Aljundi et al. differentiate the *squared* norm; the CTP code (with its λ = 1) the plain norm,
+and so does this one. The CTP code, like most MAS implementations, takes |gradient| of the
+batch-mean E, not the mean of per-sample |gradients| of Aljundi et al.; so does this one.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.errors import ConfigError
+from vlcp.config import check_ranges, ranged
 from vlcp.losses.regularizers import ewc_penalty, merge_average
 from vlcp.methods import register
 from vlcp.methods.base import Batch, Method
@@ -31,13 +34,13 @@ from vlcp.train.distributed import unwrap
 
 
 def output_energy(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """MAS's objective on a batch: mean over the batch of the summed squared L2 norms of the
-    unnormalised image, text (and, with `encode_multimodal`, multi-modal) features."""
+    """MAS's objective on a batch (the CTP code's): Σ over the unnormalised image, text (and,
+    with `encode_multimodal`, multi-modal) features of the batch mean of their L2 norms."""
     model = unwrap(model)
     feats = [model.encode_image(batch.images, normalize=False), model.encode_text(batch.tokens, normalize=False)]
     if hasattr(model, "encode_multimodal"):
         feats.append(model.encode_multimodal(batch.images, batch.tokens, normalize=False))
-    return sum(f.float().pow(2).sum(-1).mean() for f in feats)
+    return sum(f.float().norm(p=2, dim=-1).mean() for f in feats)
 
 
 @register
@@ -46,17 +49,12 @@ class MAS(Method):
 
     @dataclass
     class Config:
-        mas_lambda: float = 1.0          # CTP code: 1 (on Σ Ω(θ−θ*)²/2)
-        importance_batches: int = 8
-        importance_batch_size: int = 128
+        mas_lambda: float = ranged(1.0, ge=0)   # CTP code: 1 (on Σ Ω(θ−θ*)²/2)
+        importance_batches: int = ranged(8, ge=1)
+        importance_batch_size: int = ranged(128, ge=1)
 
         def __post_init__(self):
-            if self.mas_lambda < 0:
-                raise ConfigError(f"mas_lambda: must be >= 0, got {self.mas_lambda}")
-            if self.importance_batches < 1:
-                raise ConfigError(f"importance_batches: must be >= 1, got {self.importance_batches}")
-            if self.importance_batch_size < 1:
-                raise ConfigError(f"importance_batch_size: must be >= 1, got {self.importance_batch_size}")
+            check_ranges(self)
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vlcp.config import ranged
 from vlcp.errors import ConfigError
 from vlcp.losses.regularizers import ewc_penalty, pad_rows, quadratic_penalty_grad, rwalk_score
 from vlcp.methods import register
@@ -37,14 +38,14 @@ class RWalk(EWC):
 
     @dataclass
     class Config(EWC.Config):
-        ewc_lambda: float = 1000.0      # CTP code: λ = 1000 on Σ (F + s)(θ − θ*)²
+        ewc_lambda: float = ranged(1000.0, ge=0)   # CTP code: λ = 1000 on Σ (F + s)(θ − θ*)²
         fisher_merge: str = "average"   # CTP code: α = t/(t+1)
-        rwalk_xi: float = 0.1           # damping ξ; CTP code: 0.1
+        rwalk_xi: float = ranged(0.1, gt=0)   # damping ξ; CTP code: 0.1
 
         def __post_init__(self):
             super().__post_init__()
-            if not self.rwalk_xi > 0:
-                raise ConfigError(f"rwalk_xi: must be > 0, got {self.rwalk_xi}")
+            if self.half:   # after_backward's unregularised gradient assumes the penalty without ½
+                raise ConfigError("half: RWalk's penalty λ Σ (F + s)(θ − θ*)² has no ½ (the CTP code)")
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)

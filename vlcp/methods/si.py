@@ -1,19 +1,30 @@
-"""SI, Synaptic Intelligence (Zenke et al. 2017), as the CTP code's baseline (train_SI.py).
+"""SI, Synaptic Intelligence (Zenke et al. 2017), in the two forms this project's papers run,
+one method with documented settings (`path` and the constants):
 
-During every task (task 0 included) each parameter accumulates the path integral
-ω ← ω − g·δθ, with g the gradient of the *unregularised* loss at the step and δθ the step's
-actual update (after clipping, weight decay and the optimizer). At the end of the task
-Ω ← Ω + ω / (Δ² + ξ), Δ the task's total change of the parameter, and ω is reset. From task 1
-on the loss adds λ Σ Ω (θ − θ*)², θ* the parameters at the end of the previous task.
+- the CTP study (`path: exact`, the default; KevinLight831/CTP train/train_SI.py): during every
+  task (task 0 included) each parameter accumulates the path integral ω ← ω − g·δθ, with g the
+  gradient of the *unregularised* loss at the step and δθ the step's actual update (after
+  clipping, weight decay and the optimizer). Constants: λ = 1, ξ = 0.1.
+- the FoMo-in-Flux study (`path: lr_grad2`; ExplainableML/fomo_in_flux continual_lib/si.py,
+  mammoth-derived): ω ← ω + lr·g² each step, g the gradient of the *total* (regularised) loss
+  after clipping, lr the step's learning rate. Constants: c = 0.5 (`si_lambda`), ξ = 1 (`si_xi`).
+  params.yaml `fomo-si`.
 
-Paper constants (CTP code): λ = 1, ξ = 0.1 (no ½ on the penalty, as there).
+Both: at the end of the task Ω ← Ω + ω / (Δ² + ξ), Δ the task's total change of the parameter,
+and ω is reset; from task 1 on the loss adds λ Σ Ω (θ − θ*)² (no ½, as both codes), θ* the
+parameters at the end of the previous task.
 
-Differences from the CTP code:
+Differences from the CTP code (`exact`):
 - the unregularised gradient comes from one backward: the loop's backward includes the
   penalty, and `after_backward` subtracts its analytic gradient 2λΩ(θ − θ*) before clipping
   (the CTP code runs a second forward and backward per step for t ≥ 1: 2× the cost; here
   `extra_cost()` is 0);
 - Ω is not clamped at zero (neither is it in the CTP code nor in Zenke et al.'s code).
+Differences from the FoMo code (`lr_grad2`): its penalty and Ω live on the CPU over one flat
+parameter vector; here per parameter on the model's device. It skips a step's ω update when the
+gradient has a NaN; the loop here stops on a non-finite loss instead. Note that FoMo's paper text
+(its App. A.2) describes ω as the running sum of gradient × parameter update (the `exact` path);
+its code (followed for the FoMo study) accumulates lr·g², which equals −g·δθ only for plain SGD.
 
 `PathIntegral` is the running ω shared with RWalk. ω, the task's start parameters and the
 per-step snapshots are transient within a task (checkpoints are taken at task boundaries, where
@@ -25,11 +36,14 @@ from dataclasses import dataclass
 
 import torch
 
+from vlcp.config import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.losses.regularizers import add_importance, ewc_penalty, pad_rows, quadratic_penalty_grad, si_importance
 from vlcp.methods import register
 from vlcp.methods.base import Method
 from vlcp.methods.ewc import trainable
+
+SI_PATHS = ("exact", "lr_grad2")
 
 
 class PathIntegral:
@@ -38,7 +52,8 @@ class PathIntegral:
     `begin` at the task start, `record_grad` after the backward (before the optimizer step:
     takes g_unreg = θ.grad − the given penalty gradient, and snapshots θ), `record_step` after
     the optimizer step (ω −= g_unreg · (θ − snapshot)), `end` at the task end (returns ω and the
-    task's change Δ = θ − θ_start, and resets)."""
+    task's change Δ = θ − θ_start, and resets). `record_lr_grad2` (after the optimizer step,
+    instead of the two `record_*`) accumulates FoMo's ω += lr·g² instead."""
 
     def __init__(self):
         self.start: dict[str, torch.Tensor] = {}
@@ -74,6 +89,13 @@ class PathIntegral:
         self._live = []
 
     @torch.no_grad()
+    def record_lr_grad2(self, params: dict[str, torch.Tensor], lr: float) -> None:
+        """FoMo's (mammoth's) SI: ω += lr · θ.grad² (the gradient as the optimizer sees it)."""
+        for n, p in params.items():
+            if p.grad is not None and n in self.w:
+                self.w[n].addcmul_(p.grad, p.grad, value=lr)
+
+    @torch.no_grad()
     def end(self, params: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         w = {n: pad_rows(self.w[n], params[n]) for n in self.w if n in params}
         delta = {n: params[n].detach() - pad_rows(self.start[n], params[n]) for n in w}
@@ -87,23 +109,28 @@ class SI(Method):
 
     @dataclass
     class Config:
-        si_lambda: float = 1.0   # CTP code: 1
-        si_xi: float = 0.1       # damping ξ; CTP code: 0.1
+        si_lambda: float = ranged(1.0, ge=0)   # penalty weight; CTP code: λ = 1; FoMo code: c = 0.5
+        si_xi: float = ranged(0.1, gt=0)       # damping ξ; CTP code: 0.1; FoMo code: 1
+        path: str = "exact"                    # ω: "exact" (CTP: −Σ g_unreg·δθ) | "lr_grad2" (FoMo: Σ lr·g²)
 
         def __post_init__(self):
-            if self.si_lambda < 0:
-                raise ConfigError(f"si_lambda: must be >= 0, got {self.si_lambda}")
-            if not self.si_xi > 0:
-                raise ConfigError(f"si_xi: must be > 0, got {self.si_xi}")
+            check_ranges(self)
+            if self.path not in SI_PATHS:
+                raise ConfigError(f"path: must be one of {', '.join(SI_PATHS)}, got {self.path!r}")
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)
         self.omega: dict[str, torch.Tensor] | None = None
         self.anchors: dict[str, torch.Tensor] = {}
         self.si_path = PathIntegral()
+        self._opt: torch.optim.Optimizer | None = None   # the task's optimizer (its LR, for "lr_grad2")
 
     def _active(self) -> bool:
         return bool(self.omega) and self.cfg.si_lambda > 0
+
+    def make_optimizer(self, model, cfg):
+        self._opt = super().make_optimizer(model, cfg)
+        return self._opt
 
     def before_task(self, model, ctx):
         super().before_task(model, ctx)
@@ -117,6 +144,8 @@ class SI(Method):
 
     def after_backward(self, model, ctx):
         super().after_backward(model, ctx)
+        if self.cfg.path != "exact":
+            return
         params = trainable(model)
         pen = None
         if self._active():
@@ -126,10 +155,14 @@ class SI(Method):
 
     def after_step(self, model, batch, ctx):
         super().after_step(model, batch, ctx)
-        self.si_path.record_step(trainable(model))
+        if self.cfg.path == "exact":
+            self.si_path.record_step(trainable(model))
+        else:   # the step's gradient after clipping (the loop clips before the optimizer step) and its LR
+            self.si_path.record_lr_grad2(trainable(model), self._opt.param_groups[0]["lr"])
 
     def after_task(self, model, ctx):
         super().after_task(model, ctx)
+        self._opt = None
         params = trainable(model)
         w, delta = self.si_path.end(params)
         new = {n: si_importance(w[n], delta[n], self.cfg.si_xi) for n in w}

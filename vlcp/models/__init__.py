@@ -1,8 +1,10 @@
+import contextlib
+
 import torch
 import torch.nn.functional as F
 
 from vlcp.models.albef import create_albef, is_albef
-from vlcp.models.clip import create_clip, register_configs
+from vlcp.models.clip import create_clip, register_configs, text_head
 
 
 def create_model(name: str, pretrained: str | None = None, device: str | torch.device = "cpu",
@@ -24,4 +26,34 @@ def multimodal_features(model: torch.nn.Module, images: torch.Tensor, tokens: to
     return F.normalize(model.encode_image(images, normalize=True) + model.encode_text(tokens, normalize=True), dim=-1)
 
 
-__all__ = ["create_albef", "create_clip", "create_model", "multimodal_features", "register_configs"]
+@contextlib.contextmanager
+def raw_features(model: torch.nn.Module, tokens: torch.Tensor):
+    """Within the block, record the *unnormalised* projected image and text features [B, D]
+    that `model`'s forward computes (what the forward returns is their L2-normalised form; CTP's
+    `get_raw_feature`): yields a dict that holds "image" and "text" once the forward has run. By
+    forward hooks, so the forward may run through a DDP wrapper and is not repeated: ALBEF's (or
+    any model's) `vision_proj` and `text_proj` outputs; for an open_clip CLIP, its image tower's
+    output (the projection is inside `visual`) and its text features before normalisation
+    (`ln_final`'s states pooled at the end of `tokens` and projected, `text_head`)."""
+    from vlcp.train.distributed import unwrap
+
+    m, out, hooks = unwrap(model), {}, []
+
+    def keep(key, fn=lambda y: y):
+        return lambda _mod, _inp, y: out.__setitem__(key, fn(y))
+
+    if hasattr(m, "vision_proj") and hasattr(m, "text_proj"):
+        hooks += [m.vision_proj.register_forward_hook(keep("image")), m.text_proj.register_forward_hook(keep("text"))]
+    elif hasattr(m, "visual") and hasattr(m, "ln_final"):
+        hooks += [m.visual.register_forward_hook(keep("image")),
+                  m.ln_final.register_forward_hook(keep("text", lambda y: text_head(m, y, tokens)))]
+    else:
+        raise TypeError(f"raw_features: {type(m).__name__} has neither vision_proj/text_proj nor an open_clip CLIP's towers")
+    try:
+        yield out
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+__all__ = ["create_albef", "create_clip", "create_model", "multimodal_features", "raw_features", "register_configs"]

@@ -168,6 +168,34 @@ def _fusion_layers(mlm, cfg: ALBEFConfig) -> None:
         layers[i] = new
 
 
+class CosineLinear(nn.Module):
+    """LUCIR's cosine-normalised linear layer, as CTP's LUCIR swaps it in for ALBEF's
+    `vision_proj` / `text_proj` (KevinLight831/CTP, models/clip_pretrain.py, `CosineLinear`):
+    σ · (x/‖x‖) Wᵀ with each row of W L2-normalised, no bias, a learnable scale σ initialised
+    to 1. The input is normalised over its last dimension (the CTP code: dim = 1, the same on its
+    [B, width] inputs)."""
+
+    def __init__(self, in_features: int, out_features: int, sigma: bool = True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        self.sigma = nn.Parameter(torch.ones(1)) if sigma else None
+        bound = 1 / math.sqrt(in_features)              # the CTP code's reset_parameters
+        nn.init.uniform_(self.weight, -bound, bound)
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear) -> "CosineLinear":
+        """A CosineLinear with `linear`'s weight (its bias dropped: the layer has none), σ = 1."""
+        layer = cls(linear.in_features, linear.out_features).to(linear.weight)
+        with torch.no_grad():
+            layer.weight.copy_(linear.weight)
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.linear(F.normalize(x, p=2, dim=-1), F.normalize(self.weight, p=2, dim=1))
+        return self.sigma * out if self.sigma is not None else out
+
+
 class ALBEF(nn.Module):
     def __init__(self, cfg: ALBEFConfig, vocab_size: int, pad_id: int, mlm=None):
         super().__init__()

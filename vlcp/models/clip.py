@@ -87,13 +87,19 @@ def encode_text_embeddings(model, embeddings: torch.Tensor, pool_tokens: torch.T
     """open_clip's `CLIP.encode_text` from token *embeddings* [B, ctx, width] instead of token ids,
     so texts can be optimised in embedding space (IncCLIP's pseudo texts). `pool_tokens` are
     token ids whose end-of-text position selects the pooled feature, as `encode_text` does."""
-    from open_clip.transformer import text_global_pool
-
     cast_dtype = model.transformer.get_cast_dtype()
     x = embeddings.to(cast_dtype) + model.positional_embedding.to(cast_dtype)
     x = model.transformer(x, attn_mask=model.attn_mask)
-    x = model.ln_final(x)
-    x = text_global_pool(x, pool_tokens, model.text_pool_type, eos_token_id=getattr(model, "text_eos_id", None))
+    x = text_head(model, model.ln_final(x), pool_tokens)
+    return torch.nn.functional.normalize(x, dim=-1) if normalize else x
+
+
+def text_head(model, hidden: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The end of open_clip's `CLIP.encode_text` after its final LayerNorm: `hidden` [B, ctx,
+    width] pooled at the end-of-text position of `tokens` and projected; unnormalised."""
+    from open_clip.transformer import text_global_pool
+
+    x = text_global_pool(hidden, tokens, model.text_pool_type, eos_token_id=getattr(model, "text_eos_id", None))
     if model.text_projection is not None:
         x = model.text_projection(x) if isinstance(model.text_projection, torch.nn.Linear) else x @ model.text_projection
-    return torch.nn.functional.normalize(x, dim=-1) if normalize else x
+    return x

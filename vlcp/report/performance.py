@@ -23,7 +23,7 @@ UNCOUNTED_WORK = {
     "ewc": (FB + ("after_task",), "the penalty over every parameter each step (elementwise); the Fisher passes after each task"),
     "mas": (FB + ("after_task",), "the penalty over every parameter each step (elementwise); the importance passes after each task"),
     "afec": (FB + ("before_task", "after_task", "after_backward"), "two penalties (old and expanded model) over every parameter each step (elementwise); the expansion"),
-    "lwf": (FB, "the distillation targets' softmax over the batch (small ops)"),
+    "lwf": (FB, "the distillation targets' softmax over each sample's feature dimensions (small ops)"),
     "kmeans": (("after_task",), "k-means selection of the buffer after each task (scikit-learn, outside torch)"),
     "icarl": (("after_task",), "herding selection of exemplars after each task (small ops)"),
     "lucir": (FB + ("after_task",), "normalised-feature distillation and margin ranking over the batch (small ops); exemplar selection"),

@@ -13,13 +13,27 @@ of earlier tasks, the task warms up to the hypothetical schedule's value at n' =
 eq. 3), then:
 - `autoregressive-cosine`: cosine from that peak to η_min within the task;
 - `continued-cosine` ("continued dynamic"): follows the hypothetical cosine at g = p + s;
-- `autoregressive-rsqrt`: rsqrt (with cooldown) from that peak within the task;
-- `continued-rsqrt`: follows the hypothetical rsqrt at g = p + s, cooling down at the task's end;
-- `peaks-match-rsqrt`: a global rsqrt clock that counts only the decay steps of earlier tasks
-  (not their warmups and cooldowns); each task warms up to the clock's value and continues it.
-  This is the paper's intent ("η_max matches the continued dynamics while continuing with a
-  standard rsqrt"); the original code's warmup target counts the clock offset twice, which makes
-  the LR jump at the end of warmup (anchors-fomo-style.md §A4) — not reproduced.
+- `autoregressive-rsqrt` (paper (iii)): rsqrt (with cooldown) from that peak within the task;
+  = the original code's `rsqrt_with_recovery`, `recovery_mode: autoregressive`;
+- `continued-rsqrt` (paper (iv), "Continued Dynamic": "continues the dynamics of a
+  hypothetically extended base schedule"): the base rsqrt extended over the stream, a global
+  rsqrt clock that counts only the decay steps of earlier tasks (not their warmups and
+  cooldowns): after warmup LR = η_min + √(W/(s + k_t))·(η − η_min), k_t = Σ_{j<t}(N_j − W_j − C_j),
+  cooling down at the task's end; each task warms up to the clock's value at s = W.
+  = the original code's `recovery_mode: recovered` after the warmup;
+- `peaks-match-rsqrt` (paper (v), "η_max matches the continued dynamics while continuing with a
+  standard rsqrt schedule"): the task's peak is the continued dynamic's value at the end of its
+  warmup, b_t = η_min + √(W/(W + k_t))·(η − η_min), then a standard per-task rsqrt from b_t:
+  η_min + √(W/s)·(b_t − η_min), with the cooldown. = the original code's `recovery_mode: continued`.
+Labels: the paper's text is followed. The original code (ExplainableML/fomo_in_flux,
+continual_lib/utils/base_continual_learner.py, `rsqrt_recovered`) calls the paper's "Peaks match
+Rsqrt" `continued` and the paper's "Continued Dynamic" `recovered`; its `autoregressive` is the
+paper's (iii). Its `recovered` warmup target counts the clock offset twice
+(η_min + √(W/(2k_t))·(η − η_min)), so the LR jumps up at s = W (anchors-fomo-style.md §A4);
+here the warmup ends at the clock's value — not reproduced. With equal tasks and W = C = 0.1·N
+the mean LR of a task is 0.467·η at t = 0 for every rsqrt schedule, then (t = 1, 5, 19):
+peaks-match 0.156/0.073/0.038·η, continued 0.25/0.13/0.07·η, autoregressive 0.20/0.16/0.15·η
+(tests/test_fomo_schedules.py checks all three against the original code's formula).
 For t = 0 every meta-schedule equals its base schedule. With equal tasks and 10% warmup the
 autoregressive cosine peaks are η·½(1 + cos(π·t/(t+1))) (0.5, 0.25, 0.146 … of η), as in the
 original code.
@@ -135,19 +149,24 @@ def _cool(plan: Plan, task: int, step: int, lr: float) -> float:
     return lr * max(0, n - 1 - step) / c if c > 0 and step >= n - c else lr
 
 
+def _rsqrt_clock(plan: Plan, task: int) -> int:
+    """k_t: the decay steps of the tasks before `task` (their steps less warmup and cooldown)."""
+    return sum(n - w - c for n, w, c in zip(plan.steps[:task], plan.warmup[:task], plan.cooldown[:task]))
+
+
 def continued_rsqrt(plan: Plan, task: int, step: int) -> float:
-    if step < plan.warmup[task]:
-        return _warm(plan, task, step, _rsqrt_peak(plan, task))
-    _, warm = plan.horizon(task)
-    return _cool(plan, task, step, rsqrt_decay(plan.before(task) + step, plan.base_lr, warm, plan.min_lr))
-
-
-def peaks_match_rsqrt(plan: Plan, task: int, step: int) -> float:
-    clock = sum(n - w - c for n, w, c in zip(plan.steps[:task], plan.warmup[:task], plan.cooldown[:task]))
-    w = plan.warmup[task]
+    """The paper's "Continued Dynamic" rsqrt (the original code's `recovered`; see the module doc)."""
+    clock, w = _rsqrt_clock(plan, task), plan.warmup[task]
     if step < w:
         return _warm(plan, task, step, rsqrt_decay(w + clock, plan.base_lr, w, plan.min_lr))
     return _cool(plan, task, step, rsqrt_decay(step + clock, plan.base_lr, w, plan.min_lr))
+
+
+def peaks_match_rsqrt(plan: Plan, task: int, step: int) -> float:
+    """The paper's "Peaks match Rsqrt" (the original code's `continued`; see the module doc)."""
+    w = plan.warmup[task]
+    peak = rsqrt_decay(w + _rsqrt_clock(plan, task), plan.base_lr, w, plan.min_lr)
+    return rsqrt_with_cooldown(step, plan.steps[task], peak, w, plan.cooldown[task], plan.min_lr)
 
 
 SCHEDULES = {
