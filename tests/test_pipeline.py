@@ -1,6 +1,7 @@
 """A tiny end-to-end `dvc repro` of the real pipeline (3 groups, few steps, one seed) in a scratch
 git repo: data prepare -> runs (spine, CTP, IncCLIP, CLL-CLIP and FoMo-in-Flux studies) -> papermill notebooks -> HTML -> index;
 then a no-op, and which stages an edit of params.yaml invalidates."""
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_tiny_dvc_repro(tmp_path):
-    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "benchmarks/results"):
+    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "scripts", "benchmarks/results"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)  # results only: no bench stages
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -43,7 +44,8 @@ def test_tiny_dvc_repro(tmp_path):
     fomo["studies"] = {"methods": ["fomo-ft", "fomo-joint", "fomo-lora4", "fomo-ema-merge"], "orderings": ["fomo-o-sim"]}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path))
+               DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path), GIT_AUTHOR_NAME="vlcp",
+               GIT_AUTHOR_EMAIL="vlcp@localhost", GIT_COMMITTER_NAME="vlcp", GIT_COMMITTER_EMAIL="vlcp@localhost")
     run = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)  # noqa: E731
     assert run("git", "init", "-q").returncode == 0
     assert run("dvc", "init", "-q").returncode == 0
@@ -88,6 +90,24 @@ def test_tiny_dvc_repro(tmp_path):
 
     again = run("dvc", "repro")
     assert again.returncode == 0 and "up to date" in again.stdout
+
+    # DVC's own tools: every study's headline metrics, the curves, and an experiment compared with them
+    shown = run("dvc", "metrics", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    for study in ("overview", "ctp", "incclip", "cllclip", "fomo"):
+        assert f"metrics/{study}.json" in shown.stdout
+    seqf_rm = json.loads((tmp_path / "metrics" / "overview.json").read_text())["experiments"]["seqf"]["Rm"]
+    plots = run("dvc", "plots", "show", "--out", "dvc_plots")
+    assert plots.returncode == 0 and (tmp_path / "dvc_plots" / "index.html").exists(), plots.stderr
+    assert run("git", "add", "-A").returncode == 0 and run("git", "commit", "-qm", "baseline").returncode == 0
+    exp = run("dvc", "exp", "run", "-S", "experiments.seqf.train.steps=24")
+    assert exp.returncode == 0, exp.stdout[-2000:] + exp.stderr[-2000:]
+    assert "run@seqf-0" in exp.stdout and "run@er-0" not in exp.stdout      # only what the change touches
+    table = run("dvc", "exp", "show", "--json")
+    assert table.returncode == 0 and "metrics/overview.json" in table.stdout
+    diff = json.loads(run("dvc", "metrics", "diff", "--json").stdout)
+    assert diff["metrics/overview.json"]["experiments.seqf.Rm"]["old"] == seqf_rm
+    assert diff["metrics/overview.json"]["experiments.seqf.Rm"]["new"] != seqf_rm
 
     # runs depend on their resolved configs (configs/), not on params.yaml: editing one experiment
     # invalidates only its runs and studies; editing a report's settings re-runs no run

@@ -1,1 +1,29 @@
 """Tables, plots and claims ledgers as pure functions of `results.json` files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+MARKERS = ("params.yaml", "dvc.yaml")   # what makes a folder a vlcp project root
+
+
+def project_root(start: str | Path | None = None) -> Path:
+    """The project root: the first folder from `start` (default: the current directory) upwards
+    that holds both params.yaml and dvc.yaml; else the folder above the installed `vlcp` package
+    if it holds them (an editable install's checkout); else a `VlcpError`.
+
+    The notebooks call it in their setup and change to it, so that their relative parameters
+    (`params_file`, `runs_dir`, `benchmarks/results/...`) and the relative paths inside params.yaml
+    resolve the same whether the kernel started in the root (papermill, `dvc repro`), in
+    notebooks/ (JupyterLab, `papermill --cwd notebooks`) or anywhere below the root (VS Code)."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if all((folder / m).is_file() for m in MARKERS):
+            return folder
+    checkout = Path(__file__).resolve().parents[2]   # vlcp/report/__init__.py -> the folder above vlcp/
+    if all((checkout / m).is_file() for m in MARKERS):
+        return checkout
+    from vlcp.errors import VlcpError
+
+    raise VlcpError(f"no vlcp project root: neither {here} nor a folder above it holds both {' and '.join(MARKERS)}, "
+                    f"nor does {checkout} (above the installed vlcp package); start the kernel inside a vlcp "
+                    "checkout (e.g. `make lab` there)")
