@@ -441,3 +441,20 @@ def test_non_finite_weights_stop_the_run_before_anything_is_written(emoji_root, 
     assert not (tmp_path / "results.json").exists() and not (tmp_path / ".lock").exists()
     state = load_checkpoint(tmp_path / "checkpoint.pt")
     assert state["task"] == 0 and all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
+
+
+def test_keep_task_checkpoints_keeps_the_model_after_every_task(emoji_root, tmp_path):
+    """train.keep_task_checkpoints: the checkpoint after task i stays as task-<i>.pt (a user who wants
+    the model after task i had only the last task's); each loads verified and holds that task's model."""
+    from vlcp.train.checkpoint import load_checkpoint, task_checkpoint
+
+    cfg = tiny_experiment(emoji_root, "seqf", steps=6)
+    cfg.train.keep_task_checkpoints = True
+    run_experiment(cfg, tmp_path / "out", tmp_path / "ck")
+    states = [load_checkpoint(task_checkpoint(tmp_path / "ck", t)) for t in range(3)]
+    assert [s["task"] for s in states] == [0, 1, 2]
+    last = load_checkpoint(tmp_path / "ck" / "checkpoint.pt")
+    name = next(k for k, v in last["model"].items() if v.is_floating_point())
+    assert torch.equal(states[2]["model"][name], last["model"][name])
+    assert not torch.equal(states[0]["model"][name], states[2]["model"][name])
+    assert not task_checkpoint(tmp_path / "out", 0).exists()

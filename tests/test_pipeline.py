@@ -96,18 +96,18 @@ def test_tiny_dvc_repro(tmp_path):
     assert shown.returncode == 0, shown.stderr
     for study in ("overview", "ctp", "incclip", "cllclip", "fomo"):
         assert f"metrics/{study}.json" in shown.stdout
-    seqf_rm = json.loads((tmp_path / "metrics" / "overview.json").read_text())["experiments"]["seqf"]["Rm"]
+    er_rm = json.loads((tmp_path / "metrics" / "overview.json").read_text())["experiments"]["er"]["Rm"]
     plots = run("dvc", "plots", "show", "--out", "dvc_plots")
     assert plots.returncode == 0 and (tmp_path / "dvc_plots" / "index.html").exists(), plots.stderr
     assert run("git", "add", "-A").returncode == 0 and run("git", "commit", "-qm", "baseline").returncode == 0
-    exp = run("dvc", "exp", "run", "-S", "experiments.seqf.train.steps=24")
+    exp = run("dvc", "exp", "run", "-S", "experiments.er.method.buffer_size=40")
     assert exp.returncode == 0, exp.stdout[-2000:] + exp.stderr[-2000:]
-    assert "run@seqf-0" in exp.stdout and "run@er-0" not in exp.stdout      # only what the change touches
+    assert "run@er-0" in exp.stdout and "run@seqf-0" not in exp.stdout      # only what the change touches
     table = run("dvc", "exp", "show", "--json")
     assert table.returncode == 0 and "metrics/overview.json" in table.stdout
     diff = json.loads(run("dvc", "metrics", "diff", "--json").stdout)
-    assert diff["metrics/overview.json"]["experiments.seqf.Rm"]["old"] == seqf_rm
-    assert diff["metrics/overview.json"]["experiments.seqf.Rm"]["new"] != seqf_rm
+    assert diff["metrics/overview.json"]["experiments.er.Rm"]["old"] == er_rm
+    assert diff["metrics/overview.json"]["experiments.er.Rm"]["new"] != er_rm
 
     # runs depend on their resolved configs (configs/), not on params.yaml: editing one experiment
     # invalidates only its runs and studies; editing a report's settings re-runs no run

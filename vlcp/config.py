@@ -236,6 +236,8 @@ class TrainCfg:
     checkpoint_every: int = ranged(1, ge=1, note="tasks")   # tasks between the per-task checkpoints (runner.checkpoint_due); the last
     #   task's and a stop's (stop_after_task) are always written. A tiny model's task takes about a second and
     #   a checkpoint 35-75 ms, so the small streams (CLL-CLIP's 36 tasks) write fewer
+    keep_task_checkpoints: bool = False   # also keep every checkpoint written as task-<i>.pt (the model, method state and
+    #   results after task i; vlcp.train.checkpoint.load_checkpoint reads it): with checkpoint_every 1, one per task
     compile: str = ""                # "" = off; else a torch.compile backend for the model's forward (nn.Module.compile):
     #   inductor on GPUs; aot_eager / eager trace it without code generation (how the tests check it)
     flops_every: int = ranged(1, ge=1, note="tasks")   # tasks between FLOP counts (runner.counted_task: every k-th and the last); the

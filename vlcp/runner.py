@@ -185,7 +185,8 @@ def _run_groups(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | 
 
     count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
-    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}")
+    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}",
+                        keep_tasks=cfg.train.keep_task_checkpoints)
     results = {
         "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
         "config_hash": chash, "tasks": tasks, "task_sizes": [len(i) for i in task_ids],

@@ -243,7 +243,8 @@ def _run_fomo(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | No
     plan = plan_for(cfg.train, steps)
 
     chash = config_hash(cfg.to_dict())
-    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}")
+    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}",
+                        keep_tasks=cfg.train.keep_task_checkpoints)
     results = {
         "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
         "config_hash": chash, "stream": [cs.format_entry(c) for c in order],
@@ -279,7 +280,8 @@ def _run_fomo(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | No
         check_finite(model, method, cfg, t, len(tasks), f"{len(tasks[t])} concepts from {cs.format_entry(tasks[t][0])}",
                      ckpts)
         t1 = time.time()
-        row = evaluate_fomo(unwrap(model), eval_tokenizer, data.eval_sets, device, cfg.eval.batch_size) if is_main() else None
+        row = evaluate_fomo(unwrap(model), eval_tokenizer, data.eval_sets, device, cfg.eval.batch_size,
+                            progress=cfg.train.progress) if is_main() else None
         if row:
             results["trajectory"].append(row)
         results["train"].append({"task": t, "steps": steps[t], "seconds": round(seconds, 3),

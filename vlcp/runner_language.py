@@ -169,9 +169,10 @@ def zero_shot(key: InputsKey, ks: tuple[int, ...], batch_size: int) -> dict:
                     data.languages, set(data.languages))
 
 
-def language_evaluator(data, image_sets: dict, ks, batch_size: int) -> LanguageEvaluator:
+def language_evaluator(data, image_sets: dict, ks, batch_size: int, progress: bool = False) -> LanguageEvaluator:
     """The stream's test sets: each set's captions per language against its encoded images."""
-    return LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets, ks, batch_size)
+    return LanguageEvaluator({name: s.captions for name, s in data.eval_sets.items()}, image_sets, ks, batch_size,
+                             progress)
 
 
 def vocabs_from_json(text: str) -> dict:
@@ -253,7 +254,7 @@ def _run_language(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path 
     data, train_img, english, image_sets, base_vocab = stream_inputs(key)
     languages, examples = data.languages, data.examples
     plan = method.plan(languages)
-    evaluator = language_evaluator(data, image_sets, cfg.eval.ks, cfg.eval.batch_size)
+    evaluator = language_evaluator(data, image_sets, cfg.eval.ks, cfg.eval.batch_size, cfg.train.progress and is_main())
 
     model = CLLText(clip, base_vocab).to(device)
     task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
@@ -263,7 +264,8 @@ def _run_language(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path 
 
     count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
     chash = config_hash(cfg.to_dict())
-    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}")
+    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}",
+                        keep_tasks=cfg.train.keep_task_checkpoints)
     results = {
         "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
         "config_hash": chash, "stream": "language", "languages": languages,

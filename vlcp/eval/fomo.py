@@ -8,6 +8,7 @@ and image→text R@5 (FoMo's recall@5).
 from __future__ import annotations
 
 import torch
+from tqdm import tqdm
 
 from vlcp.data.fomo import EvalSet
 from vlcp.errors import require_finite
@@ -39,10 +40,12 @@ def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512) -> float:
 
 
 @torch.no_grad()
-def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512) -> dict:
-    """{"datasets": {name: score}, "A_KA", "A_ZS", "GM"} for one model (left in train mode)."""
+def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False) -> dict:
+    """{"datasets": {name: score}, "A_KA", "A_ZS", "GM"} for one model (left in train mode);
+    `progress`: a bar over the datasets."""
     model.eval()
-    scores = {s.name: score(model, tokenizer, s, device, batch_size) for s in sets}
+    scores = {s.name: score(model, tokenizer, s, device, batch_size)
+              for s in tqdm(sets, desc="evaluate", unit="dataset", leave=False, disable=not progress)}
     model.train()
     ka = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "adaptation"})
     zs = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "retention"})

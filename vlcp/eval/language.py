@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from vlcp.errors import require_finite
 from vlcp.eval.retrieval import cross_modal
@@ -19,13 +20,14 @@ from vlcp.eval.retrieval import cross_modal
 
 class LanguageEvaluator:
     def __init__(self, captions: dict[str, dict[str, tuple[list[str], torch.Tensor]]],
-                 image_sets: dict[str, tuple[torch.Tensor, torch.Tensor]], ks=(1, 5, 10), batch_size: int = 512):
+                 image_sets: dict[str, tuple[torch.Tensor, torch.Tensor]], ks=(1, 5, 10), batch_size: int = 512,
+                 progress: bool = False):
         """`image_sets[name]` = (normalised image features [M, D], item of each image [M]);
         `captions[name][lang]` = (that set's captions in `lang`, item of each caption). Only the
         images of items with captions in the language are scored; a set without the language
         is left out of its row (None)."""
         self.captions, self.image_sets = captions, image_sets
-        self.ks, self.batch_size = tuple(ks), batch_size
+        self.ks, self.batch_size, self.progress = tuple(ks), batch_size, progress   # progress: a bar over the languages
 
     @torch.no_grad()
     def language(self, encode_text, lang: str) -> dict[str, dict[str, float]]:
@@ -46,7 +48,9 @@ class LanguageEvaluator:
 
     def __call__(self, encode_text, languages: list[str], learned: set[str]) -> dict[str, dict[str, list]]:
         """{set: {metric: [value or None per language in `languages`]}} for the learned ones."""
-        cells = {lang: self.language(encode_text, lang) for lang in languages if lang in learned}
+        todo = [lang for lang in languages if lang in learned]
+        cells = {lang: self.language(encode_text, lang)
+                 for lang in tqdm(todo, desc="evaluate", unit="language", leave=False, disable=not self.progress)}
         out: dict[str, dict[str, list]] = {}
         for name in self.image_sets:
             metrics = next((c[name].keys() for c in cells.values() if name in c), ())

@@ -260,8 +260,10 @@ class Checkpoints:
     (written by it or resumed from); one of another config is replaced (after `resume_state`
     said so), a bad one was moved aside."""
 
-    def __init__(self, ckpt_dir: str | os.PathLike, chash: str, on_bad: str = "error", label: str = "run"):
+    def __init__(self, ckpt_dir: str | os.PathLike, chash: str, on_bad: str = "error", label: str = "run",
+                 keep_tasks: bool = False):
         self.dir, self.chash, self.on_bad, self.label = Path(ckpt_dir), chash, on_bad, label
+        self.keep_tasks = keep_tasks   # train.keep_task_checkpoints: every checkpoint also stays as task-<i>.pt
         self.path = self.dir / CHECKPOINT
         self.previous = self.dir / PREVIOUS
         self.ours = False          # the file at `path` is this run's
@@ -283,6 +285,8 @@ class Checkpoints:
     def save(self, state: dict) -> None:
         if is_main():
             save_checkpoint(self.path, state, previous=self.previous if self.ours else None)
+            if self.keep_tasks:
+                keep_copy(self.path, task_checkpoint(self.dir, state["task"]))
         barrier()
         self.ours, self.last_task, self.last_path = True, state["task"], self.path
 
@@ -291,6 +295,21 @@ class Checkpoints:
         if self.last_task is None:
             return "no checkpoint of this run was written"
         return f"the last good checkpoint ({self.last_path}, after task {self.last_task + 1}) is kept"
+
+
+def task_checkpoint(ckpt_dir: str | os.PathLike, task: int) -> Path:
+    """Where `train.keep_task_checkpoints` keeps the checkpoint written after `task` (0-based)."""
+    return Path(ckpt_dir) / f"task-{task + 1:02d}.pt"
+
+
+def keep_copy(path: Path, copy: Path) -> None:
+    """`copy` becomes the checkpoint at `path` as it is now (a hard link, or a copy where the file
+    system has none), atomically."""
+    with atomic_path(copy) as tmp:
+        try:
+            os.link(path, tmp)
+        except OSError:
+            shutil.copy2(path, tmp)
 
 
 # --------------------------------------------------------------------------- non-finite state
