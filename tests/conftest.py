@@ -47,6 +47,21 @@ def tiny_experiment(root, method="seqf", steps=12, model="vlcp-tiny", **method_a
     })
 
 
+def cll_experiment(root, method, steps=9, convergence=True, **method_args):
+    """A three-language (en, de, ja) CLL-CLIP stream of `steps` steps over the tiny CLIP."""
+    from vlcp.config import experiment_from_dict
+
+    return experiment_from_dict({
+        "name": f"test-{method}", "seed": 0,
+        "data": {"root": str(root), "stream": "language", "languages": ["en", "de", "ja"]},
+        "model": {"name": "vlcp-tiny"},
+        "method": {"name": method, "vocab_size": 400, **method_args},
+        "train": {"steps": steps, "steps_split": "equal", "batch_size": 16, "lr": 0.01, "progress": False,
+                  "device": "cpu", "num_threads": 1, "min_lr_ratio": 1.0, "warmup_steps": 0},
+        "eval": {"batch_size": 256, "convergence": convergence},
+    })
+
+
 def strip_timings(r: dict) -> dict:
     """A results dict without its wall-clock fields (a resumed run must equal an uninterrupted
     one in everything else)."""

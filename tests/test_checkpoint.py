@@ -14,22 +14,11 @@ import pytest
 import torch
 import yaml
 
-from conftest import SMALL_TASKS, strip_timings as strip, tiny_experiment
+from conftest import SMALL_TASKS, cll_experiment, strip_timings as strip, tiny_experiment
 from vlcp.config import experiment_from_dict
 from vlcp.errors import NonFiniteError, VlcpError
 from vlcp.runner import run_experiment
 from vlcp.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-
-
-def cll_experiment(root, method, steps=6, **args):
-    return experiment_from_dict({
-        "name": f"test-{method}", "seed": 0,
-        "data": {"root": str(root), "stream": "language", "languages": ["en", "de", "ja"]},
-        "model": {"name": "vlcp-tiny"},
-        "method": {"name": method, "vocab_size": 400, **args},
-        "train": {"steps": steps, "steps_split": "equal", "batch_size": 16, "lr": 0.01, "progress": False,
-                  "device": "cpu", "num_threads": 1, "min_lr_ratio": 1.0, "warmup_steps": 0},
-        "eval": {"batch_size": 256}})
 
 
 def fomo_experiment(root, method="seqf", **args):
@@ -43,7 +32,7 @@ def fomo_experiment(root, method="seqf", **args):
 
 def experiment(kind, root, method, **args):
     if kind == "language":
-        return cll_experiment(root, method, **args)
+        return cll_experiment(root, method, steps=6, convergence=False, **args)
     if kind == "fomo":
         return fomo_experiment(root, method, **args)
     return tiny_experiment(root, method, steps=6, **args)

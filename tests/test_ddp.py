@@ -105,10 +105,8 @@ def free_port() -> int:
 
 
 def runner_case(case, root):
-    from test_cllclip import cll_experiment
+    from conftest import cll_experiment, tiny_experiment
     from test_fomo_run import fomo_experiment
-
-    from conftest import tiny_experiment
 
     if case == "ctp":
         cfg = tiny_experiment(root, "ctp", steps=6, model="albef-tiny", queue_size=32)

@@ -3,15 +3,38 @@ git repo: data prepare -> runs (spine, CTP, IncCLIP, CLL-CLIP and FoMo-in-Flux s
 then a no-op, and which stages an edit of params.yaml invalidates."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed_repro(cwd, env):
+    """`dvc repro`, printing each stage's seconds (shown with -s, or when the test fails)."""
+    t0 = time.time()
+    proc = subprocess.Popen(["dvc", "repro"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    out, current, started = [], None, t0
+    for line in proc.stdout:
+        out.append(line)
+        m = re.match(r"Running stage '([^']+)'", line)
+        if m:
+            now = time.time()
+            if current:
+                print(f"[tiny repro] {current}: {now - started:.1f} s")
+            current, started = m.group(1), now
+    proc.wait()
+    if current:
+        print(f"[tiny repro] {current}: {time.time() - started:.1f} s")
+    print(f"[tiny repro] total: {time.time() - t0:.1f} s")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "")
 
 
 @pytest.mark.slow
@@ -49,7 +72,7 @@ def test_tiny_dvc_repro(tmp_path):
     run = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)  # noqa: E731
     assert run("git", "init", "-q").returncode == 0
     assert run("dvc", "init", "-q").returncode == 0
-    r = run("dvc", "repro")
+    r = timed_repro(tmp_path, env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
     for exp in params["report"]["overview"]["experiments"]:
@@ -111,7 +134,10 @@ def test_tiny_dvc_repro(tmp_path):
     assert diff["metrics/overview.json"]["experiments.er.Rm"]["new"] != er_rm
 
     # runs depend on their resolved configs (configs/), not on params.yaml: editing one experiment
-    # invalidates only its runs and studies; editing a report's settings re-runs no run
+    # invalidates only its runs and studies; editing a report's settings re-runs no run.
+    # dvc exp run left its experiment applied in the workspace (buffer_size 40): edit from there
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert params["experiments"]["er"]["method"]["buffer_size"] == 40
     params["experiments"]["seqf"].setdefault("train", {})["lr"] = 0.002
     params["report"]["ctp"]["tau_min"] = 0.5
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
