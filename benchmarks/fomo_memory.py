@@ -23,7 +23,7 @@ import torch
 
 from common import ROOT, provenance
 
-from vlcp.config import TrainCfg
+from vlcp.config import FomoCfg, TrainCfg
 from vlcp.methods import get_method
 from vlcp.methods.base import Batch, TaskContext
 from vlcp.models.clip import create_clip
@@ -66,7 +66,7 @@ def measure(model_name: str, image_size: int, batches: tuple[int, int], target_b
             method = cls(cls.Config(**args), seed=0)
             m = copy.deepcopy(model)
             method.prepare_model(m)
-            cfg = SimpleNamespace(train=TrainCfg(batch_size=b, progress=False, device="cpu"))
+            cfg = SimpleNamespace(train=TrainCfg(batch_size=b, progress=False, device="cpu"), fomo=FomoCfg())
             per_batch[b] = step_cost(m, method, ctx, cfg, device)
             del m
         (b1, c1), (b2, c2) = sorted(per_batch.items())

@@ -6,7 +6,7 @@ import open_clip
 import pytest
 import torch
 
-from vlcp.config import experiment_from_dict
+from conftest import cll_experiment
 from vlcp.data.bpe import Vocab, train_bpe
 from vlcp.data.languages import XM3600, captions, language_order
 from vlcp.errors import ConfigError
@@ -208,18 +208,6 @@ def test_table2_layout_hand_computed():
     assert t.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "F")] == pytest.approx((2 + 4) / 2 - (6 + 8) / 2)
     assert t.loc[("mla †", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == pytest.approx(1.0)
     assert t.loc[("joint", ""), ("in", "I2T", "AR")] == pytest.approx(2.0)
-
-
-def cll_experiment(root, method, steps=9, **args):
-    return experiment_from_dict({
-        "name": f"test-{method}", "seed": 0,
-        "data": {"root": str(root), "stream": "language", "languages": ["en", "de", "ja"]},
-        "model": {"name": "vlcp-tiny"},
-        "method": {"name": method, "vocab_size": 400, **args},
-        "train": {"steps": steps, "steps_split": "equal", "batch_size": 16, "lr": 0.01, "progress": False,
-                  "device": "cpu", "num_threads": 1, "min_lr_ratio": 1.0, "warmup_steps": 0},
-        "eval": {"batch_size": 256, "convergence": True},
-    })
 
 
 def test_language_stream_end_to_end_with_teir(emoji_root, tmp_path):

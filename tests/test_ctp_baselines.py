@@ -470,9 +470,10 @@ def fomo_ewc_reference(model, loaders, thetas, batch_size, e_lambda=1.0, gamma=1
 
 
 def test_fomo_ewc_fisher_pass_merge_and_penalty_equal_the_original_code():
-    """FoMo's EWC settings (fomo-ewc): λ = 1 with ½, F ← F + F_new, F from every pair of the
-    task in training-size batches (up to 50,000 samples), mean over batches of the squared
-    batch gradients."""
+    """FoMo's code's EWC (fomo-ewc's constants with `fisher_merge: online`, the code's form that
+    params.yaml's fomo-ewc keeps as a setting; it runs the paper text's rolling average): λ = 1
+    with ½, F ← F + F_new, F from every pair of the task in training-size batches (up to 50,000
+    samples), mean over batches of the squared batch gradients."""
     cfg = EWC.Config(ewc_lambda=1.0, half=True, fisher_samples=50000, fisher_batch_size=4)
     m, model = RegressionEWC(cfg), Quadratic([0.3, -0.2, 0.5])
     thetas = [torch.tensor(t, dtype=torch.float64) for t in ([0.3, -0.2, 0.5], [0.1, 0.4, -0.3], [-0.5, 0.2, 0.6])]

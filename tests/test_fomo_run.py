@@ -138,9 +138,11 @@ def test_pool_variants(fomo):
 
 
 def test_fomo_ewc_and_si_settings_run_and_pay_the_fisher_pass(emoji_root, tmp_path):
-    """params.yaml's fomo-ewc / fomo-si method settings (FoMo's code): EWC's Fisher pass over the
-    task's pairs is measured (after_task's FLOPs) and paid from the task's MAFs budget; SI with
-    FoMo's ω = Σ lr·g² trains with its penalty from the second task on."""
+    """EWC and SI in FoMo's code's forms (its constants, with the default `fisher_merge: online`
+    and `path: lr_grad2`, which params.yaml's fomo-ewc / fomo-si keep as settings: those
+    experiments run the paper text's rolling-average Fisher and exact path integral): EWC's Fisher
+    pass over the task's pairs is measured (after_task's FLOPs) and paid from the task's MAFs
+    budget; SI with the code's ω = Σ lr·g² trains with its penalty from the second task on."""
     from vlcp.runner import run_experiment
 
     def cfg(method):

@@ -248,18 +248,23 @@ def test_training_memory_accounting_sees_frozen_towers_and_optimizer_state():
 
 def test_training_memory_counts_each_saved_storage_even_when_its_graph_is_dropped():
     """A save whose graph is dropped mid-step frees its storage; a later save may land at the same
-    address. Each must still count once (keyed by address alone, they hid each other, and the
-    count depended on the allocator: DoRA's multiplier changed from run to run)."""
+    address. Each counts while its graph holds it (keyed by address alone, they hid each other, and
+    the count depended on the allocator: DoRA's multiplier changed from run to run): the peak of
+    the live saves, whatever the allocator does."""
     import torch
 
     from vlcp.train import budget
 
     w = torch.randn(10, 1, requires_grad=True)
 
-    def step():
-        for i in range(4):   # saves the 4 kB operand (w's gradient needs it), then drops the graph; the
-            (w * torch.full((1000,), float(i))).sum()        # 40 kB product is freed too, so the next operand reuses the address
+    def step(keep):
+        kept = []
+        for i in range(4):   # saves the 4 kB operand (w's gradient needs it), then drops the graph (unless kept);
+            kept.append((w * torch.full((1000,), float(i))).sum())   # the 40 kB product is freed too, so the next
+            kept = kept if keep else []                               # operand reuses the address
         (w * 2.0).sum().backward()                           # a scalar operand: nothing saved
 
-    mem = budget.training_memory_bytes(torch.nn.Module(), step)
-    assert mem["activations"] == 4 * 1000 * 4                # four distinct operands
+    mem = budget.training_memory_bytes(torch.nn.Module(), lambda: step(keep=False))
+    assert mem["activations"] == 1000 * 4                    # one operand alive at a time
+    mem = budget.training_memory_bytes(torch.nn.Module(), lambda: step(keep=True))
+    assert mem["activations"] == 4 * 1000 * 4                # four distinct operands alive together

@@ -7,7 +7,10 @@ paper scale), so one experiment definition serves every profile; an alias may al
 `data:` (and `eval:`, `fomo:`) settings for that model in that profile (they sit under the
 experiment's own settings and `--set`): the `paper` profile's CTP model brings P9D with it, its
 CLL-CLIP model CLFM's MSCOCO36 corpus, its FoMo-in-Flux model FoMo's datasets, its IncCLIP model
-CC2M and the downstream suite.
+CC2M and the downstream suite. An alias's `method:` holds method settings that follow the profile's
+scale (the CTP study's buffer and queue sizes): each applies only where the experiment's method
+has that Config field (a memory-free method takes no buffer_size; `alias_method_defaults`), under
+the experiment's own `method:` and `--set`; it cannot pick the method (`name`).
 `model: {arch_of: fomo, pretrained: null}` names only an alias's architecture (what a pretraining
 stage trains from random init for the alias's `pretrained` file). Every field is typed; an unknown field,
 a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
@@ -226,6 +229,8 @@ class TrainCfg:
     schedule: str = "cosine"         # per task: cosine | rsqrt; meta (FoMo-in-Flux): autoregressive-cosine | continued-cosine | autoregressive-rsqrt | continued-rsqrt | peaks-match-rsqrt
     weight_decay: float = ranged(0.1, ge=0)
     beta2: float = ranged(0.98, ge=0, lt=1)   # Adam's second-moment decay (AdamW, LAMB and GaLore need [0, 1))
+    adam_eps: float = ranged(1e-6, gt=0)   # Adam's ε (the loop's AdamW and LAMB); FoMo-in-Flux's code: torch's 1e-8
+    decay_all: bool = False          # weight decay on every trainable parameter (FoMo-in-Flux's code); False: matrices only
     optimizer: str = "adamw"         # adamw | lamb (timm's LAMB: IncCLIP's); methods with their own optimizer (CLL-CLIP's TEIR, GaLore) need adamw
     grad_clip: float = ranged(1.0, ge=0)   # max gradient norm; 0 = no clipping
     num_threads: int = ranged(2, ge=1)
@@ -287,6 +292,8 @@ class FomoCfg:
     temperature: float | None = ranged(None, gt=0, le=1)  # set τ (logit scale = 1/τ) before the first task; None keeps θ0's
     shapes_per_class: int = ranged(6, ge=2)   # training images per colour-shape class
     pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
+    state_memory: str = "offloaded"  # the MAFs memory of what a method keeps across tasks (EWC's F and θ*, SI's Ω and θ*, a merge's θ0):
+    #   offloaded = on the CPU as the paper's implementation keeps it, not counted; device = counted (runner_fomo.step_cost)
     # data.benchmark: fomo (FoMo-in-Flux's info dicts under data.root; vlcp.data.real.fomo_data)
     datasets: list[str] = field(default_factory=list)    # adaptation datasets (A_KA): streamed concept by concept
     retention: list[str] = field(default_factory=list)   # eval-only classification datasets (A_ZS)
@@ -309,6 +316,8 @@ class FomoCfg:
             raise ConfigError(f"budget: must be 'mafs' or 'steps', got {self.budget!r}")
         if self.pool not in ("full", "one-style", "half", "noisy"):
             raise ConfigError(f"pool: unknown pool {self.pool!r}; known: full, one-style, half, noisy")
+        if self.state_memory not in ("offloaded", "device"):
+            raise ConfigError(f"state_memory: must be 'offloaded' or 'device', got {self.state_memory!r}")
 
 
 @dataclass
@@ -321,10 +330,13 @@ class EvalCfg:
     downstream_root: str = ""        # cc: a folder of FoMo-in-Flux-format datasets (data/README.md, "fomo/") for ...
     downstream: list[str] = field(default_factory=list)   # ... zero-shot classification on their test splits ...
     downstream_retrieval: list[str] = field(default_factory=list)   # ... and retrieval (every caption of an image a match)
+    prompts: str = "single"          # downstream zero-shot templates: single (the dataset's own) | ensemble (CLIP's; vlcp.eval.zeroshot.prompt_templates)
     convergence: bool = False        # language stream: final training loss and empirical Fisher trace (CLL-CLIP Fig. 3)
 
     def __post_init__(self):
         check_ranges(self)
+        if self.prompts not in ("single", "ensemble"):
+            raise ConfigError(f"prompts: must be single or ensemble, got {self.prompts!r}")
         if not self.ks:
             raise ConfigError("ks: needs at least one K (R@K)")
         dup = [k for i, k in enumerate(self.ks) if k in self.ks[:i]]
@@ -477,7 +489,7 @@ def parse_override(text: str) -> dict:
 
 
 SECTIONS = ("data", "model", "method", "train", "eval", "fomo")   # an experiment's sections (mappings)
-ALIAS_SECTIONS = ("train", "data", "eval", "fomo")                 # what a model alias may carry
+ALIAS_SECTIONS = ("train", "data", "eval", "fomo", "method")       # what a model alias may carry (method: alias_method_defaults)
 
 
 def _mapping(node: Any, key: str, source: str = "") -> dict:
@@ -592,16 +604,41 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
         raw["model"] = {**model, "name": alias["name"] if isinstance(alias, dict) else alias}
         return experiment_from_dict(raw)
     if isinstance(model.get("name"), str) and model["name"] in aliases:   # e.g. "resnet": the profile's modified-ResNet CLIP
-        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data][, eval][, fomo]}
+        alias = aliases[model["name"]]   # a model name, or {name, pretrained[, train][, data][, eval][, fomo][, method]}
         alias = dict(alias) if isinstance(alias, dict) else {"name": alias}
         settings = {k: alias.pop(k) for k in ALIAS_SECTIONS if k in alias}
+        method_defaults = settings.pop("method", None)
         if settings:   # the profile's training and data settings for this model, under the experiment's own
             raw = merged(settings, *on_top)
+        method = raw.get("method") or {}
+        if method_defaults and isinstance(method, dict):   # (a bad method section: experiment_from_dict says so)
+            at = f"profiles.{params.get('profile', 'tiny')}.model_aliases.{model['name']}.method"
+            raw["method"] = {**alias_method_defaults(method_defaults, method.get("name", "seqf"), at), **method}
         cli = {}   # `--set model.pretrained=...` wins over the alias's own weights (CLI > experiment > profile)
         for layer in on_top[1:-1]:
             cli = deep_merge(cli, layer.get("model") if isinstance(layer.get("model"), dict) else {})
         raw["model"] = {**model, **alias, **{k: v for k, v in cli.items() if k != "name"}}
     return experiment_from_dict(raw)
+
+
+def alias_method_defaults(defaults: dict, method_name: Any, at: str) -> dict:
+    """The entries of a model alias's `method:` section (`at` names it in errors) that are Config
+    fields of the method `method_name`: the profile's scale for the methods that have the setting
+    (buffer_size for the memory-buffer methods, queue_size for CTP's), nothing for the others. A
+    key no registered method has, or `name`, is an error."""
+    from vlcp.methods import available_methods, get_method
+
+    if "name" in defaults:
+        raise ConfigError(f"{at}.name: an alias's method settings cannot pick the method (set method.name "
+                          "in the experiment)")
+    known = {f.name for m in available_methods() for f in dataclasses.fields(get_method(m).Config)}
+    unknown = sorted(set(defaults) - known, key=str)
+    if unknown:
+        raise ConfigError(f"{at}.{unknown[0]}: no method has this field")
+    if not isinstance(method_name, str):
+        return {}   # experiment_from_dict names the bad method.name
+    fields = {f.name for f in dataclasses.fields(get_method(method_name).Config)}
+    return {k: v for k, v in defaults.items() if k in fields}
 
 
 def resolved_experiments(params: dict) -> dict[str, dict]:

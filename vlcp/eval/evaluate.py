@@ -152,7 +152,8 @@ class Evaluator:
         bar.update(parts - bar.n)   # the held-out suite, when there is one
         if self.cfg.heldout and self.downstream is not None:
             from vlcp.eval.fomo import downstream_scores
-            row["heldout"] = downstream_scores(model, tokenizer, self.downstream, device, self.cfg.batch_size, ks)
+            row["heldout"] = downstream_scores(model, tokenizer, self.downstream, device, self.cfg.batch_size, ks,
+                                                self.cfg.prompts)
         elif self.cfg.heldout:
             row["heldout"] = self.heldout(model, tokenizer, device, encoded, subgroup_weights=weights)
         bar.close()

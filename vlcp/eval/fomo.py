@@ -15,7 +15,7 @@ from vlcp.errors import require_finite
 from vlcp.eval import continual
 from vlcp.eval.evaluate import _normalise, encode
 from vlcp.eval.retrieval import cross_modal
-from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
+from vlcp.eval.zeroshot import prompt_templates, topk_accuracy, zeroshot_weights
 
 
 @torch.no_grad()
@@ -28,14 +28,16 @@ def retrieval(model, tokenizer, s: EvalSet, device, batch_size: int = 512, ks=(5
 
 
 @torch.no_grad()
-def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512) -> float:
+def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: str = "single") -> float:
+    """A classification set's zero-shot top-1 % with its own template (`prompts="single"`, FoMo's
+    primer) or CLIP's prompt ensemble for it (`"ensemble"`, IncCLIP's suite); a retrieval set's mean R@5."""
     if s.pairs is not None:
         r = retrieval(model, tokenizer, s, device, batch_size)
         return (r["TR@5"] + r["IR@5"]) / 2
     feats = require_finite(torch.cat([model.encode_image(_normalise(s.images[i:i + batch_size]).to(device),
                                                          normalize=True).float().cpu()
                                       for i in range(0, len(s.images), batch_size)]), f"{s.name}: image features")
-    w = zeroshot_weights(model, tokenizer, s.classes, [s.template], device).float().cpu()
+    w = zeroshot_weights(model, tokenizer, s.classes, prompt_templates(s.name, s.template, prompts), device).float().cpu()
     return topk_accuracy(feats, w, s.labels, (1,))[1]
 
 
@@ -53,15 +55,17 @@ def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int
 
 
 @torch.no_grad()
-def downstream_scores(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, ks=(1, 5, 10)) -> dict:
+def downstream_scores(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, ks=(1, 5, 10),
+                      prompts: str = "single") -> dict:
     """IncCLIP's downstream evaluation of one model, in the held-out suite's layout:
     {"classification": {dataset: top-1 %}, "retrieval": {dataset: TR/IR@K, Rm}} (zero-shot with
-    each dataset's template; retrieval with every caption of an image a match); left in train mode."""
+    each dataset's template, or CLIP's prompt ensembles: `prompts`; retrieval with every caption of
+    an image a match); left in train mode."""
     model.eval()
     out: dict = {"classification": {}, "retrieval": {}}
     for s in sets:
         if s.pairs is None:
-            out["classification"][s.name] = score(model, tokenizer, s, device, batch_size)
+            out["classification"][s.name] = score(model, tokenizer, s, device, batch_size, prompts)
         else:
             out["retrieval"][s.name] = retrieval(model, tokenizer, s, device, batch_size, ks)
     model.train()

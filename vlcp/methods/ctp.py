@@ -20,9 +20,15 @@ Loss = base (ITA + MLM) + L_CMC + L_c + L_s, every weight 1 as in the CTP code:
   masked to −1000 on both sides (`self_mask`; Table 3's "w/o P̂i2i & P̂t2t" turns it off).
 `queue: false` is Table 3's "w/o Q" (momentum contrast against the batch only).
 
-Queue: paper K = 1024 at a global batch of 512; here `queue_size` (default 256 at batch 128,
-the same 2× ratio). Queues are part of the method's state (checkpointed); θc and θ(t−1) are
-rebuilt from the checkpointed model at `before_task`.
+Queue: paper K = 1024 at a global batch of 512 (the `paper` profile's `albef` alias); the emoji
+study's profiles set `queue_size` 256 at batch 64 (their `albef` alias; default 256). Each entry
+carries the item id of its pair (`item_ids`: the same emoji in either style is one item), and a
+row's own item's entries are left out of its negatives (`vlcp.losses.topology.queue_own_item`):
+at the paper's scale the queue never holds the anchor's pair, while on an emoji task of 108-498
+pairs, batches drawn with replacement, it mostly does. (The CTP code targets the diagonal one-hot
+and has no item ids; ALBEF's retrieval fine-tuning makes same-id queue entries positives. Masking
+keeps CTP's one-hot target.) Queues and their item ids are part of the method's state
+(checkpointed); θc and θ(t−1) are rebuilt from the checkpointed model at `before_task`.
 """
 from __future__ import annotations
 
@@ -35,7 +41,17 @@ from vlcp.config import check_ranges, ranged
 from vlcp.losses import soft_distill
 from vlcp.losses.topology import momentum_contrast, topology_kl, update_queue
 from vlcp.methods import register
-from vlcp.methods.base import Method, base_terms, frozen_copy, model_outputs
+from vlcp.methods.base import Batch, Method, TaskContext, base_terms, frozen_copy, model_outputs
+
+
+def item_ids(batch: Batch, ctx: TaskContext) -> torch.Tensor:
+    """The item of each pair of the batch (long [B]): the train set's text index of the pair
+    (`image_text`), one per emoji whatever its style (a P9D item has one image). Without a train
+    set that maps pairs to texts (a context built by hand) each pair is its own item."""
+    image_text = getattr(ctx.train_set, "image_text", None)
+    if image_text is None:
+        return batch.ids
+    return image_text[batch.ids.to(image_text.device)]
 
 
 def momentum_update(target: list[torch.Tensor], sources: list[tuple[float, list[torch.Tensor]]]) -> None:
@@ -76,6 +92,7 @@ class CTP(Method):
         self.ref: torch.nn.Module | None = None
         self.task = 0
         self.queues: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.queue_ids: torch.Tensor | None = None   # long [K]: each entry's item, −1 for none (the initial entries)
         self.ptr = 0
 
     def _use_queue(self) -> bool:
@@ -90,13 +107,16 @@ class CTP(Method):
 
     def _queues(self, like: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The (image, text) queues, created at first use: random unit vectors (seeded, so
-        every rank starts with the same queues), as in the CTP code."""
+        every rank starts with the same queues), as in the CTP code; their item ids −1 (no
+        item; also for queues restored from a checkpoint written without ids)."""
         if not self._use_queue():
             return None, None
         if self.queues is None:
             g = torch.Generator().manual_seed(self.seed)
             self.queues = tuple(F.normalize(torch.randn(self.cfg.queue_size, like.shape[1], generator=g), dim=1)
                                 .to(like.device) for _ in range(2))
+        if self.queue_ids is None:
+            self.queue_ids = torch.full((len(self.queues[0]),), -1, dtype=torch.long, device=self.queues[0].device)
         return self.queues
 
     def loss(self, model, batch, ctx):
@@ -106,10 +126,13 @@ class CTP(Method):
         if self.momentum_model is not None:
             with torch.no_grad():
                 mom = model_outputs(self.momentum_model, batch)
-            terms["cmc"] = momentum_contrast(img, txt, mom[0], mom[1], scale, *self._queues(img))
+            items = item_ids(batch, ctx).to(img.device)
+            queues = self._queues(img)
+            ids = (items, self.queue_ids) if queues[0] is not None else (None, None)
+            terms["cmc"] = momentum_contrast(img, txt, mom[0], mom[1], scale, *queues, *ids)
             if batch.mlm_input is not None:
                 terms["mlm_distill"] = soft_distill(out.mlm_logits, mom.mlm_logits)
-            ctx.extras["ctp_momentum_features"] = (mom[0], mom[1])
+            ctx.extras["ctp_momentum_features"] = (mom[0], mom[1], items)
         if self.ref is not None and (self.cfg.cross_topology or self.cfg.same_topology):
             with torch.no_grad():
                 ref_img, ref_txt = self.ref(batch.images, batch.tokens)[:2]
@@ -128,9 +151,10 @@ class CTP(Method):
         feats = ctx.extras.pop("ctp_momentum_features", None)
         if self.momentum_model is None:
             return
-        if feats is not None and self._use_queue():  # enqueue the features this step contrasted against
+        if feats is not None and self._use_queue():  # enqueue the features this step contrasted against, and their items
             ptr = update_queue(self.queues[0], self.ptr, feats[0])
             update_queue(self.queues[1], self.ptr, feats[1])
+            update_queue(self.queue_ids, self.ptr, feats[2])
             self.ptr = ptr
         mom = list(self.momentum_model.parameters())
         cur = [p.detach() for p in model.parameters()]
@@ -147,8 +171,10 @@ class CTP(Method):
         return (1 / 3 if self.cfg.cmc else 0) + (1 / 3 if self.cfg.cross_topology or self.cfg.same_topology else 0)
 
     def state_dict(self):
-        return super().state_dict() | {"queues": self.queues, "ptr": self.ptr}
+        ids = None if self.queue_ids is None else self.queue_ids.clone()
+        return super().state_dict() | {"queues": self.queues, "queue_ids": ids, "ptr": self.ptr}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
         self.queues, self.ptr = state["queues"], state["ptr"]
+        self.queue_ids = state.get("queue_ids")   # absent in a checkpoint written before item ids: −1 at first use

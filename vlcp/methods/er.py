@@ -1,16 +1,31 @@
 """ER: experience replay from a reservoir buffer of past pairs.
 
-Compute-matched: from task 1 on, a fraction `replay_fraction` of every batch is drawn from the
-buffer instead of the current task, so ER sees as many samples per step as SeqF. Every current
-sample is offered to the reservoir after the step."""
+Compute-matched: whenever the buffer holds pairs, a fraction `replay_fraction` of every batch
+is drawn from it instead of the current task, so ER sees as many samples per step as SeqF.
+`memory_update` says when pairs enter the reservoir (reservoir sampling, Vitter's algorithm R,
+either way):
+
+- `online` (default; CTP's ER, CTP supp. B.2): every current sample of a step is offered after
+  that step, so replay starts at task 0's second step and replayed rows include pairs of the
+  current task.
+- `after_task` (IncCLIP §3.3: "After the training of step t, we follow the practices [1, 9] to
+  update the memory by adopting reservoir sampling to select samples from the available data to
+  save"; §3.1: its comparison methods share the rehearsal setting): the buffer is frozen during a
+  task and, at the task's end, each of the task's training pairs (the step's available data, in
+  dataset order, each offered once, however often training drew it) is offered to the reservoir.
+  So task t replays only pairs of tasks < t, and task 0 replays nothing.
+"""
 from dataclasses import dataclass
 
 import torch
 
 from vlcp.config import check_ranges, ranged
 from vlcp.data.buffer import ReservoirBuffer
+from vlcp.errors import ConfigError
 from vlcp.methods import register
 from vlcp.methods.base import Method
+
+MEMORY_UPDATES = ("online", "after_task")
 
 
 @register
@@ -21,9 +36,13 @@ class ER(Method):
     class Config:
         buffer_size: int = ranged(200, ge=0)
         replay_fraction: float = ranged(0.5, ge=0, lt=1)
+        memory_update: str = "online"   # online (after every step, the step's current pairs) | after_task (the task's pairs at its end)
 
         def __post_init__(self):
             check_ranges(self)
+            if self.memory_update not in MEMORY_UPDATES:
+                raise ConfigError(f"memory_update: must be one of {', '.join(MEMORY_UPDATES)}, "
+                                  f"got {self.memory_update!r}")
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)
@@ -38,7 +57,14 @@ class ER(Method):
 
     def after_step(self, model, batch, ctx):
         super().after_step(model, batch, ctx)
-        self.buffer.add(ctx.extras.pop("current_ids"))
+        current = ctx.extras.pop("current_ids")
+        if self.cfg.memory_update == "online":
+            self.buffer.add(current)
+
+    def after_task(self, model, ctx):
+        super().after_task(model, ctx)
+        if self.cfg.memory_update == "after_task":
+            self.buffer.add(ctx.task_ids[ctx.task])
 
     def state_dict(self):
         return super().state_dict() | {"buffer": self.buffer.state_dict()}

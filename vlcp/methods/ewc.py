@@ -27,8 +27,10 @@ Settings of the studies (params.yaml):
   (`fisher_merge: average`); the CTP code's F is a full pass over the (augmented) training
   loader, here `fisher_batches` (8) batches of 128.
 - FoMo-in-Flux (`fomo-ewc`; ExplainableML/fomo_in_flux continual_lib/ewc.py, mammoth-derived):
-  online EWC, λ = 1 with `half`, F ← F + F_new (γ = 1), F from up to 50,000 samples of the current
-  task (`fisher_samples: 50000`: at our scale every pair of the task) in training-size batches.
+  λ = 1 with `half`, F from up to 50,000 samples of the current task (`fisher_samples: 50000`:
+  at our scale every pair of the task) in training-size batches. Across tasks F is "estimated
+  through a rolling average" (the paper's text, App. A.2): `fisher_merge: average`; its code
+  sums, F ← F + F_new (online, γ = 1; a deviation entry lists it, still `fisher_merge: online`).
   Not reproduced: its Fisher pass scores the contrastive loss at temperature 1/logit_scale instead
   of the training's 1/exp(logit_scale) (anchors-fomo-style.md §A6); here the training loss.
   The pass's FLOPs are paid from the task's MAFs budget once per task (runner_fomo.step_cost,

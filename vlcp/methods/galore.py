@@ -9,8 +9,9 @@ groups (decay split as `vlcp.train.optim.param_groups`). FoMo-in-Flux's defaults
 update_proj_gap 200, scale 2, proj_type "std".
 
 Like the loop's AdamW, the optimizer (and so every projector) is re-created at each task.
-galore-torch's AdamW applies decoupled weight decay after the update, uses eps 1e-6 and betas
-(0.9, train.beta2) here; `import galore_torch` also imports bitsandbytes (lazily, here).
+galore-torch's AdamW applies decoupled weight decay after the update (to every parameter with
+`train.decay_all`, as FoMo's code), uses its own default eps 1e-6 (FoMo's code: the same; not
+`train.adam_eps`) and betas (0.9, train.beta2) here; `import galore_torch` also imports bitsandbytes (lazily, here).
 """
 from __future__ import annotations
 
@@ -27,12 +28,12 @@ from vlcp.train.optim import param_groups, require_adamw
 PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
 
 
-def galore_param_groups(model: torch.nn.Module, weight_decay: float, galore: dict) -> list[dict]:
-    """vlcp's decay / no-decay groups, with the 2-D matrices of the decay group moved to one
-    GaLore group carrying `galore` ({rank, update_proj_gap, scale, proj_type})."""
-    decayed = next((g["params"] for g in param_groups(model, 1.0) if g["weight_decay"]), [])  # vlcp's decay rule
+def galore_param_groups(model: torch.nn.Module, weight_decay: float, galore: dict, decay_all: bool = False) -> list[dict]:
+    """vlcp's decay / no-decay groups (`decay_all` as `param_groups`), with the 2-D matrices of
+    the decay group moved to one GaLore group carrying `galore` ({rank, update_proj_gap, scale, proj_type})."""
+    decayed = next((g["params"] for g in param_groups(model, 1.0, decay_all=decay_all) if g["weight_decay"]), [])
     matrices = [p for p in decayed if p.ndim == 2]
-    rest = param_groups(model, weight_decay, exclude=matrices)
+    rest = param_groups(model, weight_decay, exclude=matrices, decay_all=decay_all)
     return ([{"params": matrices, "weight_decay": weight_decay, **galore}] if matrices else []) + rest
 
 
@@ -59,5 +60,5 @@ class GaLore(Method):
 
         galore = {"rank": self.cfg.rank, "update_proj_gap": self.cfg.update_proj_gap, "scale": self.cfg.scale,
                   "proj_type": self.cfg.proj_type}
-        return GaLoreAdamW(galore_param_groups(model, cfg.weight_decay, galore), lr=cfg.lr, betas=(0.9, cfg.beta2),
+        return GaLoreAdamW(galore_param_groups(model, cfg.weight_decay, galore, cfg.decay_all), lr=cfg.lr, betas=(0.9, cfg.beta2),
                            eps=1e-6, weight_decay=0.0, no_deprecation_warning=True)

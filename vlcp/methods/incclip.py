@@ -11,7 +11,9 @@ Pretraining", ECCV 2022): ER's reservoir replay plus
     (pseudo texts included) and text→image distributions, weight `kd_weight`;
 (d) weight-norm clipping after every step: a weight matrix whose norm exceeds `wnc_ratio` × its
     reference norm is scaled back onto that bound, keeping its direction;
-(e) the reservoir memory of ER (compute-matched: `replay_fraction` of each batch is replayed).
+(e) the reservoir memory of ER (compute-matched: `replay_fraction` of each batch is replayed),
+    updated after each step's training as §3.3 says with `memory_update: after_task` (the study's
+    setting for IncCLIP and its baselines, params.yaml `incclip_study.memory`; ER's default is online).
 
 Choices the paper leaves open (its formulas did not survive in our copy of the text), all
 config fields: pseudo texts are conditioned on the batch's replayed pairs (up to `pseudo_batch`

@@ -4,16 +4,16 @@ the adapters train.
 
 - `scale` is FoMo-in-Flux's weighting of BA (its α, "set to a constant α = 1"): peft scales by
   lora_alpha / r, so lora_alpha = scale · r.
-- Targets (open_clip's default blocks): `attn` (peft's nn.MultiheadAttention LoRA: the packed
-  q/k/v in-projection and the out-projection), `c_fc`, `c_proj`. `out_proj` alone is rejected
-  (never called by MHA: a dead adapter). FoMo-in-Flux's own code skipped `c_fc` (a substring
-  filter on "fc") and had a dead out_proj adapter; here every targeted layer is live.
+- Targets: `PEFT_TARGETS` (peft_adapter.py), the same layers as DoRA and VeRA: the attention's
+  q/k/v in-projection `attn.qkv` and out-projection `attn.proj` (each MHA rebuilt from called
+  Linear layers) and the MLP's `c_fc`, `c_proj`. FoMo-in-Flux's own code skipped `c_fc` (a
+  substring filter on "fc") and had a dead out_proj adapter; here every targeted layer is live.
 - Init: peft's (A Kaiming-uniform with a = √5, B = 0; FoMo-in-Flux used a = √r), so the model
   is unchanged at init; dropout 0. Adapter draws come from the method seed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from vlcp.config import ranged
@@ -24,9 +24,6 @@ from vlcp.methods.peft_adapter import AdapterConfig, PeftAdapter
 @dataclass
 class LoRAConfig(AdapterConfig):
     scale: float = ranged(1.0, gt=0)   # ΔW = scale · B A (peft lora_alpha = scale · r)
-    target_modules: list[str] = field(default_factory=lambda: ["c_fc", "c_proj", "attn"])
-
-    supports_mha: ClassVar[bool] = True
 
 
 @register

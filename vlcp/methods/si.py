@@ -5,10 +5,13 @@ one method with documented settings (`path` and the constants):
   task (task 0 included) each parameter accumulates the path integral ω ← ω − g·δθ, with g the
   gradient of the *unregularised* loss at the step and δθ the step's actual update (after
   clipping, weight decay and the optimizer). Constants: λ = 1, ξ = 0.1.
-- the FoMo-in-Flux study (`path: lr_grad2`; ExplainableML/fomo_in_flux continual_lib/si.py,
-  mammoth-derived): ω ← ω + lr·g² each step, g the gradient of the *total* (regularised) loss
-  after clipping, lr the step's learning rate. Constants: c = 0.5 (`si_lambda`), ξ = 1 (`si_xi`).
-  params.yaml `fomo-si`.
+- the FoMo-in-Flux study (params.yaml `fomo-si`): its paper's text (App. A.2: ω "the running
+  sum of the product between gradient g_k(s) and parameter update θ'_k(s)") is the path
+  integral, `path: exact`; its code (`path: lr_grad2`; ExplainableML/fomo_in_flux
+  continual_lib/si.py, mammoth-derived) accumulates ω ← ω + lr·g² each step, g the gradient of
+  the *total* (regularised) loss after clipping, lr the step's learning rate. The text wins (a
+  deviation entry lists the code's form, still `path: lr_grad2`). Constants, which the text does
+  not give, from the code: c = 0.5 (`si_lambda`), ξ = 1 (`si_xi`).
 
 Both: at the end of the task Ω ← Ω + ω / (Δ² + ξ), Δ the task's total change of the parameter,
 and ω is reset; from task 1 on the loss adds λ Σ Ω (θ − θ*)² (no ½, as both codes), θ* the
@@ -22,9 +25,9 @@ Differences from the CTP code (`exact`):
 - Ω is not clamped at zero (neither is it in the CTP code nor in Zenke et al.'s code).
 Differences from the FoMo code (`lr_grad2`): its penalty and Ω live on the CPU over one flat
 parameter vector; here per parameter on the model's device. It skips a step's ω update when the
-gradient has a NaN; the loop here stops on a non-finite loss instead. Note that FoMo's paper text
-(its App. A.2) describes ω as the running sum of gradient × parameter update (the `exact` path);
-its code (followed for the FoMo study) accumulates lr·g², which equals −g·δθ only for plain SGD.
+gradient has a NaN; the loop here stops on a non-finite loss instead. FoMo's paper text (its
+App. A.2) describes ω as the running sum of gradient × parameter update (the `exact` path, which
+the FoMo study runs); its code accumulates lr·g², which equals −g·δθ only for plain SGD.
 
 `PathIntegral` is the running ω shared with RWalk. ω, the task's start parameters and the
 per-step snapshots are transient within a task (checkpoints are taken at task boundaries, where

@@ -7,8 +7,10 @@ and trainable vectors Λ_d ∈ R^r, Λ_b ∈ R^out, through peft's VeraConfig.
   ΔW = 0 at init and one of the two vectors gets no gradient on the first step.
 - The projections are Kaiming-uniform from `projection_prng_key`, derived from the method seed
   (same seed, same projections); they are saved in checkpoints (peft's save_projection).
-- Targets: the MLP layers `c_fc`, `c_proj` (peft's VeRA adapts Linear layers only; `attn`
-  and the dead `out_proj` are rejected).
+- Targets: `PEFT_TARGETS` (peft_adapter.py), the same layers as LoRA and DoRA (attention
+  `attn.qkv`, `attn.proj`, MLP `c_fc`, `c_proj`; peft's VeRA wraps Linear layers, so each MHA is
+  rebuilt from called Linear layers first). The shared projections are sized to the largest
+  in/out of the adapted layers and sliced per layer.
 """
 from __future__ import annotations
 

@@ -107,5 +107,37 @@ def matrices(runs: dict[str, list[dict]], eval_set: str = "unseen_style", metric
     return fig
 
 
+def task_gain_bars(gains: dict, ylabel: str = "gain on the task's own pool (points)", title: str = ""):
+    """"Does the stream teach?": per task, each run's gain of training on that task on its own
+    pool (`vlcp.report.teach.task_gains` frames, {label: frame}) as bars with ± noise error bars,
+    over a grey band of ± 2 × noise (a bar above its band teaches; hatched bars do not). The
+    noise source goes under the axis."""
+    labels = list(gains)
+    tasks = list(next(iter(gains.values()))["task"]) if gains else []
+    x, width = np.arange(len(tasks)), 0.8 / max(len(labels), 1)
+    fig, ax = plt.subplots(figsize=(min(18.0, max(6.0, 0.35 * len(tasks) * max(len(labels), 1) + 2)), 3.8))
+    colours = sns.color_palette("tab10", len(labels))
+    for k, (label, g) in enumerate(gains.items()):
+        pos = x - 0.4 + width * (k + 0.5)
+        band = 2 * g["noise"].fillna(0).to_numpy()
+        ax.bar(pos, 2 * band, width * 0.95, bottom=-band, color="grey", alpha=0.18, lw=0,
+               label="± 2 × noise" if k == 0 else None)
+        ax.bar(pos, g["gain_mean"], width * 0.8, color=colours[k], label=label,
+               hatch=[None if t else "//" for t in g["teaches"]], edgecolor="white", lw=0)
+        ax.errorbar(pos, g["gain_mean"], yerr=g["noise"], fmt="none", ecolor="k", elinewidth=0.8, capsize=2)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(t) if len(str(t)) <= 18 else str(t)[:17] + "…" for t in tasks], rotation=45, ha="right",
+                       fontsize=7 if len(tasks) > 12 else 9)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=min(len(labels) + 1, 4))
+    sources = sorted({s.split(" (n = ")[0] for g in gains.values() for s in g["noise_source"]})
+    fig.text(0.01, -0.02, "noise: " + "; ".join(sources) + ". Hatched: gain ≤ 2 × noise.", fontsize=8, ha="left", va="top")
+    fig.tight_layout()
+    return fig
+
+
 def save(fig, path: str | Path) -> None:
     fig.savefig(path, dpi=110, bbox_inches="tight")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import resource
+import weakref
 from collections import defaultdict
 
 import torch
@@ -103,36 +104,71 @@ def _tensor_bytes(tensors) -> int:
     return sum(seen.values())
 
 
+class _Saved:
+    """A tensor autograd saved for backward, held by the graph that saved it: when that graph is
+    freed (after backward, or early when a forward's result is dropped) this holder dies."""
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+class _LiveSaves:
+    """Saved-for-backward storages alive at each moment, and the peak of their bytes. Each save
+    holds its tensor until its graph frees it, so no storage alive here can be reused by a later
+    one; a storage saved twice counts once."""
+
+    def __init__(self, exclude: set[int]):
+        self.exclude, self.live, self.bytes, self.peak = exclude, {}, 0, 0
+
+    def pack(self, t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        ptr, n = _storage(t)
+        if ptr in self.exclude:
+            return t
+        entry = self.live.setdefault(ptr, [n, 0])
+        if entry[1] == 0:
+            self.bytes += n
+            self.peak = max(self.peak, self.bytes)
+        entry[1] += 1
+        held = _Saved(t)
+        weakref.finalize(held, self._release, ptr)
+        return held
+
+    @staticmethod
+    def unpack(held):
+        return held.tensor if isinstance(held, _Saved) else held
+
+    def _release(self, ptr):
+        entry = self.live[ptr]
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.bytes -= entry[0]
+            del self.live[ptr]
+
+
 def training_memory_bytes(model: torch.nn.Module, step_fn, optimizer: torch.optim.Optimizer | None = None,
                           extra_state=()) -> dict[str, int]:
     """Memory of one training step by tensor accounting (device independent, deterministic):
     parameters, gradients of trainable parameters, optimizer state, the activations autograd
-    saves for backward during `step_fn()`'s forward (every distinct storage that is not a
-    parameter, each held until the step ends: a save whose graph is dropped early, as peft's DoRA
-    does, still counts, so this is an upper bound where graphs are dropped, and deterministic),
-    and `extra_state` tensors a method keeps (Fisher, anchors, teachers). On a GPU
-    `torch.cuda.max_memory_allocated` measures the same step with the allocator's overheads;
+    saves for backward during `step_fn()` (the peak over the step of the distinct non-parameter
+    storages saved by graphs still alive: a save whose graph is dropped mid-forward, as peft's
+    DoRA does with the identity it pushes through lora_A and lora_B, is freed there and counts
+    only while alive), and `extra_state` tensors a method keeps (Fisher, anchors, teachers). On a
+    GPU `torch.cuda.max_memory_allocated` measures the same step with the allocator's overheads;
     on CPU the process RSS is useless for this (it only grows), hence the accounting.
     `step_fn` runs forward + backward; the optimizer should have stepped once (state allocated)."""
     params = list(model.parameters())
-    param_ptrs = {_storage(p)[0] for p in params}
-    saved: dict[int, torch.Tensor] = {}   # storage -> a tensor on it, held until the step ends
-
-    def pack(t):
-        if isinstance(t, torch.Tensor):
-            ptr, _ = _storage(t)
-            if ptr not in param_ptrs:
-                saved[ptr] = t   # held: a freed storage's address reused by a later save would hide one of them
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    saves = _LiveSaves({_storage(p)[0] for p in params})
+    with torch.autograd.graph.saved_tensors_hooks(saves.pack, saves.unpack):
         step_fn()
     opt_state = [] if optimizer is None else [v for s in optimizer.state.values() for v in s.values()
                                               if isinstance(v, torch.Tensor)]
     out = {"parameters": _tensor_bytes(params),
            "gradients": sum(p.numel() * p.element_size() for p in params if p.requires_grad),
            "optimizer": _tensor_bytes(opt_state),
-           "activations": sum(_storage(t)[1] for t in saved.values()),
+           "activations": saves.peak,
            "method": _tensor_bytes(extra_state)}
     out["total"] = sum(out.values())
     return out

@@ -18,27 +18,34 @@ from vlcp.config import TrainCfg
 from vlcp.errors import ConfigError
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float, exclude=()) -> list[dict]:
-    """Decay for matrices; none for gains, biases, positional terms, logit scale, class tokens."""
+def decays(name: str, p: torch.Tensor) -> bool:
+    """open_clip's rule: decay matrices; not gains, biases, positional terms, logit scale, class tokens."""
+    return not (p.ndim < 2 or "logit_scale" in name or "positional" in name or name.endswith("_token"))
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float, exclude=(), decay_all: bool = False) -> list[dict]:
+    """A decay group and a no-decay group (`decays`); `decay_all`: every parameter decays
+    (FoMo-in-Flux's code: torch's AdamW over all parameters, one weight decay)."""
     skip = {id(p) for p in exclude}
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         if not p.requires_grad or id(p) in skip:
             continue
-        (no_decay if p.ndim < 2 or "logit_scale" in n or "positional" in n or n.endswith("_token") else decay).append(p)
+        (decay if decay_all or decays(n, p) else no_decay).append(p)
     return [g for g in ({"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0})
             if g["params"]]
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainCfg) -> torch.optim.Optimizer:
-    """The loop's optimizer (`train.optimizer`): AdamW (β2 and decay from the config, eps 1e-6),
-    or timm's LAMB (IncCLIP's: Adam's step rescaled per parameter tensor by the trust ratio
-    ‖θ‖ / ‖step‖; same betas, eps and decay; the loop's `grad_clip` replaces LAMB's own clipping)."""
-    groups = param_groups(model, cfg.weight_decay)
+    """The loop's optimizer (`train.optimizer`): AdamW (β2, ε, decay and its scope `decay_all`
+    from the config), or timm's LAMB (IncCLIP's: Adam's step rescaled per parameter tensor by the
+    trust ratio ‖θ‖ / ‖step‖; same betas, eps and decay; the loop's `grad_clip` replaces LAMB's own
+    clipping)."""
+    groups = param_groups(model, cfg.weight_decay, decay_all=cfg.decay_all)
     if cfg.optimizer == "lamb":
         from timm.optim import Lamb
-        return Lamb(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, max_grad_norm=None)
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=True)
+        return Lamb(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps, max_grad_norm=None)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.adam_eps, fused=True)
 
 
 def require_adamw(cfg: TrainCfg, method: str, own: str) -> None:

@@ -1,0 +1,222 @@
+"""Does the stream teach? Per task t, the gain of training on task t on task t's own evaluation
+pool: the score of the model after task t minus the model before it (after task t−1; before
+task 0, the starting model: the run's `zero_shot` row), shown against noise.
+
+Every study's results hold these numbers in their own shape, read by `pool_scores`:
+
+- CTP, IncCLIP (and the spine): `matrix[eval_set][metric][i][j]` (the model after task i on task
+  j's pool) and `zero_shot[eval_set][metric][j]`. Before task t: a[t−1][t], before task 0: the
+  zero-shot row. Pool sizes are not in the results (`pool_sizes` below reads them from the data).
+- CLL-CLIP (`stream: language`): columns are languages (`languages`), a task is one or more of
+  them (`task_languages`); a language is evaluated only once learned (None before), so the model
+  before a language's task is never scored on it: its "before" is the base model's (`zero_shot`),
+  the model before task 0. A task's score is the mean over its languages.
+- FoMo-in-Flux (`trajectory`, one row per task after the `zero_shot` row): only per-dataset
+  scores are recorded, so task t's pool is the datasets its concepts come from, each weighted by
+  its share of the task's concepts (a proxy: a dataset's score covers all its classes, not only
+  the task's). The metric is the adaptation accuracy (`A_KA`'s datasets).
+
+Noise: with ≥ 2 seeds, the seed std of the gain; with one seed, the test-set sampling SE of a
+difference of two proportions on the pool's size (scores in %, read as proportions; Rm, a mean
+of six recalls, is read as one proportion over the pool's images: an approximation). A task
+*teaches* when its mean gain exceeds 2 × noise.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from vlcp.errors import VlcpError
+
+ZERO_SHOT = "starting model"          # the model before task 0 (the run's zero_shot row)
+PREVIOUS = "after task t−1"
+
+
+def _who(r: dict) -> str:
+    return f"{r.get('experiment', 'run')} seed {r.get('seed', '?')}"
+
+
+def _lookup(r: dict, key: str, eval_set: str | None, metric: str):
+    try:
+        return r[key][eval_set][metric]
+    except (KeyError, TypeError):
+        sets = r.get(key) or {}
+        have = sorted(sets[eval_set]) if isinstance(sets.get(eval_set), dict) else sorted(sets)   # its metrics, else its sets
+        raise VlcpError(f"teach: {_who(r)}: no {key}[{eval_set!r}][{metric!r}] in its results "
+                        f"(has: {', '.join(map(str, have)) or 'none'})") from None
+
+
+def _matrix_parts(r: dict, metric: str, eval_set: str, pool_sizes: Sequence[int] | None) -> list[dict]:
+    a, z = _lookup(r, "matrix", eval_set, metric), _lookup(r, "zero_shot", eval_set, metric)
+    tasks = r.get("tasks") or [f"task {t + 1}" for t in range(len(a))]
+    if pool_sizes is not None and len(pool_sizes) != len(tasks):
+        raise VlcpError(f"teach: pool_sizes: {len(pool_sizes)} sizes for the {len(tasks)} tasks of {_who(r)}")
+    rows = []
+    for t in range(len(a)):   # tasks trained so far (a checkpointed partial run has fewer rows)
+        rows.append({"t": t, "task": str(tasks[t]), "part": str(tasks[t]), "weight": 1.0,
+                     "before": z[t] if t == 0 else a[t - 1][t], "after": a[t][t],
+                     "n": np.nan if pool_sizes is None else pool_sizes[t], "baseline": ZERO_SHOT if t == 0 else PREVIOUS})
+    return rows
+
+
+def _language_parts(r: dict, metric: str, eval_set: str, pool_sizes: Mapping[str, int] | None) -> list[dict]:
+    a, z = _lookup(r, "matrix", eval_set, metric), _lookup(r, "zero_shot", eval_set, metric)
+    langs = r["languages"]
+    rows = []
+    for t in range(len(a)):
+        learn = r["task_languages"][t]
+        for lang in learn:
+            j = langs.index(lang)
+            before, baseline = (a[t - 1][j], PREVIOUS) if t > 0 and a[t - 1][j] is not None else (z[j], ZERO_SHOT)
+            rows.append({"t": t, "task": r["tasks"][t], "part": lang, "weight": 1.0 / len(learn), "before": before,
+                         "after": a[t][j], "n": np.nan if pool_sizes is None else pool_sizes.get(lang, np.nan),
+                         "baseline": baseline})
+    return rows
+
+
+def _fomo_parts(r: dict, metric: str) -> list[dict]:
+    from vlcp.data.concepts import parse_entry
+
+    if metric != "A_KA":
+        raise VlcpError(f"teach: {_who(r)}: a FoMo-in-Flux run's per-task score is its adaptation accuracy: metric "
+                        f"'A_KA' (its datasets), not {metric!r}")
+    points = [r["zero_shot"], *r["trajectory"]]
+    rows = []
+    for t in range(len(r["trajectory"])):
+        counts = Counter(parse_entry(e).dataset for e in r["tasks"][t])
+        unknown = [d for d in counts if d not in r["datasets"] or r["datasets"][d]["role"] != "adaptation"]
+        if unknown:
+            raise VlcpError(f"teach: {_who(r)}: task {t + 1}'s concepts come from {unknown[0]!r}, not an adaptation "
+                            "dataset of its results (`datasets`)")
+        for d, k in counts.items():
+            rows.append({"t": t, "task": f"task {t + 1}", "part": d, "weight": k / len(r["tasks"][t]),
+                         "before": points[t]["datasets"][d], "after": points[t + 1]["datasets"][d],
+                         "n": r["datasets"][d]["n"], "baseline": ZERO_SHOT if t == 0 else PREVIOUS})
+    return rows
+
+
+def pool_scores(r: dict, metric: str, eval_set: str | None = None,
+                pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
+    """One run: per task t (`t`, `task`), one row per part of its pool (`part`: the task itself,
+    a language, a dataset) with its `weight` in the task's score, the score `before` and `after`
+    training on the task (%), the part's test-set size `n` (NaN when unknown) and which model
+    `before` is (`baseline`). `pool_sizes`: per task (matrix runs) or per language (language
+    runs); FoMo runs record their own."""
+    if "trajectory" in r:
+        rows = _fomo_parts(r, metric)
+    elif r.get("stream") == "language":
+        rows = _language_parts(r, metric, eval_set or "in_domain", pool_sizes)
+    else:
+        rows = _matrix_parts(r, metric, eval_set or "test", pool_sizes)
+    df = pd.DataFrame(rows, columns=["t", "task", "part", "weight", "before", "after", "n", "baseline"])
+    return df.astype({"before": float, "after": float, "n": float, "weight": float})
+
+
+def sampling_se(before, after, n, weight=None) -> float:
+    """Test-set sampling SE (points) of the difference of two weighted means of proportions:
+    √(Σ w² (p_b(1−p_b) + p_a(1−p_a)) / n) with w normalised to sum 1, scores in %. One part of
+    weight 1 is the plain SE of a difference of two proportions on n items. NaN if any n is."""
+    pb, pa = (np.clip(np.asarray(x, float) / 100, 0, 1) for x in (before, after))
+    n = np.asarray(n, float)
+    w = np.ones_like(pb) if weight is None else np.asarray(weight, float)
+    w = w / w.sum()
+    return float(100 * np.sqrt(np.sum(w ** 2 * (pb * (1 - pb) + pa * (1 - pa)) / n)))
+
+
+def run_gains(r: dict, metric: str, eval_set: str | None = None,
+              pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
+    """One run: per task (index t) its `task`, `baseline`, `before`, `after`, `gain` (points),
+    the pool's size `n` and the sampling SE of its gain `se` (`sampling_se`)."""
+    parts = pool_scores(r, metric, eval_set, pool_sizes)
+    rows = []
+    for t, p in parts.groupby("t", sort=True):
+        w = p["weight"] / p["weight"].sum()
+        before, after = float((w * p["before"]).sum()), float((w * p["after"]).sum())
+        rows.append({"t": t, "task": p["task"].iloc[0], "baseline": " / ".join(dict.fromkeys(p["baseline"])),
+                     "before": before, "after": after, "gain": after - before, "n": float(p["n"].sum(min_count=len(p))),
+                     "se": sampling_se(p["before"], p["after"], p["n"], w)})
+    return pd.DataFrame(rows).set_index("t")
+
+
+def task_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str | None = None,
+               pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
+    """Per task of one experiment (its runs, one per seed): the mean `before`, `after` and
+    `gain_mean` over seeds, the `noise` (the seed std of the gain with ≥ 2 seeds, else the
+    sampling SE on the pool's size `n`), `noise_source`, `n_seeds` and `teaches` (gain_mean >
+    2 × noise; False where the noise is unknown). Index: the task's position."""
+    if not results_by_seed:
+        raise VlcpError("teach: task_gains: no runs given (results_by_seed is empty)")
+    per = [run_gains(r, metric, eval_set, pool_sizes) for r in results_by_seed]
+    tasks = list(per[0]["task"])
+    for r, g in zip(results_by_seed[1:], per[1:]):
+        if list(g["task"]) != tasks:
+            raise VlcpError(f"teach: {_who(r)} has tasks {list(g['task'])}, {_who(results_by_seed[0])} "
+                            f"{tasks}: not runs of one experiment")
+    gains = np.stack([g["gain"].to_numpy() for g in per])
+    seeds = len(per)
+    out = per[0][["task", "baseline", "n"]].copy()
+    out["before"] = np.mean([g["before"] for g in per], axis=0)
+    out["after"] = np.mean([g["after"] for g in per], axis=0)
+    out["gain_mean"] = gains.mean(axis=0)
+    if seeds >= 2:
+        out["noise"] = gains.std(axis=0, ddof=1)
+        out["noise_source"] = f"seed std of the gain ({seeds} seeds)"
+    else:
+        out["noise"] = per[0]["se"].to_numpy()
+        out["noise_source"] = [("sampling SE, difference of two proportions" + (f" (n = {n:.0f})" if n == n else "")
+                                if se == se else "unknown (one seed, pool size not given)")
+                               for n, se in zip(out["n"], out["noise"])]
+    out["n_seeds"] = seeds
+    out["teaches"] = (out["gain_mean"] > 2 * out["noise"]).astype(bool)
+    return out[["task", "baseline", "before", "after", "gain_mean", "noise", "noise_source", "n", "n_seeds", "teaches"]]
+
+
+def teach_sentence(gains: pd.DataFrame, who: str = "") -> str:
+    """"<who>: training teaches on k of T tasks (gain > 2 × noise); median gain x points" (the
+    noise named), from `task_gains`' frame."""
+    k, total = int(gains["teaches"].sum()), len(gains)
+    median = float(np.median(gains["gain_mean"])) if total else float("nan")
+    sources = "; ".join(dict.fromkeys(s.split(" (n = ")[0] for s in gains["noise_source"]))
+    return (f"{who + ': ' if who else ''}training teaches on {k} of {total} tasks (gain > 2 × noise); "
+            f"median gain {median:+.1f} points (noise: {sources}).")
+
+
+def gains_frame(gains: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Several runs' `task_gains` side by side for display: rows = tasks (with the model each
+    `before` is), columns = (run, before | after | gain | noise (its source) | teaches), rounded."""
+    cols = {}
+    for label, g in gains.items():
+        kinds = dict.fromkeys("seed std" if s.startswith("seed std") else "sampling SE" if s.startswith("sampling")
+                              else "unknown" for s in g["noise_source"])
+        idx = pd.MultiIndex.from_arrays([g["task"], g["baseline"]], names=["task", "before = the model"])
+        for name, col, digits in (("before", "before", 1), ("after", "after", 1), ("gain", "gain_mean", 2),
+                                  (f"noise ({', '.join(kinds)})", "noise", 2)):
+            cols[(label, name)] = pd.Series(g[col].to_numpy(), index=idx).round(digits)
+        cols[(label, "teaches")] = pd.Series(g["teaches"].to_numpy(), index=idx)
+    return pd.DataFrame(cols)
+
+
+def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
+    """The images of each task in evaluation set `eval_set` of a matrix run (CTP, IncCLIP), read
+    from the prepared benchmark its recorded `config.data` names (the sets the runner evaluates:
+    "test" = the test split in the training styles, "unseen_style" = every split in the unseen
+    styles). For single-seed noise; the results themselves do not record the pools' sizes."""
+    import torch
+
+    from vlcp.config import DataCfg, build
+    from vlcp.data.benchmark import load_benchmark
+
+    cfg = build(DataCfg, r["config"]["data"], "data")
+    if not Path(cfg.root).exists() and cfg.benchmark == "emoji":
+        raise VlcpError(f"teach: {_who(r)}: its data ({cfg.root}) is not here; pool sizes come from it")
+    bench = load_benchmark(cfg)
+    sets = {"test": ("test", cfg.train_styles), "unseen_style": (("train", "val", "test", "query"), cfg.unseen_styles)}
+    if eval_set not in sets or not sets[eval_set][1]:
+        raise VlcpError(f"teach: pool_sizes: {_who(r)} has no evaluation set {eval_set!r} "
+                        f"(data.unseen_styles: {cfg.unseen_styles}; known sets: {', '.join(sets)})")
+    tasks = bench.pairs(*sets[eval_set]).image_tasks
+    return torch.bincount(tasks, minlength=len(bench.task_names)).tolist()
