@@ -65,7 +65,7 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
     final = [r["cumulative"][-1]["test"]["Rm"] for r in runs["seqf"]]
     assert m["runs"] == 3 and m["experiments"]["seqf"]["Rm"] == pytest.approx(sum(final) / 2, abs=1e-4)
     assert m["experiments"]["er"]["mAP@1"] == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["mAP@1"], abs=1e-4)
-    assert m["claims"] == {"confirmed": 2, "not confirmed": 0, "inconclusive": 1, "other": 0}
+    assert m["claims"] == {"confirmed": 2, "not confirmed": 0, "inconclusive": 1, "not testable": 0, "other": 0}
     assert json.loads((tmp_path / "metrics" / "ctp.json").read_text()) == {"runs": 0, "experiments": {}, "claims": {}}
     rows = list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))
     assert [r["task"] for r in rows] == ["1", "2", "3"] and list(rows[0]) == ["task", "seqf", "er"]

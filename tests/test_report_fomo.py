@@ -2,6 +2,7 @@
 import math
 
 import matplotlib
+import numpy as np
 import pytest
 
 from vlcp.report import fomo as fm
@@ -93,3 +94,213 @@ def test_paper_scale_budget_beside_table4():
     t = fm.paper_scale_budget(bench, t4)
     assert t.loc["full-ft", "GFLOPs/step (ours)"] == 90 and t.loc["full-ft", "GFLOPs/step (paper)"] == 100
     assert t.loc["X", "memory GiB (ours, fp32 accounting)"] == 1 and math.isnan(t.loc["X", "multiplier (paper)"])
+
+
+# ------------------------------------------------------------------ the claims ledger (fake single-seed runs)
+SD = {"A_KA": 1.0, "A_ZS": 1.0, "GM": 1.0}    # the sd of one difference, given directly
+
+
+def ends(**gm_or_points):
+    """{experiment: a run ending at (A_KA, A_ZS)} from θ0 (10, 40)."""
+    return {e: run([(10, 40), p]) for e, p in gm_or_points.items()}
+
+
+def gm_point(gm):
+    return (gm, gm)   # A_KA = A_ZS = GM
+
+
+def test_noise_sd_is_root_two_binomial_se_and_gm_by_the_delta_method():
+    r = run([(10, 40), (50, 20)])
+    sd = fm.noise_sd(r)
+    se_ka, se_zs = math.sqrt(2 * 0.25 / 100) / 2 * 100, math.sqrt(0.2 * 0.8 / 400) * 100
+    assert sd["A_KA"] == pytest.approx(math.sqrt(2) * se_ka) and sd["A_ZS"] == pytest.approx(math.sqrt(2) * se_zs)
+    gm = math.sqrt(1000)
+    assert sd["GM"] == pytest.approx(math.sqrt(2) * gm / 2 * math.sqrt((se_ka / 50) ** 2 + (se_zs / 20) ** 2))
+    assert fm.macro_floor(r, "retention") == pytest.approx(2 * sd["A_ZS"])   # the old floor: 2 × the sd of a difference
+
+
+def test_similar_fraction_is_the_papers_own_ordering_spread():
+    from vlcp.report.refs import paper_table
+
+    txt = paper_table("fomo_text").set_index("setting")
+    freq, perf = txt.loc["concept-frequency ordering (endpoint)"], txt.loc["performance (easy-to-hard) ordering (endpoint)"]
+    assert fm.PAPER_SIMILAR_ENDPOINTS == {"concept-frequency": (freq.A_KA, freq.A_ZS), "performance (easy-to-hard)": (perf.A_KA, perf.A_ZS)}
+    g1, g2 = math.sqrt(55.2 * 65.6), math.sqrt(53.8 * 64.3)
+    assert fm.similar_fraction("GM") == pytest.approx((g1 - g2) / ((g1 + g2) / 2)) and 0.022 < fm.similar_fraction() < 0.024
+    with pytest.raises(ValueError, match="metric"):
+        fm.similar_fraction("R@1")
+
+
+@pytest.mark.parametrize("merge,other,verdict", [(30, 20, "confirmed"), (20, 30, "not confirmed"), (21, 20, "inconclusive")])
+def test_merging_best_each_verdict(merge, other, verdict):
+    runs = ends(**{"fomo-ema-merge": gm_point(merge), "fomo-ft": gm_point(other), "fomo-lora4": gm_point(other - 5)})
+    c = fm.merging_best_claim(runs, SD)
+    assert c.claim.startswith("Model merging gives the best") and c.verdict == verdict, c
+    assert "fomo-ft" in c.evidence and fm.SD_SOURCE in c.evidence
+
+
+@pytest.mark.parametrize("early,verdict", [(45, "confirmed"), (35, "not confirmed"), (40.5, "inconclusive")])
+def test_early_retention_is_against_theta0_not_full_ft(early, verdict):
+    big = {"a": {"role": "adaptation", "n": 10**4}, "r": {"role": "retention", "n": 2500}}   # A_ZS sd of a difference ≈ 1.4
+    traj = [(10, 40)] + [(20, early)] * 5 + [(30, 10)] * 15
+    runs = {"fomo-ema-merge": run(traj, datasets=big), "fomo-zs-merge": run(traj, datasets=big),
+            "fomo-ft": run([(10, 40)] + [(30, 5)] * 20, datasets=big)}   # full FT far below: it must not matter
+    c = fm.merge_early_retention_claim(runs)
+    assert c.verdict == verdict, c
+    assert "vs θ0 40.0" in c.evidence
+
+
+def test_early_retention_not_run_is_inconclusive():
+    c = fm.merge_early_retention_claim({"fomo-ft": run([(10, 40), (20, 30)])})
+    assert c.verdict == "inconclusive" and "not run: fomo-ema-merge, fomo-zs-merge" in c.evidence
+
+
+@pytest.mark.parametrize("peft,verdict", [((20, 35), "confirmed"), ((32, 35), "not confirmed"), ((29.5, 35), "inconclusive")])
+def test_peft_each_verdict(peft, verdict):
+    runs = ends(**{"fomo-ft": (30, 20), "fomo-lora4": peft, "fomo-bitfit": (15, 38)})
+    assert fm.peft_claim(runs, SD).verdict == verdict
+
+
+@pytest.mark.parametrize("ewc,verdict", [((12, 38), "confirmed"), ((12, 18), "not confirmed"), ((29, 38), "inconclusive")])
+def test_ewc_each_verdict(ewc, verdict):
+    assert fm.ewc_claim(ends(**{"fomo-ft": (30, 20), "fomo-ewc": ewc}), SD).verdict == verdict
+
+
+@pytest.mark.parametrize("si,sd,verdict", [
+    (20.0, 0.05, "confirmed"),        # margin 2.3 % of 20 = 0.46; interval ±0.08
+    (22.0, 0.05, "not confirmed"),    # 2 points apart, well beyond the margin
+    (20.2, 1.0, "inconclusive"),      # within the noise is not equivalence
+])
+def test_si_equivalence_each_verdict(si, sd, verdict):
+    c = fm.si_claim(ends(**{"fomo-ft": gm_point(20.0), "fomo-si": gm_point(si)}), {**SD, "GM": sd})
+    assert c.verdict == verdict, c
+    assert "margin ±0.46" in c.evidence and "§7.1" in c.evidence
+
+
+@pytest.mark.parametrize("ar,verdict", [((30, 25), "confirmed"), ((20, 25), "not confirmed"), ((30, 21), "inconclusive")])
+def test_ar_rsqrt_each_verdict(ar, verdict):
+    # A_KA non-inferiority margin: 2.6 % of 30 ≈ 0.77, so an equal A_KA needs an sd well under it
+    assert fm.ar_rsqrt_claim(ends(**{"fomo-ft": (30, 20), "fomo-ar-rsqrt": ar}), {**SD, "A_KA": 0.1}).verdict == verdict
+    assert fm.ar_rsqrt_claim(ends(**{"fomo-ft": (30, 20), "fomo-ar-rsqrt": (30, 25)}), SD).verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("locked,verdict", [(15, "confirmed"), (23.2, "not confirmed"), (19.5, "inconclusive")])
+def test_locked_towers_each_verdict_and_what_it_means(locked, verdict):
+    runs = ends(**{"fomo-ft": gm_point(20), "fomo-locked-image": gm_point(locked), "fomo-locked-text": gm_point(15),
+                   "fomo-ema-merge": gm_point(20.4)})
+    runs["fomo-locked-image"]["steps_per_task"] = [16] * 1
+    c = fm.locked_towers_claim(runs, SD)
+    assert c.verdict == verdict and "Finding 4" in c.source
+    assert "fomo-locked-image GM" in c.evidence and "1.3× full FT's steps" in c.evidence and "paper 9.1×" in c.evidence
+    if verdict == "not confirmed":
+        assert "best endpoint GM of every run" in c.evidence and "do not support Finding 4" in c.evidence
+
+
+@pytest.mark.parametrize("tau,verdict", [(30, "confirmed"), (10, "not confirmed"), (21, "inconclusive")])
+def test_best_of_each_verdict(tau, verdict):
+    runs = ends(**{"fomo-tau001": gm_point(tau), "fomo-tau01": gm_point(20), "fomo-tau1": gm_point(5)})
+    c = fm.best_of_claim("τ", runs, "fomo-tau001", ["fomo-tau001", "fomo-tau01", "fomo-tau1", "fomo-tau05"], "GM", 1.0, "§6.4")
+    assert c.verdict == verdict
+    assert fm.best_of_claim("lr", {"fomo-ft": runs["fomo-tau01"]}, "fomo-ft", ["fomo-lr1e-4"], "A_KA", 1.0, "").evidence == "not run: fomo-lr1e-4"
+
+
+@pytest.mark.parametrize("iid,nobuf,verdict", [(30, 10, "confirmed"), (30, 25, "not confirmed"), (30, 19, "inconclusive")])
+def test_mixtures_each_verdict(iid, nobuf, verdict):
+    runs = ends(**{"fomo-ft": gm_point(20), "fomo-mix-iidify": gm_point(iid), "fomo-mix-nobuffer": gm_point(nobuf)})
+    assert fm.mixtures_claim(runs, SD, ["fomo-ft", "fomo-mix-iidify", "fomo-mix-nobuffer"]).verdict == verdict
+
+
+ORDERS = {"random": "fomo-ft", "easy-to-hard": "fomo-o-easy", "frequency": "fomo-o-freq", "similarity": "fomo-o-sim",
+          "time": "fomo-o-time", "dataset": "fomo-o-dataset"}
+
+
+@pytest.mark.parametrize("sim,sd,verdict", [(20.1, 0.05, "confirmed"), (25, 0.05, "not confirmed"), (20.1, 1.0, "inconclusive")])
+def test_orderings_similar_each_verdict(sim, sd, verdict):
+    runs = ends(**{"fomo-ft": gm_point(20), "fomo-o-easy": gm_point(20.05), "fomo-o-sim": gm_point(sim),
+                   "fomo-o-time": gm_point(5)})   # dataset-level: not part of the claim (§7.1)
+    c = fm.orderings_similar_claim(runs, {**SD, "GM": sd}, ORDERS)
+    assert c.verdict == verdict and c.claim.startswith("Endpoints are similar across orderings")
+    assert "fomo-o-time" not in c.evidence and "margin ±0.46" in c.evidence
+
+
+@pytest.mark.parametrize("small,large,verdict", [(10, 2, "confirmed"), (3, 2, "not confirmed"), (6.5, 2, "inconclusive")])
+def test_model_size_each_verdict(small, large, verdict):
+    runs = ends(**{"fomo-ft-s": (20, 40 - small), "fomo-ft": (20, 35), "fomo-ft-l": (20, 40 - large)})   # default forgets 5
+    assert fm.model_size_claim(runs, SD).verdict == verdict
+
+
+@pytest.mark.parametrize("zs,sd,verdict", [
+    ((30, 30.2, 29.9, 36), 1.0, "confirmed"),          # one pool 6 points up: beyond Tukey's 3.63 × 0.71
+    ((30, 30.05, 29.98, 30.02), 0.05, "not confirmed"),  # all within ±1.1 (3.7 % of 30), shown so
+    ((30, 31, 29.5, 32), 1.0, "inconclusive"),
+])
+def test_pool_each_verdict(zs, sd, verdict):
+    runs = ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)})
+    c = fm.pool_claim(runs, {**SD, "A_ZS": sd})
+    assert c.verdict == verdict, c
+    assert "Tukey-adjusted for 4 pools" in c.evidence
+
+
+def test_pool_claim_is_rarely_confirmed_under_pure_test_noise():
+    """The old check (range > 2 × the sd of a difference) confirmed about 19 % of pure-noise cases."""
+    rng = np.random.default_rng(0)
+    sd = 1.0
+    hits = 0
+    for _ in range(400):
+        zs = 30 + rng.normal(0, sd / math.sqrt(2), 4)   # one run's A_ZS has sd = (sd of a difference) / √2
+        hits += fm.pool_claim(ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)}), {**SD, "A_ZS": sd}).verdict == "confirmed"
+    assert hits / 400 < 0.08
+
+
+@pytest.mark.parametrize("ema6,verdict", [(30, "confirmed"), (18, "not confirmed"), (21.5, "inconclusive")])
+def test_compute_scaling_each_verdict(ema6, verdict):
+    runs = ends(**{"fomo-ft-c025": gm_point(18), "fomo-ft-c6": gm_point(19), "fomo-ema-c025": gm_point(18),
+                   "fomo-ema-c6": gm_point(ema6)})
+    assert fm.compute_scaling_claim(runs, SD).verdict == verdict
+
+
+@pytest.mark.parametrize("t50,verdict", [((20, 10), "confirmed"), ((35, 10), "not confirmed"), ((29, 10), "inconclusive")])
+def test_stream_length_each_verdict(t50, verdict):
+    assert fm.stream_length_claim(ends(**{"fomo-ft": (30, 20), "fomo-t50": t50}), SD).verdict == verdict
+
+
+def test_memory_order_claim_matches_the_order_and_names_missing_rows():
+    paper = {"locked-image": 0.26, "LNFit": 0.66, "BitFit": 0.66, "LoRA, r=4": 0.87, "full-ft": 1.0, "EWC": 1.01, "SI": 1.0}
+    assert fm.memory_order_claim(paper, "paper").verdict == "confirmed"          # ties allowed at full FT ≤ SI
+    assert fm.memory_order_claim({**paper, "locked-image": 0.78}, "tiny").verdict == "not confirmed"
+    c = fm.memory_order_claim({k: v for k, v in paper.items() if k != "SI"}, "tiny")
+    assert c.verdict == "inconclusive" and "not measured: SI" in c.evidence
+
+
+def test_ledger_on_a_partial_study_keeps_the_index_claims_and_uses_the_verdict_functions():
+    big = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
+    runs = {e: run([(10, 40), p], datasets=big) for e, p in
+            {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)}.items()}
+    study = {"reference": "fomo-ft", "studies": {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]}}
+    claims = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0})
+    by = {c.claim.split(" (")[0]: c for c in claims}
+    assert by["Model merging gives the best accumulation–retention trade-off"].verdict == "confirmed"
+    assert by["PEFT methods accumulate less and forget less than full fine-tuning"].verdict == "confirmed"
+    assert by["Tuning both towers beats locking the image or the text tower"].evidence.startswith("not run")
+    assert all(c.source.startswith("FoMo-in-Flux") for c in claims)
+    measured = [c for c in claims if not c.evidence.startswith(("not run", "not measured"))]
+    assert measured and all(c.low is not None and c.high is not None for c in measured)
+
+
+def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
+    """The notebook's claims cell, run in plain Python on fake runs: it only calls `fm.ledger`."""
+    import json
+    from pathlib import Path
+
+    from vlcp.report.claims import claims_frame, write_claims
+
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "fomo_figures.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "write_claims(" in "".join(c["source"]))
+    assert "confirmed" not in cell and "greater(" not in cell   # no verdict computed in the notebook
+    runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)})
+    ns = {"report": True, "fm": fm, "runs": runs, "study": {"reference": "fomo-ft", "studies": {}}, "orders": ORDERS,
+          "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "write_claims": write_claims, "Path": Path,
+          "reports_dir": str(tmp_path), "display": lambda *a, **k: None}
+    exec(cell, ns)
+    out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
+    assert any(c["claim"].startswith("Model merging gives the best") for c in out["claims"])

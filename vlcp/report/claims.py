@@ -1,16 +1,30 @@
 """The claims ledger: each claim is a check over our runs, with its numbers and spread.
 
-Verdicts: "confirmed" (holds for the seed means and beyond the seed spread), "inconclusive"
-(holds for the means but within the spread), "not confirmed" (does not hold). Claims that our
-runs do not confirm are shown as such; hiding them is a defect."""
+Verdicts (`VERDICTS`): "confirmed" (the evidence shows it: the interval of the effect clears the
+claim), "inconclusive" (our runs cannot tell), "not confirmed" (it does not hold in our runs), and
+"not testable" (this study cannot test it, and says why). Claims that our runs do not confirm are
+shown as such; hiding them is a defect. Every claim's verdict comes from the functions here:
+
+- `effect(a, b, ...)`: the difference a − b with its confidence interval, paired by seed (same seed
+  = same data order) when both have the same seeds, else Welch; with one run each, from `sd`, the
+  standard deviation of one difference measured elsewhere (a seed subset, a test-set noise floor).
+- `greater_verdict` ("a > b"), `equivalent_verdict` (|a − b| < margin, two one-sided tests: the
+  90 % interval inside the margin), `ordered` (a chain of "greater"), `not_testable`.
+- `greater(a, b, floor)`: the older single-number form, kept for the ledgers not yet moved:
+  confirmed when the gap exceeds the spread (at least `floor`).
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from vlcp.utils import write_json
+
+VERDICTS = ("confirmed", "inconclusive", "not confirmed", "not testable")
 
 
 @dataclass
@@ -19,6 +33,103 @@ class Claim:
     verdict: str
     evidence: str
     source: str = ""
+    effect: float | None = None      # the claim's effect (a − b, in the metric's units) ...
+    low: float | None = None         # ... and its confidence interval
+    high: float | None = None
+    seeds: int | None = None         # runs per arm behind it
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"claim {self.claim!r}: verdict {self.verdict!r} is not one of {VERDICTS}")
+
+
+@dataclass(frozen=True)
+class Effect:
+    diff: float
+    low: float
+    high: float
+    n: int            # runs per arm
+    how: str          # "paired by seed (n=3, t)", "Welch", "one run each, sd 0.8 (seed subset)"
+
+    def __str__(self) -> str:
+        return f"{self.diff:+.2f} [{self.low:+.2f}, {self.high:+.2f}] ({self.how})"
+
+
+def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool | None = None,
+           sd_source: str = "given sd") -> Effect:
+    """a − b with its `level` confidence interval. `a`, `b`: per-seed values (lists; with
+    `paired`, index i of both is seed i). Paired t when both have the same n ≥ 2 (default
+    `paired=None`: when the lengths match), Welch's t for unequal lists, and with one value each
+    a normal interval of width z·`sd` (`sd`: the standard deviation of one difference, e.g.
+    √2 × a seed std measured on a subset; without it the interval is unbounded)."""
+    a, b = np.asarray(a, float).ravel(), np.asarray(b, float).ravel()
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError("effect: no values")
+    diff = float(a.mean() - b.mean())
+    alpha = 1 - level
+    paired = (len(a) == len(b)) if paired is None else paired
+    if paired and len(a) == len(b) and len(a) >= 2:
+        d = a - b
+        se = d.std(ddof=1) / math.sqrt(len(d))
+        if sd is not None:   # a measured floor: never claim less spread than it
+            se = max(se, sd / math.sqrt(len(d)))
+        t = stats.t.ppf(1 - alpha / 2, len(d) - 1)
+        return Effect(diff, float(diff - t * se), float(diff + t * se), len(d), f"paired by seed, n={len(d)}")
+    if len(a) >= 2 and len(b) >= 2:
+        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+        se = math.sqrt(va + vb)
+        if sd is not None:
+            se = max(se, sd * math.sqrt(1 / len(a) + 1 / len(b)) / math.sqrt(2))
+        dof = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0) or 1e-300)
+        t = stats.t.ppf(1 - alpha / 2, max(dof, 1))
+        return Effect(diff, float(diff - t * se), float(diff + t * se), min(len(a), len(b)), "Welch")
+    if sd is None:
+        return Effect(diff, -math.inf, math.inf, min(len(a), len(b)), "one run each, no spread measured")
+    z = stats.norm.ppf(1 - alpha / 2)
+    n = max(len(a), len(b))
+    se = sd / math.sqrt(n)   # (several runs on one side, one on the other: the sd is of one difference)
+    return Effect(diff, float(diff - z * se), float(diff + z * se), min(len(a), len(b)),
+                  f"one run each, sd {sd:.2f} ({sd_source})")
+
+
+def greater_verdict(e: Effect, min_gap: float = 0.0) -> str:
+    """"a > b (by more than `min_gap`)": confirmed when the interval's low end clears it, not
+    confirmed when the estimate does not, else inconclusive."""
+    if e.low > min_gap:
+        return "confirmed"
+    return "not confirmed" if e.diff <= min_gap else "inconclusive"
+
+
+def equivalent_verdict(a, b, margin: float, *, sd: float | None = None, sd_source: str = "given sd") -> tuple[str, Effect]:
+    """"a ≈ b within ±`margin`" by two one-sided tests at 5 % each: confirmed when the 90 %
+    interval of a − b lies inside (−margin, margin); not confirmed when it lies wholly outside;
+    else inconclusive (e.g. within the noise but not inside the margin)."""
+    if not margin > 0:
+        raise ValueError(f"equivalence margin must be > 0, got {margin}")
+    e = effect(a, b, sd=sd, level=0.90, sd_source=sd_source)
+    if -margin < e.low and e.high < margin:
+        return "confirmed", e
+    if e.low >= margin or e.high <= -margin:
+        return "not confirmed", e
+    return "inconclusive", e
+
+
+def ordered_verdict(values: dict[str, list[float]], order: list[str], *, sd: float | None = None,
+                    sd_source: str = "given sd") -> tuple[str, list[Effect]]:
+    """"order[0] > order[1] > ...": each adjacent pair by `greater_verdict`, combined."""
+    effects = [effect(values[order[i]], values[order[i + 1]], sd=sd, sd_source=sd_source) for i in range(len(order) - 1)]
+    return combine([greater_verdict(e) for e in effects]), effects
+
+
+def not_testable(claim: str, why: str, source: str = "") -> Claim:
+    """A claim this study cannot test, with the reason shown in the ledger."""
+    return Claim(claim, "not testable", why, source)
+
+
+def claim_from(claim: str, verdict: str, e: Effect, evidence: str = "", source: str = "") -> Claim:
+    """A Claim carrying its effect and interval (the index page's columns)."""
+    return Claim(claim, verdict, (evidence + "; " if evidence else "") + f"effect {e}", source,
+                 e.diff, e.low, e.high, e.n)
 
 
 def greater(a, b, floor: float = 0.0) -> str:
@@ -50,9 +161,12 @@ def target_verdict(median: float, slowest: float, goal: float) -> str:
 
 
 def combine(verdicts: list[str]) -> str:
-    """All confirmed -> confirmed; any not confirmed -> not confirmed; else inconclusive."""
+    """All confirmed -> confirmed; any not confirmed -> not confirmed; all not testable -> not
+    testable; else inconclusive (a part we cannot test leaves the whole unconfirmed)."""
+    if verdicts and all(v == "not testable" for v in verdicts):
+        return "not testable"
     return ("not confirmed" if "not confirmed" in verdicts
-            else "inconclusive" if "inconclusive" in verdicts else "confirmed")
+            else "inconclusive" if any(v in ("inconclusive", "not testable") for v in verdicts) else "confirmed")
 
 
 def write_claims(path: str | Path, report: str, claims: list[Claim]) -> None:

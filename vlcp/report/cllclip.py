@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from vlcp.report.claims import Claim, Effect, claim_from, combine, effect, greater_verdict, not_testable
+from vlcp.report.incclip import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
+
 SETS = {"in": "in_domain", "out": "out_domain"}
 DIRECTIONS = {"I2T": "TR@1", "T2I": "IR@1"}
 
@@ -79,19 +82,139 @@ def table2(runs: dict[str, dict], methods: list[str], prefix: str = "cll") -> pd
     return df
 
 
-def binomial_floor(r: dict, n_items: int, eval_set: str = "in_domain", metric: str = "IR@1") -> float:
-    """Noise floor for a single-seed AR difference: 2·√2 × the binomial standard error of AR,
-    treating each language's R@1 over its `n_items` test captions as independent (an
-    approximation: one seed, no measured seed spread)."""
-    p = accuracy_matrix(r, eval_set, metric)[-1] / 100
-    p = p[~np.isnan(p)]
-    se = np.sqrt(np.mean(p * (1 - p) / n_items) / len(p))
-    return float(2 * np.sqrt(2) * se * 100)
-
-
 def convergence_frame(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame({exp: r["convergence"] for exp, r in runs.items() if "convergence" in r}).T[["loss", "fisher_trace"]]
 
 
 def train_seconds(r: dict) -> float:
     return float(sum(t["seconds"] for t in r["train"]))
+
+
+# ----------------------------------------------------------------------------------------------
+# the claims ledger: every verdict from vlcp.report.claims. One seed: the sd of a difference is the
+# test-set sampling noise of the metric, per language (binomial over its test captions).
+
+CELLS = [(s, d) for s in SETS for d in DIRECTIONS]   # (in|out, I2T|T2I): the paper's four columns per metric
+NOISE_SOURCE = "test-set noise only (binomial over each language's test captions); seed spread not measured"
+
+
+def test_counts(r: dict, n_test: int) -> np.ndarray:
+    """Test captions per language, in the run's stream order: `n_test` test emoji × the share
+    of them the language names (the run's test coverage)."""
+    cov = r["coverage"]["test"]
+    missing = [lang for lang in r["languages"] if lang not in cov]
+    if missing:
+        raise ValueError(f"results coverage.test has no entry for languages {missing}")
+    return np.array([max(1, round(n_test * cov[lang])) for lang in r["languages"]], float)
+
+
+def ar_se(a: np.ndarray, counts: np.ndarray) -> float:
+    """Binomial standard error (points) of AR = the mean of the final row's R@1 over the learned
+    languages, language j's R@1 a proportion over its `counts[j]` test captions."""
+    p, n = a[-1] / 100, counts[: a.shape[1]]
+    keep = ~np.isnan(p)
+    return float(100 * np.sqrt(np.sum(p[keep] * (1 - p[keep]) / n[keep])) / keep.sum())
+
+
+def f_se(a: np.ndarray, counts: np.ndarray) -> float | None:
+    """Binomial standard error (points) of F: each term max_k a[k][j] − a[T][j] is a difference of
+    two proportions over language j's captions (variances added; the max's selection bias
+    ignored), averaged over the languages learned before the last task. None for one task."""
+    if len(a) < 2:
+        return None
+    earlier, n = a[:-1] / 100, counts[: a.shape[1]]
+    cols = [j for j in range(a.shape[1]) if not np.isnan(earlier[:, j]).all()]
+    var = [(np.nanmax(earlier[:, j]) * (1 - np.nanmax(earlier[:, j])) + a[-1, j] / 100 * (1 - a[-1, j] / 100)) / n[j]
+           for j in cols]
+    return float(100 * np.sqrt(np.sum(var)) / len(cols))
+
+
+def value_se(r: dict, n_test: int, s: str, d: str, metric: str) -> tuple[float, float]:
+    """(AR or F, its test-set standard error) of one run on set `s`, direction `d`."""
+    a = accuracy_matrix(r, SETS[s], DIRECTIONS[d])
+    counts = test_counts(r, n_test)
+    if metric == "AR":
+        return ar(a), ar_se(a, counts)
+    if metric == "F":
+        return forgetting(a), f_se(a, counts)
+    raise ValueError(f"metric must be 'AR' or 'F', got {metric!r}")
+
+
+def better(ra: dict, rb: dict, n_test: int, s: str, d: str, metric: str) -> Effect:
+    """How much run a beats run b: AR_a − AR_b, or F_b − F_a (less forgetting is better), with
+    the sd of one difference = √(se_a² + se_b²) from the per-language test counts."""
+    (va, sa), (vb, sb) = value_se(ra, n_test, s, d, metric), value_se(rb, n_test, s, d, metric)
+    sign = 1 if metric == "AR" else -1
+    return effect([sign * va], [sign * vb], sd=float(np.hypot(sa, sb)), sd_source=f"test-set noise of {metric}")
+
+
+def _weakest(effects) -> Effect:
+    return min(effects, key=lambda e: (e.low, e.diff))
+
+
+def improves(claim: str, pairs: list[tuple[str, dict, dict]], n_test: int, metrics=("AR", "F"), source: str = "",
+             cells=CELLS) -> Claim:
+    """"a beats b" for every (label, a, b) in `pairs`, every metric (AR higher, F lower) and every
+    (set, direction) cell: greater_verdict each, combined; the effect shown is the weakest check."""
+    verdicts, effects, ev = [], [], []
+    for label, a, b in pairs:
+        parts = []
+        for m in metrics:
+            es = [better(a, b, n_test, s, d, m) for s, d in cells]
+            verdicts += [greater_verdict(e) for e in es]
+            effects += es
+            parts.append(("AR gain " if m == "AR" else "F reduction ") + "/".join(f"{e.diff:+.1f}" for e in es))
+        ev.append(f"{label}: " + ", ".join(parts))
+    n_ok, n_no = verdicts.count("confirmed"), verdicts.count("not confirmed")
+    head = (f"{n_ok}/{len(verdicts)} checks confirmed, {n_no} not; per cell " + "/".join(f"{s} {d}" for s, d in cells)
+            + f" ({NOISE_SOURCE})")
+    return claim_from(claim, combine(verdicts), _weakest(effects), head + " — " + "; ".join(ev), source)
+
+
+def f_margin(table3: pd.DataFrame, rows=("(3)", "(4)"), reference: str = "(1) CLL-CLIP") -> tuple[float, str]:
+    """The smallest change in F the paper's Table 3 credits as an effect on forgetting ("imposing
+    constraints on gradients or L2 weight decay ... effectively mitigate[s] the catastrophic
+    forgetting"): the smallest relative F reduction of `rows` from `reference` over the four
+    cells (12.5 %: (3) on in-domain I2T and out-of-domain T2I)."""
+    t = table3.set_index("row")
+    cols = [f"{s}_{d}_F" for s, d in CELLS]
+    rel = {(r, c): (t.loc[reference, c] - t.loc[r, c]) / t.loc[reference, c] for r in rows for c in cols}
+    (r, c), v = min(rel.items(), key=lambda kv: kv[1])
+    return float(v), f"the smallest F reduction Table 3 credits to a regulariser, {r} vs (1) on {c}: {v:.1%} of (1)'s F"
+
+
+def improves_without_forgetting_more(a: dict, b: dict, reference: dict, n_test: int, margin_rel: float,
+                                     margin_how: str, cells=CELLS) -> Claim:
+    """Table 3 (6) vs (5): "setting (6) can still improve the model's learning capacity without
+    sacrificing memory stability": AR_a > AR_b (greater_verdict) and, non-inferiority, F_a not
+    above F_b by `margin_rel` × the plain model's (`reference`, row (1)) F or more
+    (greater_verdict of F_b − F_a with min_gap = −margin). Not testable where the plain model does
+    not forget (no scale for the margin)."""
+    claim = "(6) = (5) + init improves AR without sacrificing F"
+    verdicts, effects, ev = [], [], []
+    for s, d in cells:
+        f_ref = value_se(reference, n_test, s, d, "F")[0]
+        if f_ref is None or f_ref <= 0:
+            return not_testable(claim, f"plain CLL-CLIP does not forget on {s} {d} (F {f_ref}): no scale for the margin",
+                                "Table 3 (6) vs (5)")
+        margin = margin_rel * f_ref
+        e_ar, e_f = better(a, b, n_test, s, d, "AR"), better(a, b, n_test, s, d, "F")
+        verdicts += [greater_verdict(e_ar), greater_verdict(e_f, min_gap=-margin)]
+        effects.append(e_ar)
+        ev.append(f"{s} {d}: AR gain {e_ar.diff:+.1f}, F reduction {e_f} (margin −{margin:.1f})")
+    return claim_from(claim, combine(verdicts), _weakest(effects),
+                      f"margin: {margin_how}; {NOISE_SOURCE}; " + "; ".join(ev), "Table 3 (6) vs (5)")
+
+
+def lower_than(claim: str, values: dict[str, float], reference: str, sd: float | None = None,
+               sd_source: str = "", source: str = "Fig. 3") -> Claim:
+    """"every setting's value is lower than `reference`'s" (Fig. 3: training loss, Fisher trace):
+    greater_verdict of reference − setting each, combined. `sd`: of one difference; None (one run
+    each, no spread measured) leaves a lower value inconclusive."""
+    if reference not in values:
+        return not_testable(claim, f"no convergence measurement of {reference}", source)
+    others = [k for k in values if k != reference]
+    effects = [effect([values[reference]], [values[k]], sd=sd, sd_source=sd_source) for k in others]
+    why = "" if sd is not None else "; one run each and no spread measured (seed spread not measured; the 16 batches' spread not recorded)"
+    ev = f"{reference} {values[reference]:.4g}; " + ", ".join(f"{k} {values[k]:.4g}" for k in others) + why
+    return claim_from(claim, combine([greater_verdict(e) for e in effects]), _weakest(effects), ev, source)

@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 
 from vlcp.eval.continual import bwt
+from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
+                                ordered_verdict, target_verdict)
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -63,3 +65,147 @@ def chunk_bwt(r: dict, metric: str = "Rm", eval_set: str = "test") -> float:
     """The paper's BWT (Table 7): mean over chunks j < T of a[T][j] - a[j][j], a[i][j] = the
     score of the model after step i on chunk j's held-out items (negative = forgetting)."""
     return bwt(np.asarray(r["matrix"][eval_set][metric], float))
+
+
+# ----------------------------------------------------------------------------------------------
+# the claims ledger: every verdict from vlcp.report.claims (values: {experiment: [value per seed]})
+
+def average(r: dict, step: int = -1) -> float:
+    """The paper's "Average" column: mean zero-shot top-1 over the held-out classification sets."""
+    return classification(r, step)["Average"]
+
+
+def r1_mean(r: dict, step: int = -1) -> float:
+    """Mean R@1 over both retrieval sets and both directions."""
+    return float(np.mean([v for (_, _, k), v in retrieval(r, step).items() if k == "R@1"]))
+
+
+def noise_sds(spread: dict | None, fallback: float) -> dict[str, tuple[float, str]]:
+    """{metric: (sd of ONE single-seed difference, its source)} for "average", "r1_mean" and
+    "bwt_rm": the difference spread (√2 × the pooled seed std) measured by
+    benchmarks/seed_spread.py where `spread` (its JSON) has the metric, else `fallback`
+    (report.incclip.noise_floor)."""
+    out = {}
+    for m in ("average", "r1_mean", "bwt_rm"):
+        if spread and m in spread.get("metrics", {}):
+            out[m] = (float(spread["metrics"][m]["difference_spread"]),
+                      f"seed spread measured on {spread['date']} at {spread['commit']}, seeds {spread['seeds']}: √2 × pooled std")
+        else:
+            out[m] = (float(fallback), "report.incclip.noise_floor (no seed-spread measurement found)")
+    return out
+
+
+def fmt(v: list[float]) -> str:
+    return f"{np.mean(v):.1f}" + (f" ± {np.std(v, ddof=1):.1f}" if len(v) > 1 else "")
+
+
+def _weakest(effects: list[Effect]) -> Effect:
+    """The check closest to failing "greater" (lowest interval end): the claim's shown effect."""
+    return min(effects, key=lambda e: (e.low, e.diff))
+
+
+def beats_all(claim: str, values: dict[str, list[float]], winner: str, others: list[str],
+              sd: float | None, sd_source: str, source: str) -> Claim:
+    """"`winner` > each of `others`": greater_verdict per rival, combined; the effect shown is
+    the closest rival's."""
+    effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source) for o in others]
+    ev = f"{winner} {fmt(values[winner])}; " + ", ".join(f"{o} {fmt(values[o])}" for o in others)
+    return claim_from(claim, combine([greater_verdict(e) for e in effects]), _weakest(effects), ev, source)
+
+
+def greater_claim(claim: str, a: list[float], b: list[float], sd: float | None, sd_source: str,
+                  source: str, names: tuple[str, str] = ("a", "b")) -> Claim:
+    """"a > b" by greater_verdict."""
+    e = effect(a, b, sd=sd, sd_source=sd_source)
+    return claim_from(claim, greater_verdict(e), e, f"{names[0]} {fmt(a)}, {names[1]} {fmt(b)}", source)
+
+
+def gains(values: dict[str, list[float]], winner: str, others: list[str]) -> list[float]:
+    """Per seed: `winner` − the mean of `others` (seed i of every list is the same seed)."""
+    return [float(values[winner][i] - np.mean([values[o][i] for o in others])) for i in range(len(values[winner]))]
+
+
+def gain_grows(values4: dict[str, list[float]], values8: dict[str, list[float]], winner: str, others: list[str],
+               sd: float | None, sd_source: str) -> Claim:
+    """§4.2.1 "when the number of steps increases, the average gain from our method increases":
+    gain(8 steps) > gain(4 steps), gain = IncCLIP − the baselines' mean. One run each: a gain has
+    (1 + 1/#baselines) × one run's variance, so the sd of a difference of gains is
+    sd × √(1 + 1/#baselines)."""
+    g4, g8 = gains(values4, winner, others), gains(values8, winner, others)
+    k = np.sqrt(1 + 1 / len(others))
+    e = effect(g8, g4, sd=None if sd is None else sd * k, sd_source=f"{sd_source}, × √(1 + 1/{len(others)})")
+    return claim_from("IncCLIP's average gain over the baselines grows from 4 to 8 steps", greater_verdict(e), e,
+                      f"gain at 4 steps {np.mean(g4):+.1f}, at 8 steps {np.mean(g8):+.1f} (Average)", "§4.2.1, Table 1")
+
+
+def slight_margin(table1: pd.DataFrame, methods=("ucir", "co2l"), reference: str = "er") -> tuple[float, str]:
+    """"Slightly", from the paper's Table 1: the largest gain of `methods` over `reference` in
+    Average, relative to the reference's Average, over the 4- and 8-step rows (Co2L at 8 steps:
+    (12.62 − 11.02) / 11.02 = 14.5 %). Returns (relative margin, how it was found)."""
+    t = table1[table1["steps"].astype(str) != "joint"]
+    best, where = -np.inf, ""
+    for steps, rows in t.groupby(t["steps"].astype(str)):
+        ref = float(rows.loc[rows["method"] == reference, "Average"].iloc[0])
+        for m in methods:
+            rel = (float(rows.loc[rows["method"] == m, "Average"].iloc[0]) - ref) / ref
+            if rel > best:
+                best, where = rel, f"{m} at {steps} steps"
+    return float(best), f"the paper's largest {'/'.join(methods)} gain over {reference} in Table 1's Average ({where}: {best:.1%} of {reference}'s)"
+
+
+def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods: list[str], reference: str,
+                    margin_rel: float, margin_how: str, sd: float | None, sd_source: str) -> Claim:
+    """§4.2.1 "UCIR, Co2L are better than ER, [but] the improvement is limited": per split and
+    method, |method − ER| < margin (two one-sided tests, equivalent_verdict), margin = `margin_rel`
+    × ER's Average in our run. The claim's direction ("better") shows in the effects' sign."""
+    verdicts, effects, ev = [], [], []
+    for split, vals in values_by_split.items():
+        margin = margin_rel * float(np.mean(vals[reference]))
+        for m in methods:
+            v, e = equivalent_verdict(vals[m], vals[reference], margin, sd=sd, sd_source=sd_source)
+            verdicts.append(v)
+            effects.append(e)
+            ev.append(f"{split} {m} − {reference} {e.diff:+.1f} (90 % [{e.low:+.1f}, {e.high:+.1f}], margin ±{margin:.1f})")
+    shown = max(effects, key=lambda e: max(abs(e.low), abs(e.high)))
+    return claim_from(f"UCIR and Co2L are only slightly better than ER (within ±{margin_rel:.1%} of ER's Average)",
+                      combine(verdicts), shown, f"margin: {margin_how}; " + "; ".join(ev), "§4.2.1, Table 1")
+
+
+def ordered_claim(claim: str, values: dict[str, list[float]], order: list[str], sd: float | None,
+                  sd_source: str, source: str) -> Claim:
+    """"order[0] > order[1] > ..." by ordered_verdict; the effect shown is the weakest link."""
+    verdict, effects = ordered_verdict(values, order, sd=sd, sd_source=sd_source)
+    return claim_from(claim, verdict, _weakest(effects), ", ".join(f"{k} {fmt(values[k])}" for k in order), source)
+
+
+def step_values(rs: list[dict], fn=average) -> list[list[float]]:
+    """[seed][step] of fn(r, step) after every step."""
+    return [[fn(r, i) for i in range(len(r["heldout"]))] for r in rs]
+
+
+def above_at_every_step(curves: dict[str, dict[str, list[list[float]]]], winner: str, others: list[str],
+                        sd: float | None, sd_source: str, first: int = 1) -> Claim:
+    """Fig. 3 / §4.2.1 "our method consistently outperforms the comparison methods at different
+    steps": `curves` {split: {method: [seed][step]}}; greater_verdict of `winner` over each rival
+    after every step from `first` (0-based; step 1 is left out by default: before any replay or
+    previous model the methods train alike), combined."""
+    effects, ev = [], []
+    for split, c in curves.items():
+        steps = range(first, len(c[winner][0]))
+        for o in others:
+            es = [effect([s[i] for s in c[winner]], [s[i] for s in c[o]], sd=sd, sd_source=sd_source) for i in steps]
+            effects += es
+            ev.append(f"{split} vs {o}: " + " ".join(f"{e.diff:+.1f}" for e in es))
+    return claim_from("IncCLIP stays above every baseline after every step (Average)",
+                      combine([greater_verdict(e) for e in effects]), _weakest(effects),
+                      f"per step from step {first + 1}: " + "; ".join(ev), "Fig. 3, §4.2.1")
+
+
+def engineering_targets(rows: list[dict]) -> pd.DataFrame:
+    """The engineering targets (not paper claims, not in the claims file): each row {target,
+    ratio (median), slowest, goal, source, note}; `result` by target_verdict (met = every paired
+    measurement meets the goal)."""
+    names = {"confirmed": "met", "inconclusive": "met by the median only", "not confirmed": "not met"}
+    return pd.DataFrame([{"target": r["target"], "× reference (median)": r["ratio"], "slowest": r["slowest"],
+                          "goal": r["goal"], "result": names[target_verdict(r["ratio"], r["slowest"], r["goal"])],
+                          "measured by": r["source"], "note": r.get("note", "")} for r in rows]).set_index("target")

@@ -1,37 +1,82 @@
-"""`reports/index.html`: links to every report and the claims ledgers in one table."""
+"""`reports/index.html`: links to every report, and one sortable table of every claim of every
+paper (claim, the paper's section, our verdict, the effect with its interval, seeds), after a
+count of the verdicts per paper: how much of each paper holds at this scale, at a glance."""
 from __future__ import annotations
 
 import html
 import json
 from pathlib import Path
 
+from vlcp.report.claims import VERDICTS
 from vlcp.utils import atomic_path
 
-COLOURS = {"confirmed": "#1a7f37", "inconclusive": "#9a6700", "not confirmed": "#cf222e"}
+COLOURS = {"confirmed": "#1a7f37", "inconclusive": "#9a6700", "not confirmed": "#cf222e", "not testable": "#57606a"}
+
+SORT_JS = """<script>
+document.querySelectorAll('table.sortable th').forEach((th, i) => th.addEventListener('click', () => {
+  const body = th.closest('table').tBodies[0], rows = Array.from(body.rows), up = th.dataset.up !== '1';
+  th.dataset.up = up ? '1' : '0';
+  const key = r => { const t = r.cells[i].dataset.sort ?? r.cells[i].textContent; const n = parseFloat(t);
+                     return isNaN(n) ? t.toLowerCase() : n; };
+  rows.sort((a, b) => (key(a) > key(b) ? 1 : key(a) < key(b) ? -1 : 0) * (up ? 1 : -1));
+  rows.forEach(r => body.appendChild(r));
+}));
+</script>"""
+
+
+def _effect(c: dict) -> tuple[str, str]:
+    """(shown, sort key) of a claim's effect and interval; empty when the claim has none."""
+    if c.get("effect") is None:
+        return "", ""
+    lo, hi = c.get("low"), c.get("high")
+    fmt = lambda v: "∞" if v in (None, float("inf")) else "−∞" if v == float("-inf") else f"{v:+.2f}"  # noqa: E731
+    return f"{c['effect']:+.2f} [{fmt(lo)}, {fmt(hi)}]", f"{c['effect']:.6f}"
+
+
+def claim_rows(reports: Path) -> tuple[list[str], list[str]]:
+    """(table rows of every claim, one summary row per report)."""
+    rows, summary = [], []
+    for f in sorted(reports.glob("*_claims.json")):
+        data = json.loads(f.read_text())
+        counts = {v: 0 for v in VERDICTS}
+        for c in data["claims"]:
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+            colour = COLOURS.get(c["verdict"], "#000")
+            shown, key = _effect(c)
+            rank = VERDICTS.index(c["verdict"]) if c["verdict"] in VERDICTS else len(VERDICTS)
+            rows.append(f"<tr><td>{html.escape(data['report'])}</td><td>{html.escape(c['claim'])}</td>"
+                        f"<td>{html.escape(c.get('source') or '')}</td>"
+                        f"<td data-sort='{rank}' style='color:{colour};font-weight:bold'>{html.escape(c['verdict'])}</td>"
+                        f"<td data-sort='{key}'>{html.escape(shown)}</td><td>{c.get('seeds') or ''}</td>"
+                        f"<td>{html.escape(c['evidence'])}</td></tr>")
+        summary.append(f"<tr><td>{html.escape(data['report'])}</td>"
+                       + "".join(f"<td>{counts[v]}</td>" for v in VERDICTS) + f"<td>{len(data['claims'])}</td></tr>")
+    return rows, summary
 
 
 def write_index(reports_dir: str | Path = "reports") -> Path:
     reports = Path(reports_dir)
     pages = sorted(p for p in reports.glob("*.html") if p.name != "index.html")
-    rows = []
-    for f in sorted(reports.glob("*_claims.json")):
-        data = json.loads(f.read_text())
-        for c in data["claims"]:
-            colour = COLOURS.get(c["verdict"], "#000")
-            rows.append(f"<tr><td>{html.escape(data['report'])}</td><td>{html.escape(c['claim'])}</td>"
-                        f"<td style='color:{colour};font-weight:bold'>{html.escape(c['verdict'])}</td>"
-                        f"<td>{html.escape(c['evidence'])}</td></tr>")
+    rows, summary = claim_rows(reports)
     links = "".join(f"<li><a href='{p.name}'>{p.stem}</a></li>" for p in pages)
+    heads = "".join(f"<th>{v}</th>" for v in VERDICTS)
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>vlcp reports</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}td,th{{border:1px solid #ccc;padding:4px 8px;
-vertical-align:top}}table{{border-collapse:collapse}}</style></head><body>
+<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto}}td,th{{border:1px solid #ccc;padding:4px 8px;
+vertical-align:top}}table{{border-collapse:collapse}}th{{cursor:pointer}}</style></head><body>
 <h1>vlcp reports</h1>
 <p>Every number comes from a run of this pipeline (<code>dvc repro</code>); paper numbers appear
 only as labelled references inside the reports.</p>
 <h2>Reports</h2><ul>{links}</ul>
+<h2>How much of each paper holds here</h2>
+<table><tr><th>report</th>{heads}<th>claims</th></tr>
+{''.join(summary) or f'<tr><td colspan={len(VERDICTS) + 2}>no claims yet</td></tr>'}</table>
 <h2>Claims ledger</h2>
-<table><tr><th>report</th><th>claim</th><th>verdict</th><th>evidence (mean ± std over seeds)</th></tr>
-{''.join(rows) or '<tr><td colspan=4>no claims yet</td></tr>'}</table>
+<p>Every claim of every paper (click a column to sort). <i>Effect</i>: the claim's difference with its confidence
+interval, where its check has one; <i>evidence</i>: the numbers behind the verdict (mean ± std over seeds).</p>
+<table class="sortable"><thead><tr><th>report</th><th>claim</th><th>paper</th><th>verdict</th><th>effect [interval]</th>
+<th>seeds</th><th>evidence</th></tr></thead><tbody>
+{''.join(rows) or '<tr><td colspan=7>no claims yet</td></tr>'}</tbody></table>
+{SORT_JS}
 </body></html>
 """
     out = reports / "index.html"

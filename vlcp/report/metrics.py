@@ -27,9 +27,9 @@ import numpy as np
 
 from vlcp.errors import VlcpError
 from vlcp.report import cllclip, fomo, incclip
+from vlcp.report.claims import VERDICTS
 from vlcp.utils import atomic_dir, read_json, write_json
 
-VERDICTS = ("confirmed", "not confirmed", "inconclusive")
 
 
 def study_sources(params: dict) -> dict[str, dict]:

@@ -1,0 +1,114 @@
+"""The claims ledger's verdict functions (vlcp/report/claims.py): each returns every verdict it can
+return, on data made for it; equivalence needs the interval inside the margin, not just no difference."""
+import math
+
+import numpy as np
+import pytest
+
+from vlcp.report.claims import (VERDICTS, Claim, claim_from, combine, effect, equivalent_verdict, greater_verdict,
+                                not_testable, ordered_verdict)
+
+
+def test_paired_effect_is_the_t_interval_of_the_per_seed_differences():
+    a, b = [10.0, 12.0, 11.0], [9.0, 10.0, 10.5]
+    e = effect(a, b)
+    d = np.subtract(a, b)
+    half = 4.302652729911275 * d.std(ddof=1) / math.sqrt(3)          # t(0.975, 2)
+    assert e.n == 3 and "paired" in e.how
+    assert e.diff == pytest.approx(d.mean()) and e.low == pytest.approx(d.mean() - half)
+    assert e.high == pytest.approx(d.mean() + half)
+
+
+def test_one_run_each_needs_a_measured_spread():
+    assert effect([3.0], [1.0]).low == -math.inf                       # no spread: nothing can be confirmed
+    e = effect([3.0], [1.0], sd=0.5, sd_source="seed subset")
+    assert e.low == pytest.approx(2 - 1.959964 * 0.5, abs=1e-5) and "seed subset" in e.how
+
+
+def test_a_measured_floor_widens_a_too_tight_paired_interval():
+    tight = effect([5.0, 5.0, 5.0], [4.0, 4.0, 4.0])
+    assert tight.low == tight.high == 1.0
+    floored = effect([5.0, 5.0, 5.0], [4.0, 4.0, 4.0], sd=1.0)
+    assert floored.low < 0 < 1 < floored.high
+
+
+@pytest.mark.parametrize("a,b,verdict", [
+    ([5.0, 5.2, 4.9], [1.0, 1.1, 0.9], "confirmed"),
+    ([1.0, 1.1, 0.9], [5.0, 5.2, 4.9], "not confirmed"),
+    ([1.0, 3.0, 0.5], [1.0, 1.0, 1.0], "inconclusive"),
+])
+def test_greater_returns_each_verdict(a, b, verdict):
+    assert greater_verdict(effect(a, b)) == verdict
+
+
+@pytest.mark.parametrize("a,b,verdict", [
+    ([1.00, 1.05, 0.95], [1.02, 1.00, 0.98], "confirmed"),      # interval well inside ±0.5
+    ([3.0, 3.1, 2.9], [1.0, 1.0, 1.0], "not confirmed"),         # interval wholly beyond the margin
+    ([1.0, 1.6, 0.6], [1.0, 1.0, 1.0], "inconclusive"),          # within the noise, not inside the margin
+])
+def test_equivalence_returns_each_verdict(a, b, verdict):
+    got, e = equivalent_verdict(a, b, margin=0.5)
+    assert got == verdict, e
+
+
+def test_no_difference_within_the_noise_is_not_equivalence():
+    """The defect the ledgers had: a gap inside a wide noise was 'confirmed' equivalent."""
+    got, e = equivalent_verdict([1.0], [1.2], margin=0.5, sd=1.0)
+    assert got == "inconclusive" and e.low < -0.5 and e.high > 0.5
+    with pytest.raises(ValueError, match="margin"):
+        equivalent_verdict([1.0], [1.0], margin=0.0)
+
+
+def test_equivalence_under_a_true_gap_of_two_standard_errors_is_rarely_confirmed():
+    rng = np.random.default_rng(0)
+    sd, margin, n = 1.0, 1.0, 3
+    confirmed = 0
+    for _ in range(400):
+        a = rng.normal(2 * sd / math.sqrt(n), sd, n)   # true gap: two standard errors of the mean difference
+        b = np.zeros(n)
+        confirmed += equivalent_verdict(a, b, margin=margin, sd=sd)[0] == "confirmed"
+    assert confirmed / 400 < 0.05
+
+
+@pytest.mark.parametrize("values,verdict", [
+    ({"x": [9.0, 9.1, 8.9], "y": [5.0, 5.1, 4.9], "z": [1.0, 1.1, 0.9]}, "confirmed"),
+    ({"x": [9.0, 9.1, 8.9], "y": [1.0, 1.1, 0.9], "z": [5.0, 5.1, 4.9]}, "not confirmed"),
+    ({"x": [9.0, 9.1, 8.9], "y": [5.0, 8.0, 2.0], "z": [1.0, 1.1, 0.9]}, "inconclusive"),
+])
+def test_ordered_returns_each_verdict(values, verdict):
+    got, effects = ordered_verdict(values, ["x", "y", "z"])
+    assert got == verdict and len(effects) == 2
+
+
+def test_combine_and_not_testable():
+    assert combine(["confirmed", "confirmed"]) == "confirmed"
+    assert combine(["confirmed", "not confirmed", "inconclusive"]) == "not confirmed"
+    assert combine(["confirmed", "not testable"]) == "inconclusive"
+    assert combine(["not testable"]) == "not testable"
+    c = not_testable("CTP costs 1.18x SeqF", "our tiny ALBEF's extra forwards alone cost more")
+    assert c.verdict == "not testable" and set(VERDICTS) == {"confirmed", "inconclusive", "not confirmed", "not testable"}
+    with pytest.raises(ValueError, match="verdict"):
+        Claim("x", "probably", "")
+
+
+def test_claim_from_carries_the_interval():
+    e = effect([5.0, 5.2, 4.9], [1.0, 1.1, 0.9])
+    c = claim_from("a > b", greater_verdict(e), e, "Rm")
+    assert c.verdict == "confirmed" and c.effect == pytest.approx(e.diff) and c.low == e.low and c.seeds == 3
+    assert "effect +" in c.evidence
+
+
+def test_index_counts_every_verdict_and_shows_the_interval(tmp_path):
+    from vlcp.report.claims import write_claims
+    from vlcp.report.index import write_index
+
+    e = effect([5.0, 5.2, 4.9], [1.0, 1.1, 0.9])
+    write_claims(tmp_path / "a_claims.json", "Paper A", [claim_from("a > b", "confirmed", e, source="§5.2"),
+                                                         not_testable("1.18x", "FLOPs", "Table 1")])
+    write_claims(tmp_path / "b_claims.json", "Paper B", [Claim("c", "not confirmed", "x 1 vs 2")])
+    (tmp_path / "a.html").write_text("<html></html>")
+    page = write_index(tmp_path).read_text()
+    assert "<tr><td>Paper A</td><td>1</td><td>0</td><td>0</td><td>1</td><td>2</td></tr>" in page
+    assert "<tr><td>Paper B</td><td>0</td><td>0</td><td>1</td><td>0</td><td>1</td></tr>" in page
+    assert f"{e.diff:+.2f} [{e.low:+.2f}, {e.high:+.2f}]" in page and "§5.2" in page and "not testable" in page
+    assert "href='a.html'" in page and "class=\"sortable\"" in page
