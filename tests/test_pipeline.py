@@ -61,7 +61,8 @@ def test_tiny_dvc_repro(tmp_path):
     for name, exp in params["experiments"].items():                    # the FoMo study: every group, 3 tasks of 2 steps
         if name.startswith("fomo-") and name != "fomo-base":
             exp["data"] = {**(exp.get("data") or {}), "tasks": []}
-    params["experiments"]["fomo-base"]["train"] = {"steps": 12, "batch_size": 16}
+    for base in params["report"]["fomo"]["bases"]:                   # θ0 and the model-scaling study's two bases
+        params["experiments"][base]["train"] = {"steps": 12, "batch_size": 16}
     params["profiles"]["tiny"]["fomo"] = {"steps_per_task": 2, "num_tasks": 3}
     fomo = params["report"]["fomo"]
     fomo["studies"] = {"methods": ["fomo-ft", "fomo-joint", "fomo-lora4", "fomo-ema-merge"], "orderings": ["fomo-o-sim"]}
