@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from vlcp.report.claims import Claim, Effect, claim_from, combine, effect, greater_verdict, not_testable
-from vlcp.report.incclip import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
+from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
 
 SETS = {"in": "in_domain", "out": "out_domain"}
 DIRECTIONS = {"I2T": "TR@1", "T2I": "IR@1"}

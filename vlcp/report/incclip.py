@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from vlcp.eval.continual import bwt
-from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
-                                ordered_verdict, target_verdict)
+from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets,  # noqa: F401
+                                equivalent_verdict, greater_verdict, ordered_verdict)
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -199,13 +199,3 @@ def above_at_every_step(curves: dict[str, dict[str, list[list[float]]]], winner:
     return claim_from("IncCLIP stays above every baseline after every step (Average)",
                       combine([greater_verdict(e) for e in effects]), _weakest(effects),
                       f"per step from step {first + 1}: " + "; ".join(ev), "Fig. 3, §4.2.1")
-
-
-def engineering_targets(rows: list[dict]) -> pd.DataFrame:
-    """The engineering targets (not paper claims, not in the claims file): each row {target,
-    ratio (median), slowest, goal, source, note}; `result` by target_verdict (met = every paired
-    measurement meets the goal)."""
-    names = {"confirmed": "met", "inconclusive": "met by the median only", "not confirmed": "not met"}
-    return pd.DataFrame([{"target": r["target"], "× reference (median)": r["ratio"], "slowest": r["slowest"],
-                          "goal": r["goal"], "result": names[target_verdict(r["ratio"], r["slowest"], r["goal"])],
-                          "measured by": r["source"], "note": r.get("note", "")} for r in rows]).set_index("target")
