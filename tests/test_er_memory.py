@@ -13,7 +13,8 @@ from vlcp.methods import get_method
 
 IC_METHODS = ("er", "ucir", "geodl", "co2l", "incclip")
 IC_EXPERIMENTS = [f"{split}-{m}" for split in ("ic4", "ic8", "ici") for m in IC_METHODS] + [
-    "incclip", "ic4-incclip-wnc", "ic4-incclip-wnc-kd", "ic4-incclip-mem1", "ic4-incclip-mem50", "ic4-incclip-every8"]
+    "incclip", "ic4-incclip-wnc", "ic4-incclip-wnc-kd", "ic4-incclip-mem1", "ic4-incclip-mem50", "ic4-incclip-every8",
+    "ic4-incclip-band", "ic4-incclip-pseudoall", "ic4-incclip-kdt02", "ic4-incclip-wnc12", "ic4-incclip-replay25"]
 
 
 @pytest.fixture(scope="module")

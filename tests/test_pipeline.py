@@ -58,6 +58,9 @@ def test_tiny_dvc_repro(tmp_path):
     ctp = params["report"]["ctp"]                                      # the CTP study: a few rows of each table
     ctp.update(seeds=[0], experiments=["ctp-seqf", "ctp-ctp", "ctp-er", "ctp-jointt"],
                ablation_experiments=["ctp-abl-cmc", "ctp-rev-seqf", "ctp-rev-ctp"])
+    incclip = params["report"]["incclip"]                              # the IncCLIP study: one open-choice alternative
+    dropped = {c["experiment"] for c in incclip["sensitivity"][1:]}
+    incclip.update(sensitivity=incclip["sensitivity"][:1], experiments=[e for e in incclip["experiments"] if e not in dropped])
     for name, exp in params["experiments"].items():                    # the FoMo study: every group, 3 tasks of 2 steps
         if name.startswith("fomo-") and name != "fomo-base":
             exp["data"] = {**(exp.get("data") or {}), "tasks": []}

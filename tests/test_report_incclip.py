@@ -174,3 +174,18 @@ def test_ledger_cell_holds_only_paper_claims(tmp_path):
     assert all(c.effect is not None for c in ns["claims"])
     written = json.loads((tmp_path / "incclip_ablations_claims.json").read_text())
     assert len(written["claims"]) == len(texts)
+
+
+def test_sensitivity_reads_each_choice_against_its_noise():
+    runs = {"ref": [result(20.0, [[0.0]], 1.0)], "band": [result(26.0, [[0.0]], 1.0)],
+            "kd": [result(21.0, [[0.0]], 1.0)], "two": [result(20.0, [[0.0]], 1.0), result(22.0, [[0.0]], 1.0)]}
+    sds = {"average": (2.0, "given"), "r1_mean": (2.0, "given")}
+    choices = [{"choice": "band", "ours": "[0.1, 0.3]", "alternative": "[0.3, 0.5]", "experiment": "band"},
+               {"choice": "kd", "ours": "own", "alternative": "0.2", "experiment": "kd"},
+               {"choice": "missing", "ours": 1, "alternative": 2, "experiment": "absent"},
+               {"choice": "two seeds", "ours": 1, "alternative": 2, "experiment": "two"}]
+    t = ic.sensitivity(runs, "ref", choices, sds).set_index("open choice")
+    assert list(t.index) == ["band", "kd", "two seeds"]                      # absent runs are left out
+    assert t.loc["band", "Δ Average"] == pytest.approx(6.0) and t.loc["band", "reading"].startswith("moves")
+    assert t.loc["kd", "Δ Average"] == pytest.approx(1.0) and t.loc["kd", "reading"].startswith("within")
+    assert t.loc["two seeds", "noise Average"] == pytest.approx(2.0)           # min(2, 1) seeds: no √ reduction

@@ -4,6 +4,7 @@ import math
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 
 from vlcp.errors import VlcpError
@@ -145,3 +146,11 @@ def test_deviations_markdown_escapes_and_says_when_empty(monkeypatch):
     lines = dv.deviations_markdown(params, "fomo").splitlines()
     assert lines[2] == "| kind | what | paper | ours | why | rows | source |"
     assert lines[4] == "| data | a \\| b c |  |  | why | Fig. 6 |  |"
+
+
+def test_testable_line_says_which_claims_a_stream_that_does_not_teach_leaves_untested():
+    frame = lambda flags: pd.DataFrame({"teaches": flags, "gain_mean": [1.0] * len(flags)})  # noqa: E731
+    yes = teach.testable_line(frame([True, True, False, False]), ["Table 7 BWT"], "SeqF")
+    assert yes.startswith("**The stream teaches**") and "2 of 4" in yes and "Table 7" not in yes
+    no = teach.testable_line(frame([True, False, False]), ["forgetting (BWT)", "the upper bound"], "SeqF")
+    assert "does not clearly teach" in no and "1 of 3" in no and "forgetting (BWT); the upper bound" in no

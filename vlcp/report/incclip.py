@@ -95,6 +95,35 @@ def noise_sds(spread: dict | None, fallback: float) -> dict[str, tuple[float, st
     return out
 
 
+def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict],
+                sds: dict[str, tuple[float, str]]) -> pd.DataFrame:
+    """The result's sensitivity to the choices the paper leaves open (`report.incclip.sensitivity`,
+    the Deviations table's "open choice" rows): per choice (`choice`, `ours`, `alternative`, the
+    alternative's `experiment`), Δ = alternative − ours of the final Average and mean R@1 (means over
+    each arm's seeds) beside its noise (`sds`, the sd of one single-seed difference, divided by
+    √seeds) and a reading: |Δ| > 2 × noise on either metric "moves the result"; else "within 2 ×
+    noise", which is not evidence that the choice does not matter. Choices whose runs are absent
+    are left out."""
+    ref = runs[reference]
+    rows = []
+    for c in choices:
+        alt = runs.get(c["experiment"])
+        if not alt:
+            continue
+        row = {"open choice": c["choice"], "ours": str(c["ours"]), "alternative": str(c["alternative"]),
+               "experiment": c["experiment"]}
+        moved = False
+        for key, fn, label in (("average", average, "Average"), ("r1_mean", r1_mean, "mean R@1")):
+            diff = float(np.mean([fn(r) for r in alt]) - np.mean([fn(r) for r in ref]))
+            noise = sds[key][0] / np.sqrt(min(len(alt), len(ref)))
+            row[f"Δ {label}"], row[f"noise {label}"] = diff, noise
+            moved |= abs(diff) > 2 * noise
+        row["reading"] = "moves the result (|Δ| > 2 × noise)" if moved else "within 2 × noise (not shown to be harmless)"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["open choice", "ours", "alternative", "experiment", "Δ Average", "noise Average",
+                                       "Δ mean R@1", "noise mean R@1", "reading"])
+
+
 def fmt(v: list[float]) -> str:
     return f"{np.mean(v):.1f}" + (f" ± {np.std(v, ddof=1):.1f}" if len(v) > 1 else "")
 

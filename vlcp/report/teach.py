@@ -220,3 +220,19 @@ def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
                         f"(data.unseen_styles: {cfg.unseen_styles}; known sets: {', '.join(sets)})")
     tasks = bench.pairs(*sets[eval_set]).image_tasks
     return torch.bincount(tasks, minlength=len(bench.task_names)).tolist()
+
+
+def testable_line(gains: pd.DataFrame, needs_teaching: Sequence[str], who: str) -> str:
+    """What the study can test, said plainly from `who`'s `task_gains` (the study's least
+    regularised run): training teaches on at least half of the tasks, or the study cannot test
+    the claims that need a stream that teaches (`needs_teaching`: the study's list,
+    `report.<study>.needs_teaching`); their ledger rows then measure how methods keep the
+    starting model, not how they learn and keep new tasks."""
+    k, total = int(gains["teaches"].sum()), len(gains)
+    if total and 2 * k >= total:
+        return (f"**The stream teaches** ({who}: gain > 2 × noise on {k} of {total} tasks): the claims about learning "
+                "and forgetting the stream's tasks are testable on it.")
+    items = "; ".join(needs_teaching) or "every claim about learning the stream's tasks"
+    return (f"**The stream does not clearly teach** ({who}: gain > 2 × noise on only {k} of {total} tasks). This study "
+            f"therefore cannot test: {items}. The ledger's rows on these measure how the methods keep the starting "
+            "model, not how they learn and keep new tasks.")
