@@ -112,3 +112,20 @@ def test_index_counts_every_verdict_and_shows_the_interval(tmp_path):
     assert "<tr><td>Paper B</td><td>0</td><td>0</td><td>1</td><td>0</td><td>1</td></tr>" in page
     assert f"{e.diff:+.2f} [{e.low:+.2f}, {e.high:+.2f}]" in page and "§5.2" in page and "not testable" in page
     assert "href='a.html'" in page and "class=\"sortable\"" in page
+
+
+def test_seed_spread_pools_by_degrees_of_freedom_and_skips_single_seeds():
+    from vlcp.report.claims import seed_spread
+    sp = seed_spread({"AR": {"a": [1.0, 3.0], "b": [0.0, 2.0, 4.0], "c": [5.0]}, "F": {"a": [1.0]}}, "a, b, c")
+    m = sp["metrics"]["AR"]
+    # variances 2 (1 dof) and 4 (2 dof): pooled = sqrt((1*2 + 2*4) / 3)
+    assert m["dof"] == 3 and m["pooled_std"] == pytest.approx(math.sqrt(10 / 3))
+    assert m["difference_spread"] == pytest.approx(math.sqrt(2) * math.sqrt(10 / 3))
+    assert set(m["std_per_experiment"]) == {"a", "b"} and "F" not in sp["metrics"] and "a, b, c" in sp["source"]
+
+
+def test_effect_uses_students_t_when_the_sd_has_few_degrees_of_freedom():
+    wide = effect([1.0], [0.0], sd=1.0, sd_dof=4)
+    narrow = effect([1.0], [0.0], sd=1.0)
+    assert wide.high - wide.low == pytest.approx(2 * 2.776, abs=1e-3)    # t(0.975, 4)
+    assert narrow.high - narrow.low == pytest.approx(2 * 1.960, abs=1e-3)

@@ -26,6 +26,21 @@ def test_benchmark_stages_are_up_to_date():
     assert "up to date" in out.stdout, f"stale benchmark stages (re-measure or dvc commit them):\n{out.stdout}"
 
 
+@pytest.mark.parametrize("study, main_seeds", [("incclip", "seeds"), ("cllclip", "seeds"), ("fomo", "seed")])
+def test_seed_subsets_add_seeds_to_runs_of_the_study(study, main_seeds):
+    """Each study's seed subset (report.<study>.spread, stages run_<study>_seeds) runs experiments the
+    study runs anyway, at seeds it does not (the same seed twice would be two DVC stages writing one
+    output); with the main seed, ≥ 3 seeds."""
+    import yaml
+
+    rep = yaml.safe_load((ROOT / "params.yaml").read_text())["report"][study]
+    main = rep[main_seeds] if isinstance(rep[main_seeds], list) else [rep[main_seeds]]
+    listed = rep["experiments"] if "experiments" in rep else [e for es in rep["studies"].values() for e in es]
+    spread = rep["spread"]
+    assert spread["experiments"] and set(spread["experiments"]) <= set(listed)
+    assert not set(spread["seeds"]) & set(main) and len(set(spread["seeds"]) | set(main)) >= 3
+
+
 def test_stages_call_vlcp_through_the_venv_wrapper():
     """`.venv/bin/dvc repro` without activation: every stage command goes through scripts/venv,
     which puts the project's venv first on PATH."""

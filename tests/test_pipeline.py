@@ -61,6 +61,8 @@ def test_tiny_dvc_repro(tmp_path):
     incclip = params["report"]["incclip"]                              # the IncCLIP study: one open-choice alternative
     dropped = {c["experiment"] for c in incclip["sensitivity"][1:]}
     incclip.update(sensitivity=incclip["sensitivity"][:1], experiments=[e for e in incclip["experiments"] if e not in dropped])
+    incclip["spread"] = {"experiments": ["ic4-incclip"], "seeds": [1]}   # the seed subsets: one experiment at one more seed
+    params["report"]["cllclip"]["spread"] = {"experiments": ["cll-clip"], "seeds": [1]}
     for name, exp in params["experiments"].items():                    # the FoMo study: every group, 3 tasks of 2 steps
         if name.startswith("fomo-") and name != "fomo-base":
             exp["data"] = {**(exp.get("data") or {}), "tasks": []}
@@ -69,6 +71,7 @@ def test_tiny_dvc_repro(tmp_path):
     params["profiles"]["tiny"]["fomo"] = {"steps_per_task": 2, "num_tasks": 3}
     fomo = params["report"]["fomo"]
     fomo["studies"] = {"methods": ["fomo-ft", "fomo-joint", "fomo-lora4", "fomo-ema-merge"], "orderings": ["fomo-o-sim"]}
+    fomo["spread"] = {"experiments": ["fomo-ft"], "seeds": [1]}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path), GIT_AUTHOR_NAME="vlcp",
@@ -91,6 +94,9 @@ def test_tiny_dvc_repro(tmp_path):
     assert "Claims ledger" in inc and "Traceback" not in inc and inc.count("data:image/png") >= 2
     for exp in params["report"]["incclip"]["experiments"]:
         assert (tmp_path / "runs-incclip" / exp / "seed0" / "results.json").exists()
+    assert (tmp_path / "runs-incclip" / "ic4-incclip" / "seed1" / "results.json").exists()           # the seed subsets
+    assert (tmp_path / "runs-cllclip" / "spread-seed1" / "cll-clip" / "seed1" / "results.json").exists()
+    assert (tmp_path / "runs-fomo" / "spread-seed1" / "fomo-ft" / "seed1" / "results.json").exists()
     cll = (tmp_path / "reports" / "cllclip_teir.html").read_text()
     assert "Claims ledger" in cll and "Traceback" not in cll and cll.count("data:image/png") >= 5
     for exp in params["report"]["cllclip"]["experiments"]:

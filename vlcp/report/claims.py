@@ -56,12 +56,14 @@ class Effect:
 
 
 def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool | None = None,
-           sd_source: str = "given sd") -> Effect:
+           sd_source: str = "given sd", sd_dof: int | None = None) -> Effect:
     """a − b with its `level` confidence interval. `a`, `b`: per-seed values (lists; with
     `paired`, index i of both is seed i). Paired t when both have the same n ≥ 2 (default
     `paired=None`: when the lengths match), Welch's t for unequal lists, and with one value each
-    a normal interval of width z·`sd` (`sd`: the standard deviation of one difference, e.g.
-    √2 × a seed std measured on a subset; without it the interval is unbounded)."""
+    an interval of width q·`sd` (`sd`: the standard deviation of one difference, e.g. √2 × a
+    seed std measured on a subset, `seed_spread`; without it the interval is unbounded), q the
+    normal quantile, or Student's t on `sd_dof` degrees of freedom when the sd was estimated
+    from that few (a seed subset's)."""
     a, b = np.asarray(a, float).ravel(), np.asarray(b, float).ravel()
     if len(a) == 0 or len(b) == 0:
         raise ValueError("effect: no values")
@@ -85,11 +87,33 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
         return Effect(diff, float(diff - t * se), float(diff + t * se), min(len(a), len(b)), "Welch")
     if sd is None:
         return Effect(diff, -math.inf, math.inf, min(len(a), len(b)), "one run each, no spread measured")
-    z = stats.norm.ppf(1 - alpha / 2)
+    z = stats.norm.ppf(1 - alpha / 2) if not sd_dof else stats.t.ppf(1 - alpha / 2, sd_dof)
     n = max(len(a), len(b))
     se = sd / math.sqrt(n)   # (several runs on one side, one on the other: the sd is of one difference)
     return Effect(diff, float(diff - z * se), float(diff + z * se), min(len(a), len(b)),
                   f"one run each, sd {sd:.2f} ({sd_source})")
+
+
+def seed_spread(values: dict[str, dict[str, list[float]]], where: str) -> dict:
+    """A study's seed spread, from the subset of its experiments run at several seeds (`values`:
+    {metric: {experiment: [value per seed]}}; `where` names the subset, e.g. "ic4-er, ic4-incclip
+    at seeds 0, 1, 2"). Per metric: each experiment's seed std (ddof 1; experiments with fewer
+    than 2 seeds left out), the pooled std (the seed variances averaged with weights seeds − 1:
+    the experiments' seed variances assumed equal), its degrees of freedom `dof` (Σ (seeds − 1)) and
+    `difference_spread` = √2 × pooled, the sd of a difference of two single-seed values (their
+    seeds independent): the `sd` (with `sd_dof`) of `effect` for single-seed comparisons. A
+    metric no experiment has at 2 seeds is left out. Returns {"metrics": {...}, "source": ...}."""
+    metrics = {}
+    for m, per_exp in values.items():
+        per_exp = {e: np.asarray(v, float) for e, v in per_exp.items() if len(v) >= 2}
+        if not per_exp:
+            continue
+        stds = {e: float(v.std(ddof=1)) for e, v in per_exp.items()}
+        dof = int(sum(len(v) - 1 for v in per_exp.values()))
+        pooled = float(math.sqrt(sum((len(per_exp[e]) - 1) * sd ** 2 for e, sd in stds.items()) / dof))
+        metrics[m] = {"std_per_experiment": stds, "pooled_std": pooled, "dof": dof,
+                      "difference_spread": math.sqrt(2) * pooled}
+    return {"metrics": metrics, "source": f"seed spread of this study's subset ({where}): √2 × pooled seed std"}
 
 
 def greater_verdict(e: Effect, min_gap: float = 0.0) -> str:
