@@ -129,3 +129,18 @@ def test_effect_uses_students_t_when_the_sd_has_few_degrees_of_freedom():
     narrow = effect([1.0], [0.0], sd=1.0)
     assert wide.high - wide.low == pytest.approx(2 * 2.776, abs=1e-3)    # t(0.975, 4)
     assert narrow.high - narrow.low == pytest.approx(2 * 1.960, abs=1e-3)
+
+
+def test_equivalence_and_order_pass_the_sds_degrees_of_freedom_on():
+    from vlcp.report.claims import ordered_verdict
+    # |diff| 0.5, sd 0.5, margin 1.5: the 90 % normal interval ±0.82 fits, Student's t on 2 dof (±1.46) does not
+    assert equivalent_verdict([0.5], [0.0], 1.5, sd=0.5)[0] == "confirmed"
+    assert equivalent_verdict([0.5], [0.0], 1.5, sd=0.5, sd_dof=2)[0] == "inconclusive"
+    assert ordered_verdict({"a": [2.0], "b": [0.0]}, ["a", "b"], sd=0.8)[0] == "confirmed"
+    assert ordered_verdict({"a": [2.0], "b": [0.0]}, ["a", "b"], sd=0.8, sd_dof=2)[0] == "inconclusive"
+
+
+def test_one_run_against_a_mean_of_three_uses_the_variance_of_that_difference():
+    # sd of a single-run difference 1 (σ = 1/√2): mean of 3 minus one run has sd √((1/3 + 1) / 2)
+    e = effect([1.0, 2.0, 3.0], [0.0], sd=1.0)
+    assert (e.high - e.low) / 2 == pytest.approx(1.95996 * math.sqrt((1 / 3 + 1) / 2), rel=1e-4)

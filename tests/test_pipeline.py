@@ -93,8 +93,8 @@ def test_tiny_dvc_repro(tmp_path):
     inc = (tmp_path / "reports" / "incclip_ablations.html").read_text()
     assert "Claims ledger" in inc and "Traceback" not in inc and inc.count("data:image/png") >= 2
     for exp in params["report"]["incclip"]["experiments"]:
-        assert (tmp_path / "runs-incclip" / exp / "seed0" / "results.json").exists()
-    assert (tmp_path / "runs-incclip" / "ic4-incclip" / "seed1" / "results.json").exists()           # the seed subsets
+        assert (tmp_path / "runs-incclip" / "stream-seed0" / exp / "seed0" / "results.json").exists()
+    assert (tmp_path / "runs-incclip" / "spread-seed1" / "ic4-incclip" / "seed1" / "results.json").exists()   # the seed subsets
     assert (tmp_path / "runs-cllclip" / "spread-seed1" / "cll-clip" / "seed1" / "results.json").exists()
     assert (tmp_path / "runs-fomo" / "spread-seed1" / "fomo-ft" / "seed1" / "results.json").exists()
     cll = (tmp_path / "reports" / "cllclip_teir.html").read_text()

@@ -24,8 +24,21 @@ def matrix(final, before=None):
 def run(final, before=None, coverage=(1.0, 1.0, 1.0), loss=1.0):
     m = matrix(final, before)
     cell = {"TR@1": m, "IR@1": m}
-    return {"languages": LANGS, "coverage": {"test": dict(zip(LANGS, coverage))},
+    zero = {"TR@1": [10.0] * len(LANGS), "IR@1": [10.0] * len(LANGS)}
+    return {"languages": LANGS, "coverage": {"test": dict(zip(LANGS, coverage))}, "stream": "language",
+            "tasks": list(LANGS), "task_languages": [[lang] for lang in LANGS],
+            "zero_shot": {"in_domain": zero, "out_domain": zero},
             "matrix": {"in_domain": cell, "out_domain": cell}, "convergence": {"loss": loss, "fisher_trace": loss}}
+
+
+SUBSET_SEEDS = [0, 1, 2]
+
+
+def subset(spread_ar=5.0, spread_loss=0.01):
+    """The seed subset at seeds 0, 1, 2: each experiment's AR (every cell) at mean ± `spread_ar`
+    (seed std `spread_ar`), F 20 at every seed, loss and Fisher trace at 1 ± `spread_loss`."""
+    return {e: [run([v + k * spread_ar] * 3, before=[v + k * spread_ar + 20] * 2 + [v + k * spread_ar], loss=1 + k * spread_loss)
+                for k in (0, 1, -1)] for e, v in (("cll-clip", 50.0), ("cll-clip-teir", 60.0))}
 
 
 def test_test_counts_follow_each_languages_coverage():
@@ -123,11 +136,11 @@ def test_engineering_targets_table_is_shared():
     assert t.loc["TEIR costs at most 1.05× CLL-CLIP's training time", "result"] == "met by the median only"
 
 
-def test_ledger_cell_runs_on_fake_runs_and_keeps_the_cost_target_out(tmp_path):
+@pytest.mark.parametrize("spread_ar", [None, 20.0])
+def test_ledger_cell_runs_on_fake_runs_and_keeps_the_cost_target_out(tmp_path, spread_ar):
     from vlcp.report.claims import claims_frame, write_claims
 
-    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "cllclip_teir.ipynb").read_text())
-    code = "".join(next(c for c in nb["cells"] if c.get("id") == "fed0ab5d")["source"])
+    code = _cell("fed0ab5d")
     methods = ["clip", "er"]
     runs = {f"cll36-{m}{t}": run([60.0 if t else 50.0] * 3, before=[65.0 if t else 70.0] * 2 + [60.0 if t else 50.0])
             for m in methods for t in ("", "-teir")}
@@ -137,11 +150,137 @@ def test_ledger_cell_runs_on_fake_runs_and_keeps_the_cost_target_out(tmp_path):
         runs[e] = run([40.0 + i] * 3, before=[60.0, 60.0, 40.0 + i], loss=2.0 - i / 10)
     ns = {"report": True, "runs": runs, "methods": methods, "n_test": 200, "abl": abl, "cl": cl, "pd": pd, "Path": Path,
           "paper_table": paper_table, "claims_frame": claims_frame, "write_claims": write_claims,
-          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "Markdown": str}
+          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "Markdown": str,
+          "spread": None if spread_ar is None else cl.seed_spread(subset(spread_ar), SUBSET_SEEDS),
+          "subset_missing": ["cll-clip seed 1"] if spread_ar is None else [], "spread_exps": ["cll-clip", "cll-clip-teir"],
+          "spread_seeds": SUBSET_SEEDS}
     exec(code, ns)
     texts = [c.claim for c in ns["claims"]]
     assert "TEIR improves AR and F of every method" in texts
-    assert ns["claims"][0].verdict == "confirmed"
+    if spread_ar is None:       # the subset missing: test-set noise only, as before
+        assert ns["claims"][0].verdict == "confirmed" and "seed spread not measured" in ns["claims"][0].evidence
+    else:                       # a 10-point gap inside a seed spread of 20: the ledger's verdict follows the spread
+        assert ns["claims"][0].verdict == "inconclusive"
+        assert all("at seeds 0, 1, 2" in c.evidence for c in ns["claims"] if c.verdict != "not testable")
     assert not any("1.05" in t or "training time" in t for t in texts)
     assert any("both objectives" in t for t in texts) and any("Fisher" in t for t in texts)
     assert json.loads((tmp_path / "cllclip_teir_claims.json").read_text())["claims"][0]["claim"] == texts[0]
+
+
+# -- the seed spread of the subset (report.cllclip.spread) joining the single-seed verdicts' noise --
+
+def test_seed_spread_pools_every_cell_and_fig3_over_the_subset():
+    sp = cl.seed_spread(subset(spread_ar=5.0, spread_loss=0.01), SUBSET_SEEDS)
+    assert sp["where"] == "cll-clip, cll-clip-teir at seeds 0, 1, 2"
+    assert set(sp["metrics"]) == {cl.spread_key(m, s, d) for s, d in cl.CELLS for m in ("AR", "F")} | set(cl.CONVERGENCE)
+    ar = sp["metrics"]["AR in I2T"]
+    assert ar["std_per_experiment"] == {"cll-clip": pytest.approx(5.0), "cll-clip-teir": pytest.approx(5.0)}
+    assert ar["pooled_std"] == pytest.approx(5.0) and ar["dof"] == 4 and ar["difference_spread"] == pytest.approx(5 * np.sqrt(2))
+    assert sp["metrics"]["F out T2I"]["pooled_std"] == pytest.approx(0.0)
+    assert sp["metrics"]["loss"]["pooled_std"] == pytest.approx(0.01)
+    assert set(cl.spread_frame(sp).columns) == {"seed std cll-clip", "seed std cll-clip-teir", "pooled std", "dof",
+                                               "difference spread"}
+    assert cl.seed_spread({}, SUBSET_SEEDS) is None                          # no subset: no spread
+    assert cl.seed_spread({"cll-clip": [run([50.0] * 3)]}, [0]) is None       # one seed: no spread
+
+
+def test_better_adds_the_seed_spread_to_the_test_noise_with_t_on_its_dof():
+    from scipy import stats
+
+    a, b, sp = run([60.0] * 3), run([50.0] * 3), cl.seed_spread(subset(spread_ar=5.0), SUBSET_SEEDS)
+    test_sd = float(np.hypot(cl.value_se(a, 1000, "in", "I2T", "AR")[1], cl.value_se(b, 1000, "in", "I2T", "AR")[1]))
+    plain, seeded = cl.better(a, b, 1000, "in", "I2T", "AR"), cl.better(a, b, 1000, "in", "I2T", "AR", sp)
+    assert plain.high - plain.diff == pytest.approx(stats.norm.ppf(0.975) * test_sd)
+    assert seeded.high - seeded.diff == pytest.approx(stats.t.ppf(0.975, 4) * np.hypot(test_sd, 5 * np.sqrt(2)))
+    assert "test-set noise of AR + seed spread of cll-clip, cll-clip-teir at seeds 0, 1, 2" in seeded.how
+    sp_no_f = {**sp, "metrics": {k: v for k, v in sp["metrics"].items() if not k.startswith("F")}}
+    e = cl.better(a, b, 1000, "in", "I2T", "F", sp_no_f)      # a spread without the metric: test noise only, said
+    assert "the seed spread has no F in I2T" in e.how and e.high - e.diff == pytest.approx(stats.norm.ppf(0.975) * (
+        np.hypot(cl.value_se(a, 1000, "in", "I2T", "F")[1], cl.value_se(b, 1000, "in", "I2T", "F")[1])))
+
+
+@pytest.mark.parametrize("spread_ar, verdict", [(0.1, "confirmed"), (5.0, "inconclusive")])
+def test_improves_a_gap_confirmed_under_test_noise_is_inconclusive_with_a_large_seed_spread(spread_ar, verdict):
+    plain = run([50, 50, 50], before=[70, 70, 50])
+    teir = run([55.0] * 3, before=[60, 60, 55])
+    pairs = [("clip", teir, plain)]
+    assert cl.improves("TEIR improves AR and F", pairs, 10_000).verdict == "confirmed"      # test-set noise alone
+    c = cl.improves("TEIR improves AR and F", pairs, 10_000, spread=cl.seed_spread(subset(spread_ar), SUBSET_SEEDS))
+    assert c.verdict == verdict
+    assert "seed spread of cll-clip, cll-clip-teir at seeds 0, 1, 2" in c.evidence
+    assert "seed spread not measured" not in c.evidence
+
+
+def test_improves_without_forgetting_more_takes_the_seed_spread():
+    one = run([40, 40, 40], before=[60, 60, 40])
+    five, six = run([50, 50, 50], before=[60, 60, 50]), run([54.0] * 3, before=[64, 64, 54])
+    assert cl.improves_without_forgetting_more(six, five, one, 10_000, 0.125, "paper").verdict == "confirmed"
+    c = cl.improves_without_forgetting_more(six, five, one, 10_000, 0.125, "paper",
+                                            spread=cl.seed_spread(subset(5.0), SUBSET_SEEDS))
+    assert c.verdict == "inconclusive" and "at seeds 0, 1, 2" in c.evidence and "not measured" not in c.evidence
+
+
+@pytest.mark.parametrize("spread_loss, verdict", [(0.01, "confirmed"), (1.0, "inconclusive")])
+def test_lower_than_uses_the_seed_spread_of_its_measurement(spread_loss, verdict):
+    values = {"(1)": 2.0, "(2)": 1.0, "(3)": 1.2}
+    assert cl.lower_than("c", values, "(1)").verdict == "inconclusive"        # no spread: never confirmed
+    sp = cl.seed_spread(subset(spread_loss=spread_loss), SUBSET_SEEDS)
+    c = cl.lower_than("c", values, "(1)", spread=sp, metric="loss")
+    assert c.verdict == verdict
+    assert "seed spread of cll-clip, cll-clip-teir at seeds 0, 1, 2" in c.evidence and "no spread measured" not in c.evidence
+    with pytest.raises(ValueError, match="not both"):
+        cl.lower_than("c", values, "(1)", sd=0.1, spread=sp, metric="loss")
+
+
+def _write(root, exp, seed, r):
+    f = Path(root) / exp / f"seed{seed}" / "results.json"
+    f.parent.mkdir(parents=True)
+    f.write_text(json.dumps(r))
+
+
+def test_load_subset_finds_the_main_and_spread_seeds_and_names_the_missing(tmp_path):
+    runs = subset()
+    for e, rs in runs.items():
+        for s, r in zip(SUBSET_SEEDS, rs):
+            if (e, s) != ("cll-clip-teir", 2):
+                _write(tmp_path / ("stream-seed0" if s == 0 else f"spread-seed{s}"), e, s, r)
+    got, missing = cl.load_subset(tmp_path, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
+    assert list(got) == ["cll-clip"] and got["cll-clip"] == runs["cll-clip"] and missing == ["cll-clip-teir seed 2"]
+    note = cl.spread_note(None, missing, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
+    assert "missing: cll-clip-teir seed 2" in note and "test-set noise only" in note
+    _write(tmp_path / "spread-seed2", "cll-clip-teir", 2, runs["cll-clip-teir"][2])
+    got, missing = cl.load_subset(tmp_path, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
+    assert not missing and cl.seed_spread(got, SUBSET_SEEDS)["metrics"]["AR in T2I"]["dof"] == 4
+    assert "at seeds 0, 1, 2" in cl.spread_note(cl.seed_spread(got, SUBSET_SEEDS), missing, list(got), SUBSET_SEEDS)
+
+
+def _cell(cell_id):
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "cllclip_teir.ipynb").read_text())
+    return "".join(next(c for c in nb["cells"] if c.get("id") == cell_id)["source"])
+
+
+@pytest.mark.parametrize("with_spread", [True, False])
+def test_teach_cell_passes_every_subset_seed_to_task_gains(with_spread):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = {"cll36-clip": run([50.0] * 3), "cll36-clip-teir": run([55.0] * 3)}
+    sub = subset()
+    shown = []
+    ns = {"report": True, "runs": runs, "first": runs["cll36-clip"], "n_test": 200, "study": {"needs_teaching": ["x"]},
+          "subset": sub if with_spread else {}, "subset_missing": [] if with_spread else ["cll-clip seed 1"],
+          "spread": cl.seed_spread(sub, SUBSET_SEEDS) if with_spread else None, "spread_exps": list(sub),
+          "spread_seeds": SUBSET_SEEDS, "languages": LANGS, "cl": cl, "plt": plt, "Markdown": str,
+          "display": lambda x, *a, **k: shown.append(x)}
+    try:
+        exec(_cell("7dc734f0"), ns)
+    finally:
+        plt.close("all")
+    assert all((g["n_seeds"] == 1).all() for g in ns["gains"].values())      # the whole stream: one seed
+    if with_spread:
+        assert list(ns["sub_gains"]) == ["cll-clip (3 seeds)", "cll-clip-teir (3 seeds)"]
+        assert all((g["n_seeds"] == 3).all() and g["noise_source"].str.startswith("seed std").all()
+                   for g in ns["sub_gains"].values())
+    else:
+        assert "sub_gains" not in ns and any("No seed spread" in str(x) for x in shown)

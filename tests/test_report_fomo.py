@@ -136,7 +136,7 @@ def test_merging_best_each_verdict(merge, other, verdict):
     runs = ends(**{"fomo-ema-merge": gm_point(merge), "fomo-ft": gm_point(other), "fomo-lora4": gm_point(other - 5)})
     c = fm.merging_best_claim(runs, SD)
     assert c.claim.startswith("Model merging gives the best") and c.verdict == verdict, c
-    assert "fomo-ft" in c.evidence and fm.SD_SOURCE in c.evidence
+    assert "fomo-ft" in c.evidence and fm.TEST_ONLY in c.evidence
 
 
 @pytest.mark.parametrize("early,verdict", [(45, "confirmed"), (35, "not confirmed"), (40.5, "inconclusive")])
@@ -199,9 +199,9 @@ def test_locked_towers_each_verdict_and_what_it_means(locked, verdict):
 @pytest.mark.parametrize("tau,verdict", [(30, "confirmed"), (10, "not confirmed"), (21, "inconclusive")])
 def test_best_of_each_verdict(tau, verdict):
     runs = ends(**{"fomo-tau001": gm_point(tau), "fomo-tau01": gm_point(20), "fomo-tau1": gm_point(5)})
-    c = fm.best_of_claim("τ", runs, "fomo-tau001", ["fomo-tau001", "fomo-tau01", "fomo-tau1", "fomo-tau05"], "GM", 1.0, "§6.4")
+    c = fm.best_of_claim("τ", runs, "fomo-tau001", ["fomo-tau001", "fomo-tau01", "fomo-tau1", "fomo-tau05"], "GM", SD, "§6.4")
     assert c.verdict == verdict
-    assert fm.best_of_claim("lr", {"fomo-ft": runs["fomo-tau01"]}, "fomo-ft", ["fomo-lr1e-4"], "A_KA", 1.0, "").evidence == "not run: fomo-lr1e-4"
+    assert fm.best_of_claim("lr", {"fomo-ft": runs["fomo-tau01"]}, "fomo-ft", ["fomo-lr1e-4"], "A_KA", SD, "").evidence == "not run: fomo-lr1e-4"
 
 
 @pytest.mark.parametrize("iid,nobuf,verdict", [(30, 10, "confirmed"), (30, 25, "not confirmed"), (30, 19, "inconclusive")])
@@ -298,9 +298,172 @@ def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
     cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "write_claims(" in "".join(c["source"]))
     assert "confirmed" not in cell and "greater(" not in cell   # no verdict computed in the notebook
     runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)})
+    spread = fm.subset_spread(subset_of({"fomo-ft": [20, 21, 22]}))
     ns = {"report": True, "fm": fm, "runs": runs, "study": {"reference": "fomo-ft", "studies": {}}, "orders": ORDERS,
           "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "write_claims": write_claims, "Path": Path,
-          "reports_dir": str(tmp_path), "display": lambda *a, **k: None}
+          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread}
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
-    assert any(c["claim"].startswith("Model merging gives the best") for c in out["claims"])
+    merging = next(c for c in out["claims"] if c["claim"].startswith("Model merging gives the best"))
+    assert "seed spread of this study's subset (fomo-ft at seeds 0, 1, 2)" in merging["evidence"]
+
+
+@pytest.mark.parametrize("seeds", [[0, 1, 2], [0]])
+def test_notebook_setup_cell_measures_the_spread_or_falls_back(tmp_path, monkeypatch, seeds):
+    """The notebook's setup cell on fake runs: the subset's spread from seed 0 (the study's run) and the
+    spread seeds' directories; without them, no spread and the missing runs named (no crash)."""
+    import json
+    from pathlib import Path
+
+    from vlcp.utils import write_json
+
+    root = Path(__file__).parents[1]
+    nb = json.loads((root / "notebooks" / "fomo_figures.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "fm.subset_spread(" in "".join(c["source"]))
+    for e, gm in (("fomo-ft", 20), ("fomo-ema-merge", 25)):
+        write_json(tmp_path / "methods" / e / "seed0" / "results.json", run([(10, 40), gm_point(gm)]))
+        for s in seeds[1:]:
+            write_json(tmp_path / f"spread-seed{s}" / e / f"seed{s}" / "results.json", run([(10, 40), gm_point(gm + s)]))
+    monkeypatch.chdir(root)
+    ns = {"params_file": str(root / "params.yaml"), "runs_dir": str(tmp_path), "run_live": False}
+    exec(cell, ns)
+    assert ns["report"] and list(ns["runs"]) == ["fomo-ft", "fomo-ema-merge"]
+    if len(seeds) > 1:
+        assert "fomo-ft, fomo-ema-merge at seeds 0, 1, 2" in ns["spread"]["source"] and ns["noise"]["dof"]["GM"] == 4
+        assert fm.teach_runs(ns["runs"], ns["subset"], ["fomo-ft"])["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
+    else:
+        assert ns["spread"] is None and "fomo-ema-merge seed 2" in ns["subset_missing"] and "seed" not in ns["noise"]
+
+
+# ------------------------------------------------------------------ the seed subset's spread (issue 31)
+def subset_of(gms: dict[str, list[float]]) -> dict[str, dict[int, dict]]:
+    """{experiment: {seed: a run ending at A_KA = A_ZS = GM}} from per-seed endpoint GMs."""
+    return {e: {s: run([(10, 40), gm_point(g)]) for s, g in enumerate(v)} for e, v in gms.items()}
+
+
+def test_subset_spread_pools_the_seed_std_of_every_metric_the_ledger_compares():
+    sub = subset_of({"fomo-ft": [20, 22, 24], "fomo-ema-merge": [30, 31]})
+    spread = fm.subset_spread(sub)
+    assert set(spread["metrics"]) == {"A_KA", "A_ZS", "GM", fm.AREA, fm.early_key()}
+    gm = spread["metrics"]["GM"]
+    pooled = math.sqrt((2 * 2.0 ** 2 + 1 * np.std([30, 31], ddof=1) ** 2) / 3)     # weights: seeds − 1
+    assert gm["dof"] == 3 and gm["pooled_std"] == pytest.approx(pooled) and gm["difference_spread"] == pytest.approx(math.sqrt(2) * pooled)
+    assert "fomo-ft at seeds 0, 1, 2; fomo-ema-merge at seeds 0, 1" in spread["source"]
+    t = fm.spread_table(spread)
+    assert t.loc["GM", "seed std, fomo-ft"] == pytest.approx(2.0) and t.loc["GM", "dof"] == 3
+
+
+def test_load_subset_finds_seed0_in_the_study_and_the_others_in_spread_dirs(tmp_path):
+    from vlcp.utils import write_json
+
+    write_json(tmp_path / "methods" / "fomo-ft" / "seed0" / "results.json", run([(10, 40), (20, 20)]))
+    for s in (1, 2):
+        write_json(tmp_path / f"spread-seed{s}" / "fomo-ft" / f"seed{s}" / "results.json", run([(10, 40), (20 + s, 20)]))
+    write_json(tmp_path / "methods" / "fomo-ema-merge" / "seed0" / "results.json", run([(10, 40), (25, 30)]))
+    found, missing = fm.load_subset(tmp_path, ["fomo-ft", "fomo-ema-merge"], [0, 1, 2])
+    assert sorted(found["fomo-ft"]) == [0, 1, 2] and fm.endpoint(found["fomo-ft"][2])["A_KA"] == 22
+    assert missing == ["fomo-ema-merge seed 1", "fomo-ema-merge seed 2"]
+    spread = fm.subset_spread(found)            # the one-seed experiment is left out, and not named
+    assert spread["metrics"]["A_KA"]["dof"] == 2 and "fomo-ema-merge" not in spread["source"]
+
+
+def test_missing_subset_keeps_test_set_noise_only():
+    assert fm.subset_spread({}) is None
+    assert fm.subset_spread(subset_of({"fomo-ft": [20], "fomo-ema-merge": [30]})) is None   # one seed each: no spread
+    assert fm.with_spread(SD, None) == SD
+    sd = fm.comparison_sd(SD, "GM")
+    assert sd.sd == 1.0 and sd.dof is None and sd.source == fm.TEST_ONLY
+
+
+def test_comparison_sd_joins_test_noise_and_seed_spread_per_comparison():
+    spread = {"metrics": {"A_ZS": {"difference_spread": 2.0, "dof": 4}}, "source": "seed spread of X at seeds 0, 1, 2"}
+    noise = fm.with_spread({"A_ZS": 1.0, "GM": 0.5}, spread)
+    one = fm.comparison_sd(noise, "A_ZS")
+    assert one.sd == pytest.approx(math.sqrt(1 + 4)) and one.dof == 4
+    assert one.source.startswith("test-set noise + seed spread of X at seeds 0, 1, 2")
+    assert fm.comparison_sd(noise, "A_ZS", evals=4, runs=2).sd == pytest.approx(math.sqrt(2 + 4))   # two forgettings
+    assert fm.comparison_sd(noise, "A_ZS", evals=4, runs=4).sd == pytest.approx(math.sqrt(2 + 8))   # two gains
+    assert fm.comparison_sd(noise, "A_ZS", runs=1, test=0.5).sd == pytest.approx(math.sqrt(0.25 + 2))  # a run vs its θ0
+    gm = fm.comparison_sd(noise, "GM")           # a metric the subset has no spread of: test noise, said so
+    assert gm.sd == 0.5 and gm.dof is None and "no spread of GM" in gm.source
+
+
+def test_a_large_seed_spread_turns_a_confirmed_gap_inconclusive():
+    from scipy import stats
+
+    runs = ends(**{"fomo-ema-merge": gm_point(23), "fomo-ft": gm_point(20)})
+    assert fm.merging_best_claim(runs, SD).verdict == "confirmed"            # 3 points, test sd 1
+    spread = fm.subset_spread(subset_of({"fomo-ft": [18, 20, 22], "fomo-ema-merge": [21, 23, 25]}))   # pooled 2, dof 4
+    c = fm.merging_best_claim(runs, fm.with_spread(SD, spread))
+    assert c.verdict == "inconclusive", c
+    sd = math.sqrt(1 + 2 * 4)                                                  # √(test² + (√2 · 2)²)
+    assert c.high - c.effect == pytest.approx(stats.t.ppf(0.975, 4) * sd)
+    assert "test-set noise + seed spread" in c.evidence and "at seeds 0, 1, 2" in c.evidence and "4 dof" in c.evidence
+    assert fm.TEST_ONLY not in c.evidence
+
+
+def test_seed_spread_widens_equivalence_and_the_pool_claims_tukey_range():
+    spread = fm.subset_spread(subset_of({"fomo-ft": [19.9, 20.0, 20.1], "fomo-ema-merge": [19.9, 20.0, 20.1]}))  # pooled 0.1
+    tight = {**SD, "GM": 0.05}
+    si = ends(**{"fomo-ft": gm_point(20.0), "fomo-si": gm_point(20.0)})
+    assert fm.si_claim(si, tight).verdict == "confirmed"
+    c = fm.si_claim(si, fm.with_spread(tight, spread))                # sd √(0.05² + 0.02) ≈ 0.15 on 4 dof: ±0.32 < 0.46
+    assert c.verdict == "confirmed" and "× t/z" in c.evidence and "at best" in c.evidence
+    wide = fm.subset_spread(subset_of({"fomo-ft": [19, 20, 21], "fomo-ema-merge": [19, 20, 21]}))   # pooled 1
+    assert fm.si_claim(si, fm.with_spread(tight, wide)).verdict == "inconclusive"
+    pools = ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), (30, 30.2, 29.9, 36))})
+    assert fm.pool_claim(pools, SD).verdict == "confirmed"
+    c = fm.pool_claim(pools, fm.with_spread(SD, fm.subset_spread(subset_of({"fomo-ft": [16, 20, 24]}))))
+    assert c.verdict == "inconclusive" and "Tukey-adjusted for 4 pools" in c.evidence and "2 dof" in c.evidence
+
+
+def test_tukey_q_grows_as_the_dof_shrink():
+    assert fm.tukey_q(0.95, 4, 4) > fm.tukey_q(0.95, 4, 30) > fm.tukey_q(0.95, 4) == pytest.approx(3.63, abs=0.01)
+
+
+def test_early_retention_and_trajectory_area_use_their_own_seed_spread():
+    big = {"a": {"role": "adaptation", "n": 10**6}, "r": {"role": "retention", "n": 10**6}}   # test noise ≈ 0
+    traj = [(10, 40)] + [(20, 42)] * 5 + [(30, 10)] * 3
+    runs = {"fomo-ema-merge": run(traj, datasets=big), "fomo-zs-merge": run(traj, datasets=big)}
+    assert fm.merge_early_retention_claim(runs).verdict == "confirmed"
+    spread = {"metrics": {fm.early_key(): {"difference_spread": 2 * math.sqrt(2), "dof": 4}}, "source": "seed spread of S"}
+    c = fm.merge_early_retention_claim(runs, fm.with_spread({}, spread))   # one trained run vs θ0: seed sd 2
+    assert c.verdict == "inconclusive" and "seed spread of S" in c.evidence
+    from scipy import stats
+    assert c.high - c.effect == pytest.approx(stats.t.ppf(0.975, 4) * 2, rel=1e-3)
+    orders = {"random": "fomo-ft", "time": "fomo-o-time"}
+    area = {"fomo-ft": run([(10, 40)] + [(30, 30)] * 3, datasets=big), "fomo-o-time": run([(10, 40)] + [(27, 27)] * 3, datasets=big)}
+    noise = fm.ledger_noise(area["fomo-ft"], fm.subset_spread(subset_of({"fomo-ft": [25, 30, 35]})))
+    c = fm.best_of_claim("random", area, "fomo-ft", ["fomo-o-time"], fm.AREA, noise, "§7.1", value=lambda e: fm.trajectory_area(area[e]))
+    assert c.verdict == "inconclusive" and "seed spread" in c.evidence           # area 30 vs 27, its seed std 5
+
+
+def test_ledger_threads_the_spread_into_every_single_seed_claim():
+    big = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
+    runs = {e: run([(10, 40), p], datasets=big) for e, p in
+            {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)}.items()}
+    study = {"reference": "fomo-ft", "studies": {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]}}
+    old = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0})
+    assert all(c.evidence == o.evidence for c, o in zip(fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=None), old))
+    spread = fm.subset_spread(subset_of({"fomo-ft": [15, 20, 25], "fomo-ema-merge": [15, 20, 25]}))   # seed std 5
+    new = {c.claim.split(" (")[0]: c for c in fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=spread)}
+    assert new["Model merging gives the best accumulation–retention trade-off"].verdict == "inconclusive"
+    assert new["PEFT methods accumulate less and forget less than full fine-tuning"].verdict == "inconclusive"
+    measured = [c for c in new.values() if not c.evidence.startswith(("not run", "not measured")) and "tensor accounting" not in c.evidence]
+    assert measured and all("at seeds 0, 1, 2" in c.evidence and fm.TEST_ONLY not in c.evidence for c in measured)
+
+
+def test_teach_runs_pass_every_seed_of_the_subset():
+    runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)})
+    sub = subset_of({"fomo-ft": [20, 21, 22]})
+    got = fm.teach_runs(runs, sub, ["fomo-ft", "fomo-ema-merge", "fomo-zs-merge"])
+    assert [len(v) for v in got.values()] == [3, 1] and got["fomo-ft"][2] is sub["fomo-ft"][2]
+    assert got["fomo-ema-merge"][0] is runs["fomo-ema-merge"]
+
+
+def test_noise_table_shows_both_parts():
+    spread = fm.subset_spread(subset_of({"fomo-ft": [18, 20, 22]}))
+    t = fm.noise_table(fm.with_spread({"A_KA": 1.0, "GM": 1.0}, spread))
+    assert list(t.index) == ["A_KA", "GM"] and t.loc["GM", "sd of a difference"] == pytest.approx(math.sqrt(1 + 8))
+    assert t.loc["GM", "dof"] == 2 and t.loc["A_KA", "seed spread"] == pytest.approx(2 * math.sqrt(2))
+    assert np.isnan(fm.noise_table(SD).loc["GM", "seed spread"])

@@ -43,14 +43,104 @@ def test_step_time_skips_the_first_task():
 SRC = "test sd"
 
 
-def test_noise_sds_reuse_the_measured_difference_spread_with_its_source():
-    spread = {"date": "2026-01-01", "commit": "abc", "seeds": [0, 1, 2],
-              "metrics": {"average": {"difference_spread": 6.4}, "r1_mean": {"difference_spread": 0.9}}}
-    sds = ic.noise_sds(spread, 3.4)
-    assert sds["average"][0] == 6.4 and "seed spread measured on 2026-01-01" in sds["average"][1]
-    assert sds["r1_mean"][0] == 0.9
-    assert sds["bwt_rm"] == (3.4, "report.incclip.noise_floor (no seed-spread measurement found)")
-    assert ic.noise_sds(None, 2.0)["average"][0] == 2.0
+def subset(er, inc):
+    """The seed subset's runs: Average = mean R@1 = the value, BWT (Rm) = the value − 10."""
+    run = lambda a: result(a, [[10.0, 0.0], [a, 8.0]], 1.0)  # noqa: E731
+    return {"ic4-er": [run(a) for a in er], "ic4-incclip": [run(a) for a in inc]}
+
+
+def test_spread_is_measured_on_the_seed_subset_and_names_its_runs_and_seeds():
+    sp = ic.spread(subset([10.0, 12.0, 14.0], [20.0, 21.0, 22.0]), [0, 1, 2])   # seed stds 2 and 1
+    for m in ("average", "r1_mean", "bwt_rm"):
+        d = sp["metrics"][m]
+        assert d["std_per_experiment"] == {"ic4-er": pytest.approx(2.0), "ic4-incclip": pytest.approx(1.0)}
+        assert d["pooled_std"] == pytest.approx(math.sqrt(2.5)) and d["dof"] == 4
+        assert d["difference_spread"] == pytest.approx(math.sqrt(5.0))
+    assert sp["seeds"] == [0, 1, 2] and sp["experiments"] == ["ic4-er", "ic4-incclip"]
+    sds = ic.noise_sds(sp, 3.4)
+    assert sds["average"][0] == pytest.approx(math.sqrt(5.0)) and sds["average"].dof == 4
+    assert "ic4-er, ic4-incclip at seeds 0, 1, 2" in sds["bwt_rm"][1] and "Student's t on 4 dof" in sds["bwt_rm"][1]
+    assert all(n.dof == 4 for n in sds.values())
+    t = ic.spread_frame(sp)
+    assert list(t.index) == ["average", "r1_mean", "bwt_rm"] and t.loc["average", "dof"] == 4
+    assert t.loc["average", "seed std ic4-er"] == pytest.approx(2.0)
+
+
+def test_noise_sds_without_a_spread_fall_back_to_the_noise_floor():
+    sp = ic.spread(subset([10.0, 12.0], [20.0, 21.0]), [0, 1])
+    del sp["metrics"]["bwt_rm"]
+    sds = ic.noise_sds(sp, 3.4)
+    assert sds["bwt_rm"] == (3.4, "report.incclip.noise_floor (seed subset not run)", None)   # a floor: normal quantile
+    assert "seeds 0, 1" in sds["average"][1] and sds["average"].dof == 2
+    assert ic.noise_sds(None, 2.0)["average"] == (2.0, "report.incclip.noise_floor (seed subset not run)", None)
+
+
+def test_a_large_seed_spread_turns_a_gap_confirmed_on_the_floor_inconclusive():
+    vals = {"incclip": [15.0], "er": [10.0], "ucir": [11.0]}
+    floor = ic.noise_sds(None, 1.0)["average"]
+    c = ic.beats_all("c", vals, "incclip", ["er", "ucir"], floor.sd, floor.source, "", sd_dof=floor.dof)
+    assert c.verdict == "confirmed"
+    wide = ic.noise_sds(ic.spread(subset([0.0, 10.0, 20.0], [5.0, 15.0, 25.0]), [0, 1, 2]), 1.0)["average"]
+    assert wide[0] == pytest.approx(10 * math.sqrt(2))
+    c = ic.beats_all("c", vals, "incclip", ["er", "ucir"], wide.sd, wide.source, "", sd_dof=wide.dof)
+    assert c.verdict == "inconclusive" and "at seeds 0, 1, 2" in c.evidence
+
+
+def few_dof():
+    """The seed spread of two experiments at 2 seeds each (seed stds √2): sd of a difference 2 on 2 dof."""
+    n = ic.noise_sds(ic.spread(subset([10.0, 12.0], [20.0, 22.0]), [0, 1]), 1.0)["average"]
+    assert n.sd == pytest.approx(2.0) and n.dof == 2
+    return n
+
+
+# each claim function on one single-seed gap that clears the normal interval on sd 2 (q 1.96; 90 %: 1.645) but
+# not Student's t on 2 dof (q 4.30; 90 %: 2.92)
+ONE_GAP = {
+    "beats_all": lambda n, **k: ic.beats_all("c", {"incclip": [15.0], "er": [10.0]}, "incclip", ["er"],
+                                             n.sd, n.source, "", **k),
+    "greater_claim": lambda n, **k: ic.greater_claim("c", [15.0], [10.0], n.sd, n.source, "", **k),
+    "ordered_claim": lambda n, **k: ic.ordered_claim("c", {"a": [15.0], "b": [10.0]}, ["a", "b"],
+                                                     n.sd, n.source, "", **k),
+    "gain_grows": lambda n, **k: ic.gain_grows({"incclip": [12.0], "er": [10.0]}, {"incclip": [19.0], "er": [10.0]},
+                                               "incclip", ["er"], n.sd, n.source, **k),      # 7 ± q × 2√2
+    "above_at_every_step": lambda n, **k: ic.above_at_every_step(
+        {"4 steps": {"incclip": [[0.0, 15.0]], "er": [[0.0, 10.0]]}}, "incclip", ["er"], n.sd, n.source, **k),
+    "slightly_better": lambda n, **k: ic.slightly_better(                                   # margin ±5
+        {"4 steps": {"er": [10.0], "ucir": [10.0], "co2l": [10.0]}}, ["ucir", "co2l"], "er", 0.5, "half", n.sd, n.source, **k),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_GAP))
+def test_single_seed_claims_use_t_on_the_spreads_dof(name):
+    n = few_dof()
+    assert ONE_GAP[name](n).verdict == "confirmed"                      # normal quantile on the same sd
+    c = ONE_GAP[name](n, sd_dof=n.dof)
+    assert c.verdict == "inconclusive" and "Student's t on 2 dof" in c.evidence
+    floor = ic.noise_sds(None, 2.0)["average"]                          # the fallback floor: normal, as before
+    assert ONE_GAP[name](floor, sd_dof=floor.dof).verdict == "confirmed"
+
+
+def test_subset_spread_reads_the_runs_dir_and_falls_back_when_a_run_is_missing(tmp_path):
+    from vlcp.errors import VlcpError
+    from vlcp.utils import write_json
+
+    runs = subset([10.0, 12.0, 14.0], [20.0, 21.0, 22.0])
+    study = {"seeds": [0], "noise_floor": 3.4, "spread": {"experiments": ["ic4-er", "ic4-incclip"], "seeds": [1, 2]}}
+    for exp, rs in runs.items():
+        for seed, r in enumerate(rs):
+            if (exp, seed) != ("ic4-incclip", 2):
+                write_json(tmp_path / exp / f"seed{seed}" / "results.json", r)
+    sp, found, note = ic.subset_spread(tmp_path, study)
+    assert sp is None and list(found) == ["ic4-er"] and len(found["ic4-er"]) == 3
+    assert "missing ic4-incclip seed 2" in note and "noise_floor" in note and "3.4" in note
+    write_json(tmp_path / "ic4-incclip" / "seed2" / "results.json", runs["ic4-incclip"][2])
+    sp, found, note = ic.subset_spread(tmp_path, study)
+    assert sp["metrics"]["average"]["dof"] == 4 and sp["seeds"] == [0, 1, 2] and len(found["ic4-incclip"]) == 3
+    assert "ic4-er, ic4-incclip at seeds 0, 1, 2" in note
+    sp, found, note = ic.subset_spread(tmp_path, {"seeds": [0], "noise_floor": 3.4})
+    assert sp is None and found == {} and "No seed subset" in note
+    with pytest.raises(VlcpError, match="report.incclip.spread"):
+        ic.subset_spread(tmp_path, {"seeds": [0], "spread": {"experiments": "ic4-er"}})
 
 
 @pytest.mark.parametrize("inc, sd, verdict", [(20.0, 1.0, "confirmed"), (12.0, 6.4, "inconclusive"),
@@ -148,7 +238,8 @@ def notebook_cell(name, cell_id):
     return "".join(next(c for c in nb["cells"] if c.get("id") == cell_id)["source"])
 
 
-def test_ledger_cell_holds_only_paper_claims(tmp_path):
+def ledger_ns(tmp_path, sds, ic_module=ic):
+    """The ledger cell's namespace on fake single-seed runs (IncCLIP ahead of every baseline)."""
     from vlcp.report.claims import claims_frame, write_claims
 
     methods = ["joint", "er", "ucir", "geodl", "co2l", "incclip"]
@@ -160,20 +251,46 @@ def test_ledger_cell_holds_only_paper_claims(tmp_path):
         return r
 
     runs = {f"{s}-{m}": [run(v, 8 if s == "ic8" else 4)] for s in ("ic4", "ic8", "ici") for m, v in base.items()}
-    runs |= {"ic4-incclip-wnc": [run(12.0, 4)], "ic4-incclip-wnc-kd": [run(13.0, 4)]}
+    runs |= {"ic4-incclip-wnc": [run(12.0, 4)], "ic4-incclip-wnc-kd": [run(13.0, 4)], "ic4-seqf": [run(5.0, 4)]}
     mem = {p: [run(10.0 + p / 10, 4)] for p in (1, 5, 10, 20, 50)}
-    ns = {"report": True, "runs": runs, "methods": methods, "splits": {"ic4": "4 steps", "ic8": "8 steps", "ici": "instance"},
-          "sds": ic.noise_sds(None, 1.0), "ic": ic, "paper_table": paper_table, "mem": mem, "np": np, "Path": Path,
-          "claims_frame": claims_frame, "write_claims": write_claims, "reports_dir": str(tmp_path),
-          "display": lambda *a, **k: None}
+    return {"report": True, "runs": runs, "study": {"fig1": {"fine_tuning": "ic4-seqf", "offline": "ic4-joint"}}, "methods": methods, "splits": {"ic4": "4 steps", "ic8": "8 steps", "ici": "instance"},
+            "sds": sds, "ic": ic_module, "paper_table": paper_table, "mem": mem, "np": np, "Path": Path,
+            "claims_frame": claims_frame, "write_claims": write_claims, "reports_dir": str(tmp_path),
+            "display": lambda *a, **k: None}
+
+
+def test_ledger_cell_holds_only_paper_claims(tmp_path):
+    ns = ledger_ns(tmp_path, ic.noise_sds(None, 1.0))
     exec(notebook_cell("incclip_ablations.ipynb", "854beca6"), ns)
     texts = [c.claim for c in ns["claims"]]
     assert sum(t.startswith("IncCLIP beats every baseline") for t in texts) == 6
     assert not any("Target" in t or "step time" in t for t in texts)
     assert any(t.startswith("UCIR and Co2L are only slightly better than ER") for t in texts)
+    fig1 = next(c for c in ns["claims"] if c.claim.startswith("Naive fine-tuning degrades below offline training"))
+    assert fig1.verdict == "confirmed" and fig1.effect == pytest.approx(25.0)   # joint 30 vs fine-tuning 5
     assert all(c.effect is not None for c in ns["claims"])
     written = json.loads((tmp_path / "incclip_ablations_claims.json").read_text())
     assert len(written["claims"]) == len(texts)
+
+
+def test_ledger_cell_passes_the_spreads_dof_to_every_claim_function(tmp_path):
+    import types
+
+    calls = []
+
+    def recording(name):
+        def fn(*a, **k):
+            calls.append((name, k.get("sd_dof")))
+            return getattr(ic, name)(*a, **k)
+        return fn
+
+    proxy = types.SimpleNamespace(**{n: getattr(ic, n) for n in dir(ic) if not n.startswith("__")})
+    for name in ONE_GAP:
+        setattr(proxy, name, recording(name))
+    ns = ledger_ns(tmp_path, ic.noise_sds(ic.spread(subset([10.0, 12.0], [20.0, 22.0]), [0, 1]), 1.0), proxy)
+    exec(notebook_cell("incclip_ablations.ipynb", "854beca6"), ns)
+    assert {n for n, _ in calls} == set(ONE_GAP) and all(dof == 2 for _, dof in calls)
+    assert all("Student's t on 2 dof" in c.evidence for c in ns["claims"])
 
 
 def test_sensitivity_reads_each_choice_against_its_noise():
@@ -189,3 +306,40 @@ def test_sensitivity_reads_each_choice_against_its_noise():
     assert t.loc["band", "Δ Average"] == pytest.approx(6.0) and t.loc["band", "reading"].startswith("moves")
     assert t.loc["kd", "Δ Average"] == pytest.approx(1.0) and t.loc["kd", "reading"].startswith("within")
     assert t.loc["two seeds", "noise Average"] == pytest.approx(2.0)           # min(2, 1) seeds: no √ reduction
+
+
+def test_notebook_measures_the_spread_in_the_pipeline_not_from_a_file():
+    params, setup = notebook_cell("incclip_ablations.ipynb", "b4b45dcb"), notebook_cell("incclip_ablations.ipynb", "d0af9fa0")
+    assert "seed_spread_file" not in params + setup and "ic.subset_spread(runs_dir, study)" in setup
+
+
+def test_spread_cell_shows_the_subsets_spread_or_says_it_falls_back():
+    shown = []
+    sp = ic.spread(subset([10.0, 12.0, 14.0], [20.0, 21.0, 22.0]), [0, 1, 2])
+    ns = {"report": True, "spread": sp, "spread_note": "measured on ic4-er, ic4-incclip at seeds 0, 1, 2.", "ic": ic,
+          "Markdown": lambda t: t, "display": shown.append}
+    exec(notebook_cell("incclip_ablations.ipynb", "ccaadaac"), ns)
+    assert shown[0].endswith("seeds 0, 1, 2.") and shown[1].loc["average", "dof"] == 4
+    shown.clear()
+    exec(notebook_cell("incclip_ablations.ipynb", "ccaadaac"), ns | {"spread": None, "spread_note": "fallback"})
+    assert shown == ["fallback"]
+
+
+def test_teach_cell_uses_every_seed_of_the_subset():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def run(seed):
+        r = result(0.0, [[10.0 + seed, 0.0], [8.0, 20.0 + seed]], 1.0)
+        r |= {"zero_shot": {"test": {"ZS@1": [1.0, 2.0]}}, "tasks": ["a", "b"], "experiment": "x", "seed": seed}
+        r["matrix"]["test"]["ZS@1"] = r["matrix"]["test"]["Rm"]
+        return r
+
+    runs = {"ic4-er": [run(0)], "ic4-incclip": [run(0)]}
+    sub = {"ic4-er": [run(s) for s in (0, 1, 2)], "ic4-incclip": [run(s) for s in (0, 1, 2)]}
+    ns = {"report": True, "runs": runs, "subset": sub, "seeds": [0], "study": {}, "plt": plt, "Markdown": lambda t: t,
+          "display": lambda *a, **k: None}
+    exec(notebook_cell("incclip_ablations.ipynb", "ae26cede"), ns)   # one seed would read pool sizes from data/: absent here
+    plt.close("all")
+    assert all((g["n_seeds"] == 3).all() and g["noise_source"].str.startswith("seed std").all() for g in ns["gains"].values())

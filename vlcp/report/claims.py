@@ -88,8 +88,9 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
     if sd is None:
         return Effect(diff, -math.inf, math.inf, min(len(a), len(b)), "one run each, no spread measured")
     z = stats.norm.ppf(1 - alpha / 2) if not sd_dof else stats.t.ppf(1 - alpha / 2, sd_dof)
-    n = max(len(a), len(b))
-    se = sd / math.sqrt(n)   # (several runs on one side, one on the other: the sd is of one difference)
+    # `sd` is of a difference of two single runs (√2 σ): a mean of n_a runs minus a mean of n_b has
+    # variance σ² (1/n_a + 1/n_b) = sd² (1/n_a + 1/n_b) / 2
+    se = sd * math.sqrt((1 / len(a) + 1 / len(b)) / 2)
     return Effect(diff, float(diff - z * se), float(diff + z * se), min(len(a), len(b)),
                   f"one run each, sd {sd:.2f} ({sd_source})")
 
@@ -124,13 +125,14 @@ def greater_verdict(e: Effect, min_gap: float = 0.0) -> str:
     return "not confirmed" if e.diff <= min_gap else "inconclusive"
 
 
-def equivalent_verdict(a, b, margin: float, *, sd: float | None = None, sd_source: str = "given sd") -> tuple[str, Effect]:
+def equivalent_verdict(a, b, margin: float, *, sd: float | None = None, sd_source: str = "given sd",
+                       sd_dof: int | None = None) -> tuple[str, Effect]:
     """"a ≈ b within ±`margin`" by two one-sided tests at 5 % each: confirmed when the 90 %
     interval of a − b lies inside (−margin, margin); not confirmed when it lies wholly outside;
     else inconclusive (e.g. within the noise but not inside the margin)."""
     if not margin > 0:
         raise ValueError(f"equivalence margin must be > 0, got {margin}")
-    e = effect(a, b, sd=sd, level=0.90, sd_source=sd_source)
+    e = effect(a, b, sd=sd, level=0.90, sd_source=sd_source, sd_dof=sd_dof)
     if -margin < e.low and e.high < margin:
         return "confirmed", e
     if e.low >= margin or e.high <= -margin:
@@ -139,9 +141,10 @@ def equivalent_verdict(a, b, margin: float, *, sd: float | None = None, sd_sourc
 
 
 def ordered_verdict(values: dict[str, list[float]], order: list[str], *, sd: float | None = None,
-                    sd_source: str = "given sd") -> tuple[str, list[Effect]]:
+                    sd_source: str = "given sd", sd_dof: int | None = None) -> tuple[str, list[Effect]]:
     """"order[0] > order[1] > ...": each adjacent pair by `greater_verdict`, combined."""
-    effects = [effect(values[order[i]], values[order[i + 1]], sd=sd, sd_source=sd_source) for i in range(len(order) - 1)]
+    effects = [effect(values[order[i]], values[order[i + 1]], sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+               for i in range(len(order) - 1)]
     return combine([greater_verdict(e) for e in effects]), effects
 
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from vlcp.report import claims
 from vlcp.report.claims import Claim, Effect, claim_from, combine, effect, greater_verdict, not_testable
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
+from vlcp.report.results import find_run
+from vlcp.utils import read_json
 
 SETS = {"in": "in_domain", "out": "out_domain"}
 DIRECTIONS = {"I2T": "TR@1", "T2I": "IR@1"}
@@ -92,10 +95,77 @@ def train_seconds(r: dict) -> float:
 
 # ----------------------------------------------------------------------------------------------
 # the claims ledger: every verdict from vlcp.report.claims. One seed: the sd of a difference is the
-# test-set sampling noise of the metric, per language (binomial over its test captions).
+# test-set sampling noise of the metric, per language (binomial over its test captions), plus, where
+# the seed subset (report.cllclip.spread) ran, the seed spread measured on it (`seed_spread`).
 
 CELLS = [(s, d) for s in SETS for d in DIRECTIONS]   # (in|out, I2T|T2I): the paper's four columns per metric
 NOISE_SOURCE = "test-set noise only (binomial over each language's test captions); seed spread not measured"
+CONVERGENCE = ("loss", "fisher_trace")   # Fig. 3's measurements, in the seed spread under these keys
+
+
+def spread_key(metric: str, s: str, d: str) -> str:
+    """The seed spread's key of `metric` (AR, F) on set `s` (in|out), direction `d` (I2T|T2I)."""
+    return f"{metric} {s} {d}"
+
+
+def load_subset(runs_dir, experiments: list[str], seeds: list[int]) -> tuple[dict[str, list[dict]], list[str]]:
+    """The seed subset's runs ({experiment: [results per seed, in `seeds` order]}) and the runs
+    missing from `runs_dir` ("<experiment> seed <S>"); an experiment with a missing seed is left out."""
+    runs, missing = {}, []
+    for e in experiments:
+        paths = [find_run(runs_dir, e, s) for s in seeds]
+        missing += [f"{e} seed {s}" for s, p in zip(seeds, paths) if p is None]
+        if all(p is not None for p in paths):
+            runs[e] = [read_json(p) for p in paths]
+    return runs, missing
+
+
+def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
+    """The study's seed spread (`claims.seed_spread`) over the subset's runs ({experiment: [results
+    per seed]}, at `seeds`): AR and F on every cell (keys `spread_key`) and Fig. 3's `CONVERGENCE`
+    measurements; with "where" (the runs and seeds, for the evidence). None when no metric has
+    two seeds (no subset run, or one seed)."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for e, rs in subset.items():
+        for r in rs:
+            for (s, d, m), v in summary(r).items():
+                if v is not None:
+                    values.setdefault(spread_key(m, s, d), {}).setdefault(e, []).append(v)
+            for k in CONVERGENCE:
+                if k in r.get("convergence", {}):
+                    values.setdefault(k, {}).setdefault(e, []).append(r["convergence"][k])
+    where = f"{', '.join(subset)} at seeds {', '.join(map(str, seeds))}"
+    spread = claims.seed_spread(values, where)
+    return {**spread, "where": where} if spread["metrics"] else None
+
+
+def spread_frame(spread: dict) -> pd.DataFrame:
+    """The seed spread for display: rows = its metrics; columns = each experiment's seed std, the
+    pooled std, its dof and the sd of a difference of two single-seed values."""
+    return pd.DataFrame({m: {**{f"seed std {e}": v for e, v in x["std_per_experiment"].items()},
+                             "pooled std": x["pooled_std"], "dof": x["dof"], "difference spread": x["difference_spread"]}
+                         for m, x in spread["metrics"].items()}).T
+
+
+def spread_note(spread: dict | None, missing: list[str], experiments: list[str], seeds: list[int]) -> str:
+    """One markdown line: the seed spread in use (its runs, seeds and where they are), or why there
+    is none (missing runs, no subset, one seed) and that the verdicts then use test-set noise only."""
+    if spread is not None:
+        return (f"**Seed spread** of {spread['where']} (seed {seeds[0]}: the study's main runs; the others: "
+                "`spread-seed<S>/`), per metric below; it joins the test-set noise of every single-seed verdict.")
+    why = (f"its runs are missing: {', '.join(missing)}" if missing else
+           "report.cllclip.spread names no experiments" if not experiments else
+           f"one seed only ({', '.join(map(str, seeds))})" if len(seeds) < 2 else "no metric measured at two seeds")
+    return f"**No seed spread** ({why}): the single-seed verdicts use test-set noise only ({NOISE_SOURCE})."
+
+
+def noise_source(spread: dict | None) -> str:
+    """What the single-seed verdicts' noise is: test-set noise only (`NOISE_SOURCE`) without a
+    seed spread, else test-set noise + the subset's seed spread."""
+    if spread is None:
+        return NOISE_SOURCE
+    return (f"test-set noise (binomial over each language's test captions) + seed spread of {spread['where']} "
+            "(√2 × pooled seed std, Student's t on its dof)")
 
 
 def test_counts(r: dict, n_test: int) -> np.ndarray:
@@ -140,12 +210,21 @@ def value_se(r: dict, n_test: int, s: str, d: str, metric: str) -> tuple[float, 
     raise ValueError(f"metric must be 'AR' or 'F', got {metric!r}")
 
 
-def better(ra: dict, rb: dict, n_test: int, s: str, d: str, metric: str) -> Effect:
+def better(ra: dict, rb: dict, n_test: int, s: str, d: str, metric: str, spread: dict | None = None) -> Effect:
     """How much run a beats run b: AR_a − AR_b, or F_b − F_a (less forgetting is better), with
-    the sd of one difference = √(se_a² + se_b²) from the per-language test counts."""
+    the sd of one difference = √(se_a² + se_b²) from the per-language test counts; with a seed
+    `spread` (`seed_spread`, measured on a fixed test set, so without the test-sampling part)
+    √(se_a² + se_b² + difference_spread²) and Student's t on the spread's dof."""
     (va, sa), (vb, sb) = value_se(ra, n_test, s, d, metric), value_se(rb, n_test, s, d, metric)
     sign = 1 if metric == "AR" else -1
-    return effect([sign * va], [sign * vb], sd=float(np.hypot(sa, sb)), sd_source=f"test-set noise of {metric}")
+    sd, source, dof = float(np.hypot(sa, sb)), f"test-set noise of {metric}", None
+    m = None if spread is None else spread["metrics"].get(spread_key(metric, s, d))
+    if m is not None:
+        sd, dof = float(np.hypot(sd, m["difference_spread"])), m["dof"]
+        source += f" + seed spread of {spread['where']}"
+    elif spread is not None:
+        source += f" only (the seed spread has no {spread_key(metric, s, d)})"
+    return effect([sign * va], [sign * vb], sd=sd, sd_source=source, sd_dof=dof)
 
 
 def _weakest(effects) -> Effect:
@@ -153,21 +232,22 @@ def _weakest(effects) -> Effect:
 
 
 def improves(claim: str, pairs: list[tuple[str, dict, dict]], n_test: int, metrics=("AR", "F"), source: str = "",
-             cells=CELLS) -> Claim:
+             cells=CELLS, spread: dict | None = None) -> Claim:
     """"a beats b" for every (label, a, b) in `pairs`, every metric (AR higher, F lower) and every
-    (set, direction) cell: greater_verdict each, combined; the effect shown is the weakest check."""
+    (set, direction) cell: greater_verdict each, combined; the effect shown is the weakest check.
+    `spread`: the seed spread joining the test-set noise (`better`)."""
     verdicts, effects, ev = [], [], []
     for label, a, b in pairs:
         parts = []
         for m in metrics:
-            es = [better(a, b, n_test, s, d, m) for s, d in cells]
+            es = [better(a, b, n_test, s, d, m, spread) for s, d in cells]
             verdicts += [greater_verdict(e) for e in es]
             effects += es
             parts.append(("AR gain " if m == "AR" else "F reduction ") + "/".join(f"{e.diff:+.1f}" for e in es))
         ev.append(f"{label}: " + ", ".join(parts))
     n_ok, n_no = verdicts.count("confirmed"), verdicts.count("not confirmed")
     head = (f"{n_ok}/{len(verdicts)} checks confirmed, {n_no} not; per cell " + "/".join(f"{s} {d}" for s, d in cells)
-            + f" ({NOISE_SOURCE})")
+            + f" ({noise_source(spread)})")
     return claim_from(claim, combine(verdicts), _weakest(effects), head + " — " + "; ".join(ev), source)
 
 
@@ -184,12 +264,12 @@ def f_margin(table3: pd.DataFrame, rows=("(3)", "(4)"), reference: str = "(1) CL
 
 
 def improves_without_forgetting_more(a: dict, b: dict, reference: dict, n_test: int, margin_rel: float,
-                                     margin_how: str, cells=CELLS) -> Claim:
+                                     margin_how: str, cells=CELLS, spread: dict | None = None) -> Claim:
     """Table 3 (6) vs (5): "setting (6) can still improve the model's learning capacity without
     sacrificing memory stability": AR_a > AR_b (greater_verdict) and, non-inferiority, F_a not
     above F_b by `margin_rel` × the plain model's (`reference`, row (1)) F or more
     (greater_verdict of F_b − F_a with min_gap = −margin). Not testable where the plain model does
-    not forget (no scale for the margin)."""
+    not forget (no scale for the margin). `spread`: as `better`'s."""
     claim = "(6) = (5) + init improves AR without sacrificing F"
     verdicts, effects, ev = [], [], []
     for s, d in cells:
@@ -198,23 +278,30 @@ def improves_without_forgetting_more(a: dict, b: dict, reference: dict, n_test: 
             return not_testable(claim, f"plain CLL-CLIP does not forget on {s} {d} (F {f_ref}): no scale for the margin",
                                 "Table 3 (6) vs (5)")
         margin = margin_rel * f_ref
-        e_ar, e_f = better(a, b, n_test, s, d, "AR"), better(a, b, n_test, s, d, "F")
+        e_ar, e_f = better(a, b, n_test, s, d, "AR", spread), better(a, b, n_test, s, d, "F", spread)
         verdicts += [greater_verdict(e_ar), greater_verdict(e_f, min_gap=-margin)]
         effects.append(e_ar)
         ev.append(f"{s} {d}: AR gain {e_ar.diff:+.1f}, F reduction {e_f} (margin −{margin:.1f})")
     return claim_from(claim, combine(verdicts), _weakest(effects),
-                      f"margin: {margin_how}; {NOISE_SOURCE}; " + "; ".join(ev), "Table 3 (6) vs (5)")
+                      f"margin: {margin_how}; {noise_source(spread)}; " + "; ".join(ev), "Table 3 (6) vs (5)")
 
 
 def lower_than(claim: str, values: dict[str, float], reference: str, sd: float | None = None,
-               sd_source: str = "", source: str = "Fig. 3") -> Claim:
+               sd_source: str = "", source: str = "Fig. 3", spread: dict | None = None, metric: str = "") -> Claim:
     """"every setting's value is lower than `reference`'s" (Fig. 3: training loss, Fisher trace):
     greater_verdict of reference − setting each, combined. `sd`: of one difference; None (one run
-    each, no spread measured) leaves a lower value inconclusive."""
+    each, no spread measured) leaves a lower value inconclusive. With a seed `spread` holding
+    `metric` (one of `CONVERGENCE`), its difference spread is the sd (Student's t on its dof)."""
     if reference not in values:
         return not_testable(claim, f"no convergence measurement of {reference}", source)
+    dof = None
+    m = None if spread is None else spread["metrics"].get(metric)
+    if m is not None:
+        if sd is not None:
+            raise ValueError(f"lower_than {claim!r}: give `sd` or a `spread` with {metric!r}, not both")
+        sd, dof, sd_source = m["difference_spread"], m["dof"], f"seed spread of {spread['where']}"
     others = [k for k in values if k != reference]
-    effects = [effect([values[reference]], [values[k]], sd=sd, sd_source=sd_source) for k in others]
+    effects = [effect([values[reference]], [values[k]], sd=sd, sd_source=sd_source, sd_dof=dof) for k in others]
     why = "" if sd is not None else "; one run each and no spread measured (seed spread not measured; the 16 batches' spread not recorded)"
     ev = f"{reference} {values[reference]:.4g}; " + ", ".join(f"{k} {values[k]:.4g}" for k in others) + why
     return claim_from(claim, combine([greater_verdict(e) for e in effects]), _weakest(effects), ev, source)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,8 @@ from scipy import stats
 
 from vlcp.eval import continual
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
-                                ordered_verdict)
+                                seed_spread)
+from vlcp.report.results import find_run
 from vlcp.utils import read_json
 
 
@@ -63,8 +65,8 @@ def macro_se(r: dict, role: str, row: dict | None = None) -> float:
 
 def macro_floor(r: dict, role: str, row: dict | None = None) -> float:
     """Single-seed noise floor of a difference of two dataset-macro averages: 2·√2 × the
-    binomial standard error of the macro mean (`macro_se`). An approximation: one seed, no
-    measured spread."""
+    binomial standard error of the macro mean (`macro_se`): test-set sampling only (the ledger
+    joins the seed spread to it: `ledger_noise`)."""
     return 2 * np.sqrt(2) * macro_se(r, role, row)
 
 
@@ -187,12 +189,16 @@ def trajectory_area(r: dict) -> float:
 
 # --------------------------------------------------------------------------- the claims ledger
 # Every claim below is a small function returning a `Claim` whose verdict comes from
-# `vlcp.report.claims` (greater / equivalent / ordered verdicts on effects with intervals).
+# `vlcp.report.claims` (greater / equivalent verdicts on effects with intervals).
 # FoMo runs one seed per setting: the sd of a difference of two runs is the test-set sampling
-# noise of the metric (`noise_sd`), never a seed spread.
+# noise of the metric (`noise_sd`) joined by the seed spread measured on the study's seed subset
+# (report.fomo.spread: a few experiments at three seeds; `subset_spread`, `with_spread`), threaded
+# through every claim as one `noise` dict; without that subset, test-set noise only (`TEST_ONLY`).
 
 SRC = "FoMo-in-Flux"
-SD_SOURCE = "test-set noise only; seed spread not measured"
+TEST_ONLY = "test-set noise only; seed spread not measured"
+EARLY_TASKS = 5                          # merge_early_retention_claim's first tasks
+AREA = "mean GM along the stream"        # trajectory_area: the random-ordering claim's metric
 # §7.1: the endpoints of the concept-level orderings are "surprisingly similar", the extremes being
 # concept-frequency (A_KA 55.2, A_ZS 65.6) and performance/easy-to-hard (53.8, 64.3); also in refs/fomo_text.csv.
 PAPER_SIMILAR_ENDPOINTS = {"concept-frequency": (55.2, 65.6), "performance (easy-to-hard)": (53.8, 64.3)}
@@ -238,10 +244,152 @@ def _end(runs: dict, e: str, m: str) -> float:
     return endpoint(runs[e])[m]
 
 
-def _gt(a: float, b: float, sd: float, min_gap: float = 0.0, sd_source: str = SD_SOURCE) -> tuple[str, Effect]:
-    """"a > b (+ min_gap)" for one run each, with `sd` the sd of the difference."""
-    e = effect([a], [b], sd=sd, sd_source=sd_source)
+def early_key(k: int = EARLY_TASKS) -> str:
+    """The name of the early-retention metric over tasks 1..k (a seed-spread metric and a noise key)."""
+    return f"mean A_ZS, tasks 1-{k}"
+
+
+def early_retention(r: dict, k: int = EARLY_TASKS) -> float:
+    """Mean A_ZS after tasks 1..k (§5.2's "first update tasks")."""
+    return float(np.mean([t["A_ZS"] for t in r["trajectory"][:k]]))
+
+
+def spread_values(subset: dict[str, list[dict]], k: int = EARLY_TASKS) -> dict[str, dict[str, list[float]]]:
+    """`claims.seed_spread`'s input from the seed subset ({experiment: [results per seed]}): per
+    metric the ledger compares single-seed (endpoint A_KA, A_ZS, GM; the trajectory area, `AREA`;
+    the early retention, `early_key(k)`), {experiment: [value per seed]}."""
+    per_run = {"A_KA": lambda r: endpoint(r)["A_KA"], "A_ZS": lambda r: endpoint(r)["A_ZS"],
+               "GM": lambda r: endpoint(r)["GM"], AREA: trajectory_area, early_key(k): lambda r: early_retention(r, k)}
+    return {m: {e: [f(r) for r in rs] for e, rs in subset.items()} for m, f in per_run.items()}
+
+
+def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
+    """The seed subset's runs found under `runs_dir` at any depth (`results.find_run`: seed 0 in
+    <study>/<exp>/seed0, the others in spread-seed<S>/<exp>/seed<S>): ({experiment: {seed:
+    results}}, the missing runs as "experiment seed S")."""
+    found, missing = {}, []
+    for e in experiments:
+        for s in seeds:
+            path = find_run(runs_dir, e, s)
+            if path is None:
+                missing.append(f"{e} seed {s}")
+            else:
+                found.setdefault(e, {})[s] = read_json(path)
+    return found, missing
+
+
+def subset_where(subset: dict[str, dict[int, dict]]) -> str:
+    """"fomo-ft, fomo-ema-merge at seeds 0, 1, 2" (experiments grouped by the seeds they have)."""
+    groups: dict[tuple, list[str]] = {}
+    for e, by_seed in subset.items():
+        groups.setdefault(tuple(sorted(by_seed)), []).append(e)
+    return "; ".join(f"{', '.join(es)} at seed{'s' if len(ss) > 1 else ''} {', '.join(map(str, ss))}"
+                     for ss, es in groups.items())
+
+
+def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict | None:
+    """`claims.seed_spread` of the subset's experiments that have ≥ 2 seeds (`load_subset`'s
+    first value), its source naming them and their seeds; None when none has (the ledger then
+    uses test-set noise only)."""
+    kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
+    if not kept:
+        return None
+    return seed_spread(spread_values({e: [by_seed[s] for s in sorted(by_seed)] for e, by_seed in kept.items()}, k),
+                       subset_where(kept))
+
+
+def spread_table(spread: dict) -> pd.DataFrame:
+    """The seed spread shown: per metric, each experiment's seed std, the pooled std, its dof and
+    the difference spread (√2 × pooled: the seed part of the sd of one single-seed difference)."""
+    rows = {m: {**{f"seed std, {e}": v for e, v in d["std_per_experiment"].items()}, "pooled std": d["pooled_std"],
+                "dof": d["dof"], "difference spread": d["difference_spread"]} for m, d in spread["metrics"].items()}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def with_spread(test: dict[str, float], spread: dict | None) -> dict:
+    """The ledger's noise: `test` ({metric: test-set sd of one difference}, e.g. `noise_sd`) and,
+    where `spread` (`claims.seed_spread`'s result) is given, its difference spread per metric
+    ("seed"), their dof ("dof") and its source ("seed_source"). Without it, `test` as is."""
+    noise = dict(test)
+    if spread and spread.get("metrics"):
+        noise["seed"] = {m: float(d["difference_spread"]) for m, d in spread["metrics"].items()}
+        noise["dof"] = {m: int(d["dof"]) for m, d in spread["metrics"].items()}
+        noise["seed_source"] = spread["source"]
+    return noise
+
+
+def ledger_noise(ref_run: dict, spread: dict | None = None) -> dict:
+    """The noise of every single-seed comparison in the ledger: the test-set sd at the reference
+    run's endpoint (`noise_sd`; the trajectory area takes the endpoint GM's, each of its points
+    having about that test-set noise) joined by the subset's seed spread (`with_spread`)."""
+    test = noise_sd(ref_run)
+    return with_spread({**test, AREA: test["GM"]}, spread)
+
+
+def noise_table(noise: dict, metrics=("A_KA", "A_ZS", "GM", AREA)) -> pd.DataFrame:
+    """The noise shown beside the ledger: per metric (those `noise` has), the test-set sd of one
+    difference, the seed part (the subset's difference spread; NaN: not measured), the sd of one
+    single-seed difference the ledger uses (`comparison_sd`), its dof (inf: known) and source."""
+    rows = {}
+    for m in (m for m in metrics if m in noise):
+        sd = comparison_sd(noise, m)
+        rows[m] = {"test-set sd": noise[m], "seed spread": noise.get("seed", {}).get(m, np.nan),
+                   "sd of a difference": sd.sd, "dof": sd.dof or np.inf, "source": sd.source}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def teach_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], experiments) -> dict[str, list[dict]]:
+    """{experiment: its runs, one per seed} for "Does the stream teach?": every seed the subset
+    (`load_subset`) has of it, else the study's one run; experiments with neither left out."""
+    return {e: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
+            for e in experiments if subset.get(e) or e in runs}
+
+
+@dataclass(frozen=True)
+class Sd:
+    """The sd of one comparison, where it comes from, and the dof it was estimated on (None: known)."""
+    sd: float
+    source: str
+    dof: int | None = None
+
+
+def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test: float | None = None) -> Sd:
+    """The sd of a comparison in `metric` spanning `evals` test-set evaluations and `runs`
+    trained runs (a difference of two single-seed endpoints: 2 and 2; a difference of two gains:
+    4 and 4; a run against its own θ0: 2 and 1): √(evals/2 · test² + runs/2 · seed²), test = the
+    test-set sd of one difference (`noise[metric]`, or `test`), seed = the subset's difference
+    spread (`with_spread`; the seed spread is measured on a fixed test set, so it lacks the
+    test-set part), on the spread's dof. A metric without a seed spread: test-set noise only, said so."""
+    test = noise[metric] if test is None else test
+    seed = noise.get("seed", {}).get(metric)
+    if seed is None:
+        why = TEST_ONLY if "seed_source" not in noise else f"test-set noise only: the seed subset has no spread of {metric}"
+        return Sd(math.sqrt(evals / 2) * test, why)
+    dof = noise["dof"][metric]
+    return Sd(math.sqrt(evals / 2 * test ** 2 + runs / 2 * seed ** 2),
+              f"test-set noise + {noise['seed_source']}; Student's t, {dof} dof", dof)
+
+
+def _q(level: float, dof: int | None) -> float:
+    """The two-sided `level` quantile: Student's t on `dof`, normal when dof is None."""
+    return float(stats.t.ppf(0.5 + level / 2, dof) if dof else stats.norm.ppf(0.5 + level / 2))
+
+
+def _gt(a: float, b: float, sd: Sd, min_gap: float = 0.0) -> tuple[str, Effect]:
+    """"a > b (+ min_gap)" for one run each, `sd` the sd of the difference (on its dof)."""
+    e = effect([a], [b], sd=sd.sd, sd_source=sd.source, sd_dof=sd.dof)
     return greater_verdict(e, min_gap), e
+
+
+def _equiv(a: float, b: float, margin: float, sd: Sd) -> tuple[str, Effect]:
+    """"a ≈ b within ±margin" (`claims.equivalent_verdict`, 90 % interval) for one run each.
+    equivalent_verdict takes no dof: an sd on `sd.dof` dof is widened by t/z, which makes its
+    normal interval the t interval (the source says so)."""
+    if not sd.dof:
+        return equivalent_verdict([a], [b], margin, sd=sd.sd, sd_source=sd.source)
+    widen = _q(0.90, sd.dof) / _q(0.90, None)
+    return equivalent_verdict([a], [b], margin, sd=sd.sd * widen,
+                              sd_source=f"{sd.source}: sd {sd.sd:.2f} × t/z {widen:.2f}")
 
 
 def _all(claim: str, pairs: list[tuple[str, Effect]], evidence: str, source: str) -> Claim:
@@ -265,14 +413,16 @@ def merging_best_claim(runs: dict, noise: dict) -> Claim:
         return not_run(text, [MERGES[0], NON_MERGES[0]], runs, where)
     gm = {e: _end(runs, e, "GM") for e in merges + others}
     bm, bo = max(merges, key=gm.get), max(others, key=gm.get)
-    v, e = _gt(gm[bm], gm[bo], noise["GM"])
+    v, e = _gt(gm[bm], gm[bo], comparison_sd(noise, "GM"))
     return claim_from(text, v, e, f"best merge {bm} GM {gm[bm]:.1f} vs best other {bo} GM {gm[bo]:.1f}", f"{SRC} {where}")
 
 
-def merge_early_retention_claim(runs: dict, k: int = 5) -> Claim:
+def merge_early_retention_claim(runs: dict, noise: dict | None = None, k: int = EARLY_TASKS) -> Claim:
     """§5.2, Fig. 6 right: EMA- and ZS-Merge "provide impressive boosts in zero-shot retention
     A_ZS during the first update tasks", i.e. above the starting model θ0's A_ZS (the run's
-    `zero_shot` evaluation): the mean A_ZS after tasks 1..k against θ0's, per merge, combined."""
+    `zero_shot` evaluation): the mean A_ZS after tasks 1..k against θ0's, per merge, combined.
+    The sd: each run's test-set noise at θ0 (`noise_sd`) and, where `noise` has it, the seed
+    spread of `early_key(k)` (one trained run: θ0 is the same for every seed)."""
     text = f"EMA-Merge and ZS-Merge raise zero-shot retention above θ0's in the first update tasks (mean A_ZS, tasks 1-{k}, vs θ0)"
     where = "§5.2, Fig. 6 right"
     exps = [e for e in ("fomo-ema-merge", "fomo-zs-merge") if e in runs]
@@ -282,8 +432,8 @@ def merge_early_retention_claim(runs: dict, k: int = 5) -> Claim:
     for e in exps:
         r = runs[e]
         first = r["trajectory"][:k]
-        early, z0 = float(np.mean([t["A_ZS"] for t in first])), r["zero_shot"]["A_ZS"]
-        pairs.append(_gt(early, z0, noise_sd(r, r["zero_shot"])["A_ZS"]))
+        early, z0 = early_retention(r, k), r["zero_shot"]["A_ZS"]
+        pairs.append(_gt(early, z0, comparison_sd(noise or {}, early_key(k), runs=1, test=noise_sd(r, r["zero_shot"])["A_ZS"])))
         ev.append(f"{e} {early:.1f} over tasks 1-{len(first)} vs θ0 {z0:.1f}")
     return _all(text, pairs, "; ".join(ev), f"{SRC} {where}")
 
@@ -296,8 +446,9 @@ def peft_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
     if reference not in runs or not peft:
         return not_run(text, [reference, *PEFT], runs, where)
     zs = runs[reference]["zero_shot"]
-    pairs = [p for e in peft for p in (_gt(_end(runs, reference, "A_KA"), _end(runs, e, "A_KA"), noise["A_KA"]),
-                                         _gt(_end(runs, e, "A_ZS"), _end(runs, reference, "A_ZS"), noise["A_ZS"]))]
+    ka, zs_ = comparison_sd(noise, "A_KA"), comparison_sd(noise, "A_ZS")
+    pairs = [p for e in peft for p in (_gt(_end(runs, reference, "A_KA"), _end(runs, e, "A_KA"), ka),
+                                         _gt(_end(runs, e, "A_ZS"), _end(runs, reference, "A_ZS"), zs_))]
     dka = lambda e: _end(runs, e, "A_KA") - zs["A_KA"]   # noqa: E731
     fzs = lambda e: zs["A_ZS"] - _end(runs, e, "A_ZS")   # noqa: E731
     ev = "; ".join(f"{e}: ΔA_KA {dka(e):+.1f}, forgetting {fzs(e):+.1f}" for e in peft)
@@ -309,8 +460,8 @@ def ewc_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
     text, where = "EWC retains strongly but accumulates little (vs full fine-tuning)", "§5.1, Fig. 6"
     if "fomo-ewc" not in runs or reference not in runs:
         return not_run(text, ["fomo-ewc", reference], runs, where)
-    pairs = [_gt(_end(runs, "fomo-ewc", "A_ZS"), _end(runs, reference, "A_ZS"), noise["A_ZS"]),
-             _gt(_end(runs, reference, "A_KA"), _end(runs, "fomo-ewc", "A_KA"), noise["A_KA"])]
+    pairs = [_gt(_end(runs, "fomo-ewc", "A_ZS"), _end(runs, reference, "A_ZS"), comparison_sd(noise, "A_ZS")),
+             _gt(_end(runs, reference, "A_KA"), _end(runs, "fomo-ewc", "A_KA"), comparison_sd(noise, "A_KA"))]
     ev = (f"A_ZS {_end(runs, 'fomo-ewc', 'A_ZS'):.1f} vs {_end(runs, reference, 'A_ZS'):.1f}; A_KA {_end(runs, 'fomo-ewc', 'A_KA'):.1f} "
           f"vs {_end(runs, reference, 'A_KA'):.1f} (steps/task {runs['fomo-ewc']['steps_per_task'][0]} vs {runs[reference]['steps_per_task'][0]})")
     return _all(text, pairs, ev, f"{SRC} {where}")
@@ -329,9 +480,10 @@ def si_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
     if "fomo-si" not in runs or reference not in runs:
         return not_run(text, ["fomo-si", reference], runs, where)
     si, ft = _end(runs, "fomo-si", "GM"), _end(runs, reference, "GM")
-    v, e = equivalent_verdict([si], [ft], similar_fraction("GM") * ft, sd=noise["GM"], sd_source=SD_SOURCE)
+    sd = comparison_sd(noise, "GM")
+    v, e = _equiv(si, ft, similar_fraction("GM") * ft, sd)
     ev = (f"SI GM {si:.1f} vs full FT {ft:.1f}; {_margin_note('GM', ft)}; our noise could confirm a margin of "
-          f"±{1.645 * noise['GM']:.2f} at best")
+          f"±{_q(0.90, sd.dof) * sd.sd:.2f} at best")
     return claim_from(text, v, e, ev, f"{SRC} {where}")
 
 
@@ -343,21 +495,22 @@ def ar_rsqrt_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim
     if "fomo-ar-rsqrt" not in runs or reference not in runs:
         return not_run(text, ["fomo-ar-rsqrt", reference], runs, where)
     ka = _end(runs, reference, "A_KA")
-    pairs = [_gt(_end(runs, "fomo-ar-rsqrt", "A_ZS"), _end(runs, reference, "A_ZS"), noise["A_ZS"]),
-             _gt(_end(runs, "fomo-ar-rsqrt", "A_KA"), ka, noise["A_KA"], min_gap=-similar_fraction("A_KA") * ka)]
+    pairs = [_gt(_end(runs, "fomo-ar-rsqrt", "A_ZS"), _end(runs, reference, "A_ZS"), comparison_sd(noise, "A_ZS")),
+             _gt(_end(runs, "fomo-ar-rsqrt", "A_KA"), ka, comparison_sd(noise, "A_KA"), min_gap=-similar_fraction("A_KA") * ka)]
     ev = (f"A_ZS {_end(runs, 'fomo-ar-rsqrt', 'A_ZS'):.1f} vs {_end(runs, reference, 'A_ZS'):.1f}; A_KA "
           f"{_end(runs, 'fomo-ar-rsqrt', 'A_KA'):.1f} vs {ka:.1f} (non-inferiority, {_margin_note('A_KA', ka)})")
     return _all(text, pairs, ev, f"{SRC} {where}")
 
 
-def best_of_claim(text: str, runs: dict, best: str, rivals, metric: str, sd: float, where: str, value=None) -> Claim:
-    """"`best` beats every rival in `metric`" (`value(e)`: another per-run number, e.g. the mean
-    GM along the stream)."""
+def best_of_claim(text: str, runs: dict, best: str, rivals, metric: str, noise: dict, where: str, value=None) -> Claim:
+    """"`best` beats every rival in `metric`" (an endpoint metric; with `value(e)`, another
+    per-run number, e.g. the mean GM along the stream, `metric` naming its key in `noise`)."""
     wanted = [e for e in rivals if e != best]
     rivals = [e for e in wanted if e in runs]
     if best not in runs or not rivals:
         return not_run(text, [best, *wanted], runs, where)
     value = value or (lambda e: _end(runs, e, metric))
+    sd = comparison_sd(noise, metric)
     pairs = [_gt(value(best), value(e), sd) for e in rivals]
     return _all(text, pairs, ", ".join(f"{e} {value(e):.1f}" for e in [best, *rivals]), f"{SRC} {where}")
 
@@ -368,9 +521,9 @@ def mixtures_claim(runs: dict, noise: dict, mixes) -> Claim:
     mix = [e for e in mixes if e in runs]
     if "fomo-mix-iidify" not in runs or "fomo-mix-nobuffer" not in runs:
         return not_run(text, ["fomo-mix-iidify", "fomo-mix-nobuffer"], runs, where)
-    gm = {e: _end(runs, e, "GM") for e in mix}
-    pairs = ([_gt(gm["fomo-mix-iidify"], gm[e], noise["GM"]) for e in mix if e != "fomo-mix-iidify"]
-             + [_gt(gm[e], gm["fomo-mix-nobuffer"], noise["GM"]) for e in mix if e != "fomo-mix-nobuffer"])
+    gm, sd = {e: _end(runs, e, "GM") for e in mix}, comparison_sd(noise, "GM")
+    pairs = ([_gt(gm["fomo-mix-iidify"], gm[e], sd) for e in mix if e != "fomo-mix-iidify"]
+             + [_gt(gm[e], gm["fomo-mix-nobuffer"], sd) for e in mix if e != "fomo-mix-nobuffer"])
     return _all(text, pairs, ", ".join(f"{e} {gm[e]:.1f}" for e in mix), f"{SRC} {where}")
 
 
@@ -386,34 +539,36 @@ def orderings_similar_claim(runs: dict, noise: dict, orders: dict[str, str]) -> 
         return not_run(text, [ref, *(orders[k] for k in CONCEPT_ORDERINGS if k in orders)], runs, where)
     base = _end(runs, ref, "GM")
     margin = similar_fraction("GM") * base
-    pairs = [equivalent_verdict([_end(runs, e, "GM")], [base], margin, sd=noise["GM"], sd_source=SD_SOURCE) for e in rivals]
+    pairs = [_equiv(_end(runs, e, "GM"), base, margin, comparison_sd(noise, "GM")) for e in rivals]
     ev = ", ".join(f"{e} {_end(runs, e, 'GM'):.1f}" for e in [ref, *rivals]) + f"; margin ±{margin:.2f} = {similar_fraction('GM'):.1%} of random's GM (the paper's own spread)"
     return _all(text, pairs, ev, f"{SRC} {where}")
 
 
 def model_size_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
     """§6.2, Fig. 12 left: forgetting (θ0's A_ZS − the endpoint's, each size from its own θ0)
-    orders small > default > large. A difference of two forgettings spans four evaluations: sd
-    √2 × that of one difference."""
+    orders small > default > large. A difference of two forgettings spans four evaluations and two
+    trained runs (each θ0 is one model, the same for every seed)."""
     text, where = "Larger models forget less (θ0's A_ZS minus the endpoint's, small > default > large)", "§6.2, Fig. 12"
     order = ["fomo-ft-s", reference, "fomo-ft-l"]
     if not all(e in runs for e in order):
         return not_run(text, order, runs, where)
     forg = {e: [runs[e]["zero_shot"]["A_ZS"] - _end(runs, e, "A_ZS")] for e in order}
-    _, effects = ordered_verdict(forg, order, sd=math.sqrt(2) * noise["A_ZS"], sd_source=SD_SOURCE)
-    return _all(text, [(greater_verdict(e), e) for e in effects], ", ".join(f"{e} {v[0]:.1f}" for e, v in forg.items()), f"{SRC} {where}")
+    sd = comparison_sd(noise, "A_ZS", evals=4, runs=2)
+    pairs = [_gt(forg[a][0], forg[b][0], sd) for a, b in zip(order, order[1:])]
+    return _all(text, pairs, ", ".join(f"{e} {v[0]:.1f}" for e, v in forg.items()), f"{SRC} {where}")
 
 
 @functools.lru_cache(maxsize=None)
-def tukey_q(level: float, k: int) -> float:
-    """The `level` quantile of the studentized range of k means with a known sd (df ≈ ∞):
-    the largest of k(k−1)/2 pairwise gaps, in standard errors of one mean."""
-    return float(stats.studentized_range.ppf(level, k, 1e4))
+def tukey_q(level: float, k: int, dof: int | None = None) -> float:
+    """The `level` quantile of the studentized range of k means, their sd estimated on `dof`
+    degrees of freedom (None: known, df ≈ ∞): the largest of k(k−1)/2 pairwise gaps, in
+    standard errors of one mean."""
+    return float(stats.studentized_range.ppf(level, k, dof or 1e4))
 
 
 def pool_claim(runs: dict, noise: dict, reference: str = "fomo-ft", pools=POOLS, level: float = 0.95) -> Claim:
     """§7.3, Fig. 17: the replayed pool changes zero-shot retention. The largest pairwise A_ZS
-    gap among the k pools against Tukey's studentized range (k pools, test-set noise): confirmed
+    gap among the k pools against Tukey's studentized range (k pools, the noise on its dof): confirmed
     when its simultaneous 95 % interval clears 0 (5 % false alarms under pure noise, whatever k);
     not confirmed when every pairwise gap is shown smaller than the change the paper calls
     significant (2.4 points of 64.4, 3.7 % of A_ZS) by the simultaneous 90 % interval (TOST);
@@ -424,15 +579,16 @@ def pool_claim(runs: dict, noise: dict, reference: str = "fomo-ft", pools=POOLS,
         return not_run(text, [reference, *pools], runs, where)
     zs = {e: _end(runs, e, "A_ZS") for e in pl}
     hi, lo = max(pl, key=zs.get), min(pl, key=zs.get)
-    se = noise["A_ZS"] / math.sqrt(2)          # of one run's A_ZS
+    sd = comparison_sd(noise, "A_ZS")
+    se = sd.sd / math.sqrt(2)          # of one run's A_ZS
     k = len(pl)
-    # the sd that makes the normal interval of the largest gap Tukey's simultaneous one
-    sd95 = tukey_q(level, k) * se / stats.norm.ppf(0.5 + level / 2)
-    sd90 = tukey_q(0.90, k) * se / stats.norm.ppf(0.95)
-    how = f"{SD_SOURCE}; Tukey-adjusted for {k} pools"
-    changed, e = _gt(zs[hi], zs[lo], sd95, sd_source=how)
+    # the sd that makes the normal interval of the largest gap Tukey's simultaneous one (its dof in q)
+    sd95 = tukey_q(level, k, sd.dof) * se / _q(level, None)
+    sd90 = tukey_q(0.90, k, sd.dof) * se / _q(0.90, None)
+    how = f"{sd.source}; Tukey-adjusted for {k} pools"
+    changed, e = _gt(zs[hi], zs[lo], Sd(sd95, how))
     margin = PAPER_POOL_GAIN[0] / PAPER_POOL_GAIN[1] * zs[reference]
-    same, _ = equivalent_verdict([zs[hi]], [zs[lo]], margin, sd=sd90, sd_source=how)
+    same, _ = _equiv(zs[hi], zs[lo], margin, Sd(sd90, how))
     verdict = changed if changed == "confirmed" else {"confirmed": "not confirmed"}.get(same, "inconclusive")
     ev = (", ".join(f"{e_} {zs[e_]:.1f}" for e_ in pl) + f"; largest gap {hi} − {lo}; no-change margin ±{margin:.2f} "
           f"({PAPER_POOL_GAIN[0]}/{PAPER_POOL_GAIN[1]} of the reference's A_ZS: the smallest pool effect the paper calls significant)"
@@ -442,14 +598,14 @@ def pool_claim(runs: dict, noise: dict, reference: str = "fomo-ft", pools=POOLS,
 
 def compute_scaling_claim(runs: dict, noise: dict) -> Claim:
     """§6.2, Fig. 12 right: EMA-Merge's GM gain from 0.25× to 6× compute above full FT's (a
-    difference of two gains spans four evaluations: sd √2 × that of one difference)."""
+    difference of two gains spans four evaluations and four trained runs)."""
     text, where = "Merging turns extra compute into gains better than fine-tuning (GM gain, 0.25× → 6×)", "§6.2, Fig. 12"
     exps = ["fomo-ft-c025", "fomo-ft-c6", "fomo-ema-c025", "fomo-ema-c6"]
     if not all(e in runs for e in exps):
         return not_run(text, exps, runs, where)
     g_ft = _end(runs, "fomo-ft-c6", "GM") - _end(runs, "fomo-ft-c025", "GM")
     g_ema = _end(runs, "fomo-ema-c6", "GM") - _end(runs, "fomo-ema-c025", "GM")
-    v, e = _gt(g_ema, g_ft, math.sqrt(2) * noise["GM"])
+    v, e = _gt(g_ema, g_ft, comparison_sd(noise, "GM", evals=4, runs=4))
     return claim_from(text, v, e, f"EMA-Merge {g_ema:+.1f} vs full FT {g_ft:+.1f}", f"{SRC} {where}")
 
 
@@ -458,7 +614,7 @@ def stream_length_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> 
     text, where = "A longer stream (T = 50) at equal compute lowers both accumulation and retention", "Fig. 19"
     if "fomo-t50" not in runs or reference not in runs:
         return not_run(text, ["fomo-t50", reference], runs, where)
-    pairs = [_gt(_end(runs, reference, m), _end(runs, "fomo-t50", m), noise[m]) for m in ("A_KA", "A_ZS")]
+    pairs = [_gt(_end(runs, reference, m), _end(runs, "fomo-t50", m), comparison_sd(noise, m)) for m in ("A_KA", "A_ZS")]
     ev = (f"T=20 {_end(runs, reference, 'A_KA'):.1f}/{_end(runs, reference, 'A_ZS'):.1f} vs T=50 "
           f"{_end(runs, 'fomo-t50', 'A_KA'):.1f}/{_end(runs, 'fomo-t50', 'A_ZS'):.1f} (A_KA/A_ZS)")
     return _all(text, pairs, ev, f"{SRC} {where}")
@@ -477,7 +633,8 @@ def locked_towers_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> 
 
     t4 = paper_table("fomo_table4").set_index("method")
     ft, steps_ft = _end(runs, reference, "GM"), runs[reference]["steps_per_task"][0]
-    pairs = [_gt(ft, _end(runs, e, "GM"), noise["GM"]) for e in locked]
+    sd = comparison_sd(noise, "GM")
+    pairs = [_gt(ft, _end(runs, e, "GM"), sd) for e in locked]
     parts = []
     for e, (v, eff) in zip(locked, pairs):
         paper_x = t4.loc[e.removeprefix("fomo-"), "steps_T20"] / t4.loc["full-ft", "steps_T20"]
@@ -500,38 +657,40 @@ def memory_order_claim(mult: dict[str, float], where: str) -> Claim:
     if missing:
         return Claim(text, "inconclusive", "not measured: " + ", ".join(missing), f"{SRC} Table 4")
     li, ln, bf, lora, ft, ewc, si = (mult[k] for k in MEMORY_ORDER)
-    exact = "tensor accounting, exact"
+    exact = Sd(0.0, "tensor accounting, exact")
     links = [(ln, li, 0.0), (bf, li, 0.0), (lora, ln, 0.0), (lora, bf, 0.0), (ft, lora, 0.0), (ewc, ft, -1e-9), (si, ft, -1e-9)]
-    pairs = [_gt(a, b, 0.0, min_gap, sd_source=exact) for a, b, min_gap in links]
+    pairs = [_gt(a, b, exact, min_gap) for a, b, min_gap in links]
     return _all(text, pairs, ", ".join(f"{k} {mult[k]:.2f}" for k in MEMORY_ORDER) + f" ({where})", f"{SRC} Table 4")
 
 
-def ledger(runs: dict, study: dict, orders: dict[str, str], mm_tiny: dict[str, float], bench: dict | None = None) -> list[Claim]:
+def ledger(runs: dict, study: dict, orders: dict[str, str], mm_tiny: dict[str, float], bench: dict | None = None,
+           spread: dict | None = None) -> list[Claim]:
     """Every FoMo claim, in the report's order. `study`: params' report.fomo (reference,
     studies); `orders`: ordering label -> experiment (Fig. 15); `mm_tiny`: the study runs' memory
-    multipliers by Table 4's row names; `bench`: benchmarks/fomo_memory.py's result, if any."""
+    multipliers by Table 4's row names; `bench`: benchmarks/fomo_memory.py's result, if any;
+    `spread`: the seed subset's `subset_spread` (None: test-set noise only)."""
     ref = study["reference"]
-    noise = noise_sd(runs[ref])
+    noise = ledger_noise(runs[ref], spread)
     area = lambda e: trajectory_area(runs[e])   # noqa: E731
     claims = [
         merging_best_claim(runs, noise),
-        merge_early_retention_claim(runs),
+        merge_early_retention_claim(runs, noise),
         peft_claim(runs, noise, ref),
         ewc_claim(runs, noise, ref),
         si_claim(runs, noise, ref),
         ar_rsqrt_claim(runs, noise, ref),
         locked_towers_claim(runs, noise, ref),
         best_of_claim("τ = 0.01 beats higher initial temperatures (endpoint GM)", runs, "fomo-tau001",
-                      study["studies"].get("temperature", []), "GM", noise["GM"], "§6.4, Fig. 14"),
+                      study["studies"].get("temperature", []), "GM", noise, "§6.4, Fig. 14"),
         mixtures_claim(runs, noise, [ref, *study["studies"].get("mixtures", [])]),
         best_of_claim("Random ordering gives the most favourable trajectory (mean GM along the stream)", runs, orders["random"],
-                      [e for k, e in orders.items() if k != "random"], "GM", noise["GM"], "§7.1, Fig. 15", value=area),
+                      [e for k, e in orders.items() if k != "random"], AREA, noise, "§7.1, Fig. 15", value=area),
         orderings_similar_claim(runs, noise, orders),
         model_size_claim(runs, noise, ref),
         pool_claim(runs, noise, ref),
         compute_scaling_claim(runs, noise),
         best_of_claim("The learning rate derived from pretraining gives the highest final accumulation", runs, ref,
-                      ["fomo-lr1e-4", "fomo-lr3e-4", "fomo-lr3e-3"], "A_KA", noise["A_KA"], "§6.1, Fig. 9"),
+                      ["fomo-lr1e-4", "fomo-lr3e-4", "fomo-lr3e-3"], "A_KA", noise, "§6.1, Fig. 9"),
         stream_length_claim(runs, noise, ref),
     ]
     claims.append(memory_order_claim(mm_tiny, "vlcp-tiny, the study's runs"))

@@ -9,12 +9,17 @@ classification sets; zero-shot retrieval on the unseen items (the
 in-domain set, Flickr30K's role) and on the unseen style (out of domain, MSCOCO's role)."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
+from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets,  # noqa: F401
-                                equivalent_verdict, greater_verdict, ordered_verdict)
+                                equivalent_verdict, greater_verdict, ordered_verdict, seed_spread)
+from vlcp.report.results import find_run
+from vlcp.utils import read_json
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -68,7 +73,8 @@ def chunk_bwt(r: dict, metric: str = "Rm", eval_set: str = "test") -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# the claims ledger: every verdict from vlcp.report.claims (values: {experiment: [value per seed]})
+# the claims ledger: every verdict from vlcp.report.claims (values: {experiment: [value per seed]};
+# `sd`, `sd_source`, `sd_dof` of the claim functions: a metric's `Noise`, from `noise_sds`)
 
 def average(r: dict, step: int = -1) -> float:
     """The paper's "Average" column: mean zero-shot top-1 over the held-out classification sets."""
@@ -80,23 +86,97 @@ def r1_mean(r: dict, step: int = -1) -> float:
     return float(np.mean([v for (_, _, k), v in retrieval(r, step).items() if k == "R@1"]))
 
 
-def noise_sds(spread: dict | None, fallback: float) -> dict[str, tuple[float, str]]:
-    """{metric: (sd of ONE single-seed difference, its source)} for "average", "r1_mean" and
-    "bwt_rm": the difference spread (√2 × the pooled seed std) measured by
-    benchmarks/seed_spread.py where `spread` (its JSON) has the metric, else `fallback`
-    (report.incclip.noise_floor)."""
+def bwt_rm(r: dict) -> float:
+    """Table 7's BWT of Rm on each chunk's unseen items (the ledger's forgetting claim)."""
+    return chunk_bwt(r, "Rm", "test")
+
+
+SPREAD_METRICS = {"average": average, "r1_mean": r1_mean, "bwt_rm": bwt_rm}   # the ledger's metrics
+
+
+def subset_seeds(main_seeds: list[int], spread_cfg: dict) -> list[int]:
+    """The seed subset's seeds: the study's main seed(s) (the runs every table reads, stage
+    run_incclip) then `report.incclip.spread.seeds` (stage run_incclip_seeds), without repeats."""
+    return list(dict.fromkeys([*main_seeds, *spread_cfg.get("seeds", [])]))
+
+
+def spread(runs: dict[str, list[dict]], seeds: list[int]) -> dict:
+    """The study's seed spread (`claims.seed_spread`) of the ledger's metrics (`SPREAD_METRICS`)
+    from the seed subset's runs ({experiment: [results of each of `seeds`]}), with the
+    `experiments` and `seeds` it was measured on."""
+    values = {m: {exp: [fn(r) for r in rs] for exp, rs in runs.items()} for m, fn in SPREAD_METRICS.items()}
+    return seed_spread(values, _where(list(runs), seeds)) | {"experiments": list(runs), "seeds": list(seeds)}
+
+
+def _where(experiments: list[str], seeds: list[int]) -> str:
+    return f"{', '.join(experiments)} at seeds {', '.join(map(str, seeds))}"
+
+
+def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[dict]], str]:
+    """The seed subset of the study (`study["spread"]`: its `experiments`, run at the main
+    `study["seeds"]` and at `seeds`), read from `runs_dir` by `find_run`: the main seeds' runs at
+    `<runs_dir>/stream-seed<S>/<experiment>/seed<S>/results.json` (stage run_incclip, one process
+    per seed running the study's list), the spread seeds' at
+    `<runs_dir>/spread-seed<S>/<experiment>/seed<S>/results.json` (stage run_incclip_seeds).
+    Returns (its `spread`, or None when a subset run is missing or no subset is set; the subset's
+    runs {experiment: [results per seed]}, complete experiments only; a one-line note naming the
+    runs and seeds measured, or what is missing and the fallback, `report.incclip.noise_floor`)."""
+    cfg = study.get("spread") or {}
+    if not (isinstance(cfg, dict) and isinstance(cfg.get("experiments", []), list) and isinstance(cfg.get("seeds", []), list)):
+        raise VlcpError(f"report.incclip.spread: expected {{experiments: [...], seeds: [...]}}, got {cfg!r}")
+    fallback = f"single-seed verdicts use `report.incclip.noise_floor` ({study.get('noise_floor')} points) for every metric"
+    seeds = subset_seeds(study.get("seeds", []), cfg)
+    if not cfg.get("experiments") or len(seeds) < 2:
+        return None, {}, f"No seed subset set (`report.incclip.spread`): {fallback}."
+    found, missing = {}, []
+    for exp in cfg["experiments"]:
+        paths = [find_run(runs_dir, exp, s) for s in seeds]
+        missing += [f"{exp} seed {s}" for s, p in zip(seeds, paths) if p is None]
+        if all(paths):
+            found[exp] = [read_json(p) for p in paths]
+    if missing:
+        return None, found, (f"Seed subset incomplete in {runs_dir} (missing {', '.join(missing)}; "
+                             f"stage run_incclip_seeds): {fallback}.")
+    return spread(found, seeds), found, f"Seed spread measured in this pipeline on {_where(list(found), seeds)}."
+
+
+class Noise(NamedTuple):
+    """The noise of ONE single-seed difference of a metric: its sd, where it comes from, and the
+    degrees of freedom it was estimated on (a seed subset's; None for a fixed noise floor). The
+    claim functions take them as `sd`, `sd_source` and `sd_dof` (`claims.effect`: Student's t on
+    `sd_dof`, the normal quantile without)."""
+    sd: float
+    source: str
+    dof: int | None = None
+
+
+def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
+    """{metric: Noise(sd of ONE single-seed difference, its source, its dof)} for "average",
+    "r1_mean" and "bwt_rm": the difference spread (√2 × the pooled seed std) of the study's seed
+    subset where `spread` (`spread`'s dict) has the metric, its source naming the runs, seeds and
+    degrees of freedom, dof = the spread's; else `fallback` (report.incclip.noise_floor), dof None."""
     out = {}
-    for m in ("average", "r1_mean", "bwt_rm"):
+    for m in SPREAD_METRICS:
         if spread and m in spread.get("metrics", {}):
-            out[m] = (float(spread["metrics"][m]["difference_spread"]),
-                      f"seed spread measured on {spread['date']} at {spread['commit']}, seeds {spread['seeds']}: √2 × pooled std")
+            d = spread["metrics"][m]
+            out[m] = Noise(float(d["difference_spread"]), f"{spread['source']}, Student's t on {d['dof']} dof",
+                           int(d["dof"]))
         else:
-            out[m] = (float(fallback), "report.incclip.noise_floor (no seed-spread measurement found)")
+            out[m] = Noise(float(fallback), "report.incclip.noise_floor (seed subset not run)", None)
     return out
 
 
+def spread_frame(spread: dict) -> pd.DataFrame:
+    """The seed spread for display: rows = metrics, columns = each experiment's seed std, the
+    pooled std, its degrees of freedom and the sd of a difference of two single-seed values."""
+    rows = {m: {**{f"seed std {e}": v for e, v in d["std_per_experiment"].items()}, "pooled std": d["pooled_std"],
+                "dof": d["dof"], "sd of a difference (√2 × pooled)": d["difference_spread"]}
+            for m, d in spread["metrics"].items()}
+    return pd.DataFrame(rows).T
+
+
 def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict],
-                sds: dict[str, tuple[float, str]]) -> pd.DataFrame:
+                sds: dict[str, Noise]) -> pd.DataFrame:
     """The result's sensitivity to the choices the paper leaves open (`report.incclip.sensitivity`,
     the Deviations table's "open choice" rows): per choice (`choice`, `ours`, `alternative`, the
     alternative's `experiment`), Δ = alternative − ours of the final Average and mean R@1 (means over
@@ -134,18 +214,18 @@ def _weakest(effects: list[Effect]) -> Effect:
 
 
 def beats_all(claim: str, values: dict[str, list[float]], winner: str, others: list[str],
-              sd: float | None, sd_source: str, source: str) -> Claim:
+              sd: float | None, sd_source: str, source: str, *, sd_dof: int | None = None) -> Claim:
     """"`winner` > each of `others`": greater_verdict per rival, combined; the effect shown is
-    the closest rival's."""
-    effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source) for o in others]
+    the closest rival's. `sd`, `sd_source`, `sd_dof`: a `Noise` (single-seed comparisons)."""
+    effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source, sd_dof=sd_dof) for o in others]
     ev = f"{winner} {fmt(values[winner])}; " + ", ".join(f"{o} {fmt(values[o])}" for o in others)
     return claim_from(claim, combine([greater_verdict(e) for e in effects]), _weakest(effects), ev, source)
 
 
 def greater_claim(claim: str, a: list[float], b: list[float], sd: float | None, sd_source: str,
-                  source: str, names: tuple[str, str] = ("a", "b")) -> Claim:
+                  source: str, names: tuple[str, str] = ("a", "b"), *, sd_dof: int | None = None) -> Claim:
     """"a > b" by greater_verdict."""
-    e = effect(a, b, sd=sd, sd_source=sd_source)
+    e = effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     return claim_from(claim, greater_verdict(e), e, f"{names[0]} {fmt(a)}, {names[1]} {fmt(b)}", source)
 
 
@@ -155,14 +235,15 @@ def gains(values: dict[str, list[float]], winner: str, others: list[str]) -> lis
 
 
 def gain_grows(values4: dict[str, list[float]], values8: dict[str, list[float]], winner: str, others: list[str],
-               sd: float | None, sd_source: str) -> Claim:
+               sd: float | None, sd_source: str, *, sd_dof: int | None = None) -> Claim:
     """§4.2.1 "when the number of steps increases, the average gain from our method increases":
     gain(8 steps) > gain(4 steps), gain = IncCLIP − the baselines' mean. One run each: a gain has
     (1 + 1/#baselines) × one run's variance, so the sd of a difference of gains is
-    sd × √(1 + 1/#baselines)."""
+    sd × √(1 + 1/#baselines) (on the same `sd_dof`: a scaled estimate keeps its dof)."""
     g4, g8 = gains(values4, winner, others), gains(values8, winner, others)
     k = np.sqrt(1 + 1 / len(others))
-    e = effect(g8, g4, sd=None if sd is None else sd * k, sd_source=f"{sd_source}, × √(1 + 1/{len(others)})")
+    e = effect(g8, g4, sd=None if sd is None else sd * k, sd_source=f"{sd_source}, × √(1 + 1/{len(others)})",
+               sd_dof=sd_dof)
     return claim_from("IncCLIP's average gain over the baselines grows from 4 to 8 steps", greater_verdict(e), e,
                       f"gain at 4 steps {np.mean(g4):+.1f}, at 8 steps {np.mean(g8):+.1f} (Average)", "§4.2.1, Table 1")
 
@@ -183,7 +264,8 @@ def slight_margin(table1: pd.DataFrame, methods=("ucir", "co2l"), reference: str
 
 
 def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods: list[str], reference: str,
-                    margin_rel: float, margin_how: str, sd: float | None, sd_source: str) -> Claim:
+                    margin_rel: float, margin_how: str, sd: float | None, sd_source: str, *,
+                    sd_dof: int | None = None) -> Claim:
     """§4.2.1 "UCIR, Co2L are better than ER, [but] the improvement is limited": per split and
     method, |method − ER| < margin (two one-sided tests, equivalent_verdict), margin = `margin_rel`
     × ER's Average in our run. The claim's direction ("better") shows in the effects' sign."""
@@ -191,7 +273,7 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
     for split, vals in values_by_split.items():
         margin = margin_rel * float(np.mean(vals[reference]))
         for m in methods:
-            v, e = equivalent_verdict(vals[m], vals[reference], margin, sd=sd, sd_source=sd_source)
+            v, e = equivalent_verdict(vals[m], vals[reference], margin, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
             verdicts.append(v)
             effects.append(e)
             ev.append(f"{split} {m} − {reference} {e.diff:+.1f} (90 % [{e.low:+.1f}, {e.high:+.1f}], margin ±{margin:.1f})")
@@ -201,9 +283,9 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
 
 
 def ordered_claim(claim: str, values: dict[str, list[float]], order: list[str], sd: float | None,
-                  sd_source: str, source: str) -> Claim:
+                  sd_source: str, source: str, *, sd_dof: int | None = None) -> Claim:
     """"order[0] > order[1] > ..." by ordered_verdict; the effect shown is the weakest link."""
-    verdict, effects = ordered_verdict(values, order, sd=sd, sd_source=sd_source)
+    verdict, effects = ordered_verdict(values, order, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     return claim_from(claim, verdict, _weakest(effects), ", ".join(f"{k} {fmt(values[k])}" for k in order), source)
 
 
@@ -213,7 +295,7 @@ def step_values(rs: list[dict], fn=average) -> list[list[float]]:
 
 
 def above_at_every_step(curves: dict[str, dict[str, list[list[float]]]], winner: str, others: list[str],
-                        sd: float | None, sd_source: str, first: int = 1) -> Claim:
+                        sd: float | None, sd_source: str, first: int = 1, *, sd_dof: int | None = None) -> Claim:
     """Fig. 3 / §4.2.1 "our method consistently outperforms the comparison methods at different
     steps": `curves` {split: {method: [seed][step]}}; greater_verdict of `winner` over each rival
     after every step from `first` (0-based; step 1 is left out by default: before any replay or
@@ -222,7 +304,8 @@ def above_at_every_step(curves: dict[str, dict[str, list[list[float]]]], winner:
     for split, c in curves.items():
         steps = range(first, len(c[winner][0]))
         for o in others:
-            es = [effect([s[i] for s in c[winner]], [s[i] for s in c[o]], sd=sd, sd_source=sd_source) for i in steps]
+            es = [effect([s[i] for s in c[winner]], [s[i] for s in c[o]], sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+                  for i in steps]
             effects += es
             ev.append(f"{split} vs {o}: " + " ".join(f"{e.diff:+.1f}" for e in es))
     return claim_from("IncCLIP stays above every baseline after every step (Average)",
