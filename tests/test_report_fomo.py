@@ -408,7 +408,7 @@ def test_seed_spread_widens_equivalence_and_the_pool_claims_tukey_range():
     si = ends(**{"fomo-ft": gm_point(20.0), "fomo-si": gm_point(20.0)})
     assert fm.si_claim(si, tight).verdict == "confirmed"
     c = fm.si_claim(si, fm.with_spread(tight, spread))                # sd √(0.05² + 0.02) ≈ 0.15 on 4 dof: ±0.32 < 0.46
-    assert c.verdict == "confirmed" and "× t/z" in c.evidence and "at best" in c.evidence
+    assert c.verdict == "confirmed" and "Student's t, 4 dof" in c.evidence and "at best" in c.evidence
     wide = fm.subset_spread(subset_of({"fomo-ft": [19, 20, 21], "fomo-ema-merge": [19, 20, 21]}))   # pooled 1
     assert fm.si_claim(si, fm.with_spread(tight, wide)).verdict == "inconclusive"
     pools = ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), (30, 30.2, 29.9, 36))})
@@ -467,3 +467,14 @@ def test_noise_table_shows_both_parts():
     assert list(t.index) == ["A_KA", "GM"] and t.loc["GM", "sd of a difference"] == pytest.approx(math.sqrt(1 + 8))
     assert t.loc["GM", "dof"] == 2 and t.loc["A_KA", "seed spread"] == pytest.approx(2 * math.sqrt(2))
     assert np.isnan(fm.noise_table(SD).loc["GM", "seed spread"])
+
+
+def test_steps_by_stream_length_cuts_the_same_total_compute_into_t_tasks():
+    def run(mafs, task_mafs=0.0):
+        return {"budget": {"mafs": mafs, "task_mafs": task_mafs, "full_ft_mafs": 100.0},
+                "config": {"fomo": {"steps_per_task": 10, "compute_scale": 1.0, "budget": "mafs"}}, "tasks": [["c"]] * 20}
+    t = fm.steps_by_stream_length({"ft": run(100.0), "lora": run(75.0), "ewc": run(110.0, 50.0)})
+    assert t.loc["ft"].tolist() == [10, 4, 2, 1]            # 200 steps of full FT over T = 20 / 50 / 100 / 200 tasks
+    assert t.loc["lora"].tolist() == [13, 5, 2, 1]          # floor(T's full-FT steps × 100 / 75)
+    assert t.loc["ewc"].tolist() == [8, 3, 1, 1]            # the per-task Fisher (50) paid from each task's budget
+    assert list(t.columns) == ["T=20", "T=50", "T=100", "T=200"]

@@ -107,6 +107,31 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
+def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) -> pd.DataFrame:
+    """Table 4's step columns: per method, its steps per task when the same total compute is cut
+    into T tasks. Full fine-tuning's steps per task at T: its total over the run's own stream
+    (steps per task × compute scale, floored, × the run's task count) / T, floored (at least 1:
+    the paper's 28,400 / T); a method's from its measured MAFs and per-task MAFs as the runs
+    count them (`vlcp.train.budget.steps_for_budget`, the per-task work paid from each task's
+    budget). Columns `T=<n>`; `T=<own>` equals the run's steps per task."""
+    from vlcp.train.budget import steps_for_budget
+
+    rows = {}
+    for e, r in runs.items():
+        b, f = r["budget"], r["config"]["fomo"]
+        ft_per_task = max(1, math.floor(f["steps_per_task"] * f.get("compute_scale", 1.0) + 1e-9))
+        total = ft_per_task * len(r["tasks"])
+        row = {}
+        for t in lengths:
+            ft_t = max(1, total // t)
+            if f.get("budget", "mafs") == "mafs":
+                row[f"T={t}"] = steps_for_budget(1, ft_t * b["full_ft_mafs"] - b["task_mafs"], b["mafs"])
+            else:
+                row[f"T={t}"] = ft_t
+        rows[e] = row
+    return pd.DataFrame(rows).T
+
+
 # Table 4's memory order: locked-image < LNFit/BitFit < LoRA < full FT ≤ EWC/SI (keys: Table 4's rows)
 MEMORY_ORDER = ("locked-image", "LNFit", "BitFit", "LoRA, r=4", "full-ft", "EWC", "SI")
 
@@ -382,14 +407,9 @@ def _gt(a: float, b: float, sd: Sd, min_gap: float = 0.0) -> tuple[str, Effect]:
 
 
 def _equiv(a: float, b: float, margin: float, sd: Sd) -> tuple[str, Effect]:
-    """"a ≈ b within ±margin" (`claims.equivalent_verdict`, 90 % interval) for one run each.
-    equivalent_verdict takes no dof: an sd on `sd.dof` dof is widened by t/z, which makes its
-    normal interval the t interval (the source says so)."""
-    if not sd.dof:
-        return equivalent_verdict([a], [b], margin, sd=sd.sd, sd_source=sd.source)
-    widen = _q(0.90, sd.dof) / _q(0.90, None)
-    return equivalent_verdict([a], [b], margin, sd=sd.sd * widen,
-                              sd_source=f"{sd.source}: sd {sd.sd:.2f} × t/z {widen:.2f}")
+    """"a ≈ b within ±margin" (`claims.equivalent_verdict`, 90 % interval) for one run each, the
+    interval on `sd.dof` (Student's t; normal when None)."""
+    return equivalent_verdict([a], [b], margin, sd=sd.sd, sd_source=sd.source, sd_dof=sd.dof)
 
 
 def _all(claim: str, pairs: list[tuple[str, Effect]], evidence: str, source: str) -> Claim:
