@@ -15,8 +15,7 @@ import pandas as pd
 from vlcp.report import claims
 from vlcp.report.claims import Claim, Effect, claim_from, combine, effect, greater_verdict, not_testable
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
-from vlcp.report.results import find_run
-from vlcp.utils import read_json
+from vlcp.report import results
 
 SETS = {"in": "in_domain", "out": "out_domain"}
 DIRECTIONS = {"I2T": "TR@1", "T2I": "IR@1"}
@@ -111,13 +110,8 @@ def spread_key(metric: str, s: str, d: str) -> str:
 def load_subset(runs_dir, experiments: list[str], seeds: list[int]) -> tuple[dict[str, list[dict]], list[str]]:
     """The seed subset's runs ({experiment: [results per seed, in `seeds` order]}) and the runs
     missing from `runs_dir` ("<experiment> seed <S>"); an experiment with a missing seed is left out."""
-    runs, missing = {}, []
-    for e in experiments:
-        paths = [find_run(runs_dir, e, s) for s in seeds]
-        missing += [f"{e} seed {s}" for s, p in zip(seeds, paths) if p is None]
-        if all(p is not None for p in paths):
-            runs[e] = [read_json(p) for p in paths]
-    return runs, missing
+    found, missing = results.load_subset(runs_dir, experiments, seeds)
+    return results.complete(found, seeds), missing
 
 
 def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:

@@ -20,7 +20,7 @@ from scipy import stats
 from vlcp.eval import continual
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
                                 seed_spread)
-from vlcp.report.results import find_run
+from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.utils import read_json
 
 
@@ -286,21 +286,6 @@ def spread_values(subset: dict[str, list[dict]], k: int = EARLY_TASKS) -> dict[s
     per_run = {"A_KA": lambda r: endpoint(r)["A_KA"], "A_ZS": lambda r: endpoint(r)["A_ZS"],
                "GM": lambda r: endpoint(r)["GM"], AREA: trajectory_area, early_key(k): lambda r: early_retention(r, k)}
     return {m: {e: [f(r) for r in rs] for e, rs in subset.items()} for m, f in per_run.items()}
-
-
-def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
-    """The seed subset's runs found under `runs_dir` at any depth (`results.find_run`: seed 0 in
-    <study>/<exp>/seed0, the others in spread-seed<S>/<exp>/seed<S>): ({experiment: {seed:
-    results}}, the missing runs as "experiment seed S")."""
-    found, missing = {}, []
-    for e in experiments:
-        for s in seeds:
-            path = find_run(runs_dir, e, s)
-            if path is None:
-                missing.append(f"{e} seed {s}")
-            else:
-                found.setdefault(e, {})[s] = read_json(path)
-    return found, missing
 
 
 def subset_where(subset: dict[str, dict[int, dict]]) -> str:

@@ -18,8 +18,7 @@ from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets,  # noqa: F401
                                 equivalent_verdict, greater_verdict, ordered_verdict, seed_spread)
-from vlcp.report.results import find_run
-from vlcp.utils import read_json
+from vlcp.report.results import complete, load_subset
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -128,12 +127,8 @@ def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[di
     seeds = subset_seeds(study.get("seeds", []), cfg)
     if not cfg.get("experiments") or len(seeds) < 2:
         return None, {}, f"No seed subset set (`report.incclip.spread`): {fallback}."
-    found, missing = {}, []
-    for exp in cfg["experiments"]:
-        paths = [find_run(runs_dir, exp, s) for s in seeds]
-        missing += [f"{exp} seed {s}" for s, p in zip(seeds, paths) if p is None]
-        if all(paths):
-            found[exp] = [read_json(p) for p in paths]
+    found, missing = load_subset(runs_dir, cfg["experiments"], seeds)
+    found = complete(found, seeds)
     if missing:
         return None, found, (f"Seed subset incomplete in {runs_dir} (missing {', '.join(missing)}; "
                              f"stage run_incclip_seeds): {fallback}.")

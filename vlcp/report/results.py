@@ -47,6 +47,26 @@ def load_runs(runs_dir: str | Path, experiments: list[str], seeds: list[int]) ->
     return out
 
 
+def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
+    """A study's seed subset (`report.<study>.spread`) wherever its runs are under `runs_dir`
+    (`find_run`: the main seed's in the study's own layout, the others in spread-seed<S>/):
+    ({experiment: {seed: results}} of the runs found, the missing ones as "<experiment> seed <S>")."""
+    found, missing = {}, []
+    for e in experiments:
+        for s in seeds:
+            path = find_run(runs_dir, e, s)
+            if path is None:
+                missing.append(f"{e} seed {s}")
+            else:
+                found.setdefault(e, {})[s] = read_json(path)
+    return found, missing
+
+
+def complete(found: dict[str, dict[int, dict]], seeds) -> dict[str, list[dict]]:
+    """`load_subset`'s experiments that have every one of `seeds`: {experiment: [results in `seeds` order]}."""
+    return {e: [by_seed[s] for s in seeds] for e, by_seed in found.items() if all(s in by_seed for s in seeds)}
+
+
 def mean_std(values) -> tuple[float, float]:
     v = np.asarray(values, float)
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
