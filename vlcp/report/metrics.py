@@ -4,7 +4,7 @@
 claims its notebook wrote, and writes
 
 - `metrics/<study>.json`: per experiment, the final model's headline numbers (mean over the
-  seeds found) and the claims ledger's verdict counts. `dvc metrics show`, `dvc metrics diff` and
+  study's seeds found: a seed subset's extra seeds, `report.<study>.spread`, are left out) and the claims ledger's verdict counts. `dvc metrics show`, `dvc metrics diff` and
   `dvc exp show` read them;
 - `plots/<study>.csv`: the per-task curve of each experiment (one column each), and
   `plots/fomo/<experiment>.csv`: FoMo-in-Flux's accumulation–retention trajectory (A_KA, A_ZS after
@@ -34,36 +34,42 @@ from vlcp.utils import atomic_dir, read_json, write_json
 
 def study_sources(params: dict) -> dict[str, dict]:
     """{study: {"runs": folder, "claims": the notebook's claims file, "experiments": the ones
-    whose curves are plotted (None = every run found)}} from params.yaml's `report:` section."""
+    whose curves are plotted (None = every run found), "seeds": the seeds its tables report (None =
+    every seed found; a study's seed subset, `report.<study>.spread`, runs others)}} from
+    params.yaml's `report:` section."""
     rep = params.get("report") or {}
     ctp = rep.get("ctp") or {}
     incclip_cfg = rep.get("incclip") or {}
     fomo_cfg = rep.get("fomo") or {}
     return {
         "overview": {"runs": "runs", "claims": "reports/overview_claims.json",
-                     "experiments": (rep.get("overview") or {}).get("experiments")},
+                     "experiments": (rep.get("overview") or {}).get("experiments"), "seeds": params.get("seeds")},
         "ctp": {"runs": ctp.get("runs", "runs-ctp"), "claims": "reports/ctp_tables_claims.json",
-                "experiments": ctp.get("experiments")},
+                "experiments": ctp.get("experiments"),
+                "seeds": sorted({*ctp["seeds"], *ctp.get("ablation_seeds", [])}) if "seeds" in ctp else None},
         "incclip": {"runs": incclip_cfg.get("runs", "runs-incclip"), "claims": "reports/incclip_ablations_claims.json",
-                    "experiments": [f"ic4-{m}" for m in incclip_cfg.get("methods", [])] or None},
+                    "experiments": [f"ic4-{m}" for m in incclip_cfg.get("methods", [])] or None,
+                    "seeds": incclip_cfg.get("seeds")},
         "cllclip": {"runs": (rep.get("cllclip") or {}).get("runs", "runs-cllclip"),
                     "claims": "reports/cllclip_teir_claims.json",
                     "experiments": [e for e in (rep.get("cllclip") or {}).get("experiments", []) if e.startswith("cll36-")]
-                    or None},
+                    or None, "seeds": (rep.get("cllclip") or {}).get("seeds")},
         "fomo": {"runs": fomo_cfg.get("runs", "runs-fomo"), "claims": "reports/fomo_figures_claims.json",
-                 "experiments": (fomo_cfg.get("studies") or {}).get("methods")},
+                 "experiments": (fomo_cfg.get("studies") or {}).get("methods"),
+                 "seeds": [fomo_cfg["seed"]] if "seed" in fomo_cfg else None},
     }
 
 
-def collect_runs(runs_dir: str | Path) -> dict[str, list[dict]]:
-    """{experiment: [results, one per seed, by seed]} of every results.json under `runs_dir`."""
+def collect_runs(runs_dir: str | Path, seeds=None) -> dict[str, list[dict]]:
+    """{experiment: [results, one per seed, by seed]} of every results.json under `runs_dir`
+    (only those at `seeds`, when given)."""
     runs: dict[str, list[dict]] = defaultdict(list)
     for path in sorted(Path(runs_dir).rglob("results.json")):
         try:
             r = read_json(path)
         except ValueError as e:
             raise VlcpError(f"{path}: not a readable results file ({e})") from None
-        if isinstance(r, dict) and "experiment" in r:
+        if isinstance(r, dict) and "experiment" in r and (seeds is None or r.get("seed", 0) in seeds):
             runs[r["experiment"]].append(r)
     return {e: sorted(rs, key=lambda r: r.get("seed", 0)) for e, rs in sorted(runs.items())}
 
@@ -146,7 +152,7 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
     with atomic_dir(root / plots_dir) as plots:
         (plots / "fomo").mkdir()
         for study, src in study_sources(params).items():
-            runs = collect_runs(root / src["runs"]) if (root / src["runs"]).exists() else {}
+            runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
             path = root / metrics_dir / f"{study}.json"
             write_json(path, study_metrics(runs, claim_counts(root / src["claims"])))
             written.append(path)
