@@ -349,8 +349,8 @@ def test_subset_spread_pools_the_seed_std_of_every_metric_the_ledger_compares():
     pooled = math.sqrt((2 * 2.0 ** 2 + 1 * np.std([30, 31], ddof=1) ** 2) / 3)     # weights: seeds − 1
     assert gm["dof"] == 3 and gm["pooled_std"] == pytest.approx(pooled) and gm["difference_spread"] == pytest.approx(math.sqrt(2) * pooled)
     assert "fomo-ft at seeds 0, 1, 2; fomo-ema-merge at seeds 0, 1" in spread["source"]
-    t = fm.spread_table(spread)
-    assert t.loc["GM", "seed std, fomo-ft"] == pytest.approx(2.0) and t.loc["GM", "dof"] == 3
+    t = fm.spread_frame(spread)
+    assert t.loc["GM", "seed std fomo-ft"] == pytest.approx(2.0) and t.loc["GM", "dof"] == 3
 
 
 def test_load_subset_finds_seed0_in_the_study_and_the_others_in_spread_dirs(tmp_path):

@@ -117,6 +117,18 @@ def seed_spread(values: dict[str, dict[str, list[float]]], where: str) -> dict:
     return {"metrics": metrics, "source": f"seed spread of this study's subset ({where}): √2 × pooled seed std"}
 
 
+def spread_frame(spread: dict):
+    """A `seed_spread` result for display: rows = its metrics; columns = each experiment's seed
+    std ("seed std <experiment>"), the pooled std, its dof and the difference spread (√2 × pooled:
+    the sd of a difference of two single-seed values)."""
+    import pandas as pd
+
+    return pd.DataFrame.from_dict({m: {**{f"seed std {e}": v for e, v in d["std_per_experiment"].items()},
+                                       "pooled std": d["pooled_std"], "dof": d["dof"],
+                                       "difference spread": d["difference_spread"]}
+                                   for m, d in spread["metrics"].items()}, orient="index")
+
+
 def greater_verdict(e: Effect, min_gap: float = 0.0) -> str:
     """"a > b (by more than `min_gap`)": confirmed when the interval's low end clears it, not
     confirmed when the estimate does not, else inconclusive."""

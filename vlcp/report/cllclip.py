@@ -15,6 +15,7 @@ import pandas as pd
 from vlcp.report import claims
 from vlcp.report.claims import Claim, Effect, claim_from, combine, effect, greater_verdict, not_testable
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
+from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results
 
 SETS = {"in": "in_domain", "out": "out_domain"}
@@ -131,14 +132,6 @@ def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
     where = f"{', '.join(subset)} at seeds {', '.join(map(str, seeds))}"
     spread = claims.seed_spread(values, where)
     return {**spread, "where": where} if spread["metrics"] else None
-
-
-def spread_frame(spread: dict) -> pd.DataFrame:
-    """The seed spread for display: rows = its metrics; columns = each experiment's seed std, the
-    pooled std, its dof and the sd of a difference of two single-seed values."""
-    return pd.DataFrame({m: {**{f"seed std {e}": v for e, v in x["std_per_experiment"].items()},
-                             "pooled std": x["pooled_std"], "dof": x["dof"], "difference spread": x["difference_spread"]}
-                         for m, x in spread["metrics"].items()}).T
 
 
 def spread_note(spread: dict | None, missing: list[str], experiments: list[str], seeds: list[int]) -> str:

@@ -20,6 +20,7 @@ from scipy import stats
 from vlcp.eval import continual
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
                                 seed_spread)
+from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.utils import read_json
 
@@ -306,14 +307,6 @@ def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> d
         return None
     return seed_spread(spread_values({e: [by_seed[s] for s in sorted(by_seed)] for e, by_seed in kept.items()}, k),
                        subset_where(kept))
-
-
-def spread_table(spread: dict) -> pd.DataFrame:
-    """The seed spread shown: per metric, each experiment's seed std, the pooled std, its dof and
-    the difference spread (√2 × pooled: the seed part of the sd of one single-seed difference)."""
-    rows = {m: {**{f"seed std, {e}": v for e, v in d["std_per_experiment"].items()}, "pooled std": d["pooled_std"],
-                "dof": d["dof"], "difference spread": d["difference_spread"]} for m, d in spread["metrics"].items()}
-    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def with_spread(test: dict[str, float], spread: dict | None) -> dict:

@@ -17,7 +17,8 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets,  # noqa: F401
-                                equivalent_verdict, greater_verdict, ordered_verdict, seed_spread)
+                                equivalent_verdict, greater_verdict, ordered_verdict, seed_spread,
+                                spread_frame)
 from vlcp.report.results import complete, load_subset
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
@@ -159,15 +160,6 @@ def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
         else:
             out[m] = Noise(float(fallback), "report.incclip.noise_floor (seed subset not run)", None)
     return out
-
-
-def spread_frame(spread: dict) -> pd.DataFrame:
-    """The seed spread for display: rows = metrics, columns = each experiment's seed std, the
-    pooled std, its degrees of freedom and the sd of a difference of two single-seed values."""
-    rows = {m: {**{f"seed std {e}": v for e, v in d["std_per_experiment"].items()}, "pooled std": d["pooled_std"],
-                "dof": d["dof"], "sd of a difference (√2 × pooled)": d["difference_spread"]}
-            for m, d in spread["metrics"].items()}
-    return pd.DataFrame(rows).T
 
 
 def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict],
