@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,16 @@ class Claim:
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"claim {self.claim!r}: verdict {self.verdict!r} is not one of {VERDICTS}")
+
+
+class Noise(NamedTuple):
+    """The noise of ONE single-run comparison: its sd (of the difference), where it comes from,
+    and the degrees of freedom it was estimated on (a seed subset's, `seed_spread`; None: known or
+    a fixed floor). `effect` takes them as `sd`, `sd_source`, `sd_dof` (Student's t on `sd_dof`,
+    the normal quantile without)."""
+    sd: float
+    source: str
+    dof: int | None = None
 
 
 @dataclass(frozen=True)

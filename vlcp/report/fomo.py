@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,8 @@ import pandas as pd
 from scipy import stats
 
 from vlcp.eval import continual
-from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
-                                seed_spread)
+from vlcp.report.claims import (Claim, Effect, Noise, claim_from, combine, effect, equivalent_verdict,
+                                greater_verdict, seed_spread)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.utils import read_json
@@ -348,15 +347,7 @@ def teach_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], experi
             for e in experiments if subset.get(e) or e in runs}
 
 
-@dataclass(frozen=True)
-class Sd:
-    """The sd of one comparison, where it comes from, and the dof it was estimated on (None: known)."""
-    sd: float
-    source: str
-    dof: int | None = None
-
-
-def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test: float | None = None) -> Sd:
+def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test: float | None = None) -> Noise:
     """The sd of a comparison in `metric` spanning `evals` test-set evaluations and `runs`
     trained runs (a difference of two single-seed endpoints: 2 and 2; a difference of two gains:
     4 and 4; a run against its own θ0: 2 and 1): √(evals/2 · test² + runs/2 · seed²), test = the
@@ -367,9 +358,9 @@ def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test:
     seed = noise.get("seed", {}).get(metric)
     if seed is None:
         why = TEST_ONLY if "seed_source" not in noise else f"test-set noise only: the seed subset has no spread of {metric}"
-        return Sd(math.sqrt(evals / 2) * test, why)
+        return Noise(math.sqrt(evals / 2) * test, why)
     dof = noise["dof"][metric]
-    return Sd(math.sqrt(evals / 2 * test ** 2 + runs / 2 * seed ** 2),
+    return Noise(math.sqrt(evals / 2 * test ** 2 + runs / 2 * seed ** 2),
               f"test-set noise + {noise['seed_source']}; Student's t, {dof} dof", dof)
 
 
@@ -378,13 +369,13 @@ def _q(level: float, dof: int | None) -> float:
     return float(stats.t.ppf(0.5 + level / 2, dof) if dof else stats.norm.ppf(0.5 + level / 2))
 
 
-def _gt(a: float, b: float, sd: Sd, min_gap: float = 0.0) -> tuple[str, Effect]:
+def _gt(a: float, b: float, sd: Noise, min_gap: float = 0.0) -> tuple[str, Effect]:
     """"a > b (+ min_gap)" for one run each, `sd` the sd of the difference (on its dof)."""
     e = effect([a], [b], sd=sd.sd, sd_source=sd.source, sd_dof=sd.dof)
     return greater_verdict(e, min_gap), e
 
 
-def _equiv(a: float, b: float, margin: float, sd: Sd) -> tuple[str, Effect]:
+def _equiv(a: float, b: float, margin: float, sd: Noise) -> tuple[str, Effect]:
     """"a ≈ b within ±margin" (`claims.equivalent_verdict`, 90 % interval) for one run each, the
     interval on `sd.dof` (Student's t; normal when None)."""
     return equivalent_verdict([a], [b], margin, sd=sd.sd, sd_source=sd.source, sd_dof=sd.dof)
@@ -584,9 +575,9 @@ def pool_claim(runs: dict, noise: dict, reference: str = "fomo-ft", pools=POOLS,
     sd95 = tukey_q(level, k, sd.dof) * se / _q(level, None)
     sd90 = tukey_q(0.90, k, sd.dof) * se / _q(0.90, None)
     how = f"{sd.source}; Tukey-adjusted for {k} pools"
-    changed, e = _gt(zs[hi], zs[lo], Sd(sd95, how))
+    changed, e = _gt(zs[hi], zs[lo], Noise(sd95, how))
     margin = PAPER_POOL_GAIN[0] / PAPER_POOL_GAIN[1] * zs[reference]
-    same, _ = _equiv(zs[hi], zs[lo], margin, Sd(sd90, how))
+    same, _ = _equiv(zs[hi], zs[lo], margin, Noise(sd90, how))
     verdict = changed if changed == "confirmed" else {"confirmed": "not confirmed"}.get(same, "inconclusive")
     ev = (", ".join(f"{e_} {zs[e_]:.1f}" for e_ in pl) + f"; largest gap {hi} − {lo}; no-change margin ±{margin:.2f} "
           f"({PAPER_POOL_GAIN[0]}/{PAPER_POOL_GAIN[1]} of the reference's A_ZS: the smallest pool effect the paper calls significant)"
@@ -655,7 +646,7 @@ def memory_order_claim(mult: dict[str, float], where: str) -> Claim:
     if missing:
         return Claim(text, "inconclusive", "not measured: " + ", ".join(missing), f"{SRC} Table 4")
     li, ln, bf, lora, ft, ewc, si = (mult[k] for k in MEMORY_ORDER)
-    exact = Sd(0.0, "tensor accounting, exact")
+    exact = Noise(0.0, "tensor accounting, exact")
     links = [(ln, li, 0.0), (bf, li, 0.0), (lora, ln, 0.0), (lora, bf, 0.0), (ft, lora, 0.0), (ewc, ft, -1e-9), (si, ft, -1e-9)]
     pairs = [_gt(a, b, exact, min_gap) for a, b, min_gap in links]
     return _all(text, pairs, ", ".join(f"{k} {mult[k]:.2f}" for k in MEMORY_ORDER) + f" ({where})", f"{SRC} Table 4")

@@ -9,15 +9,13 @@ classification sets; zero-shot retrieval on the unseen items (the
 in-domain set, Flickr30K's role) and on the unseen style (out of domain, MSCOCO's role)."""
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 import pandas as pd
 
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets,  # noqa: F401
-                                equivalent_verdict, greater_verdict, ordered_verdict, seed_spread,
+                                equivalent_verdict, greater_verdict, Noise, ordered_verdict, seed_spread,
                                 spread_frame)
 from vlcp.report.results import complete, load_subset
 
@@ -134,16 +132,6 @@ def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[di
         return None, found, (f"Seed subset incomplete in {runs_dir} (missing {', '.join(missing)}; "
                              f"stage run_incclip_seeds): {fallback}.")
     return spread(found, seeds), found, f"Seed spread measured in this pipeline on {_where(list(found), seeds)}."
-
-
-class Noise(NamedTuple):
-    """The noise of ONE single-seed difference of a metric: its sd, where it comes from, and the
-    degrees of freedom it was estimated on (a seed subset's; None for a fixed noise floor). The
-    claim functions take them as `sd`, `sd_source` and `sd_dof` (`claims.effect`: Student's t on
-    `sd_dof`, the normal quantile without)."""
-    sd: float
-    source: str
-    dof: int | None = None
 
 
 def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
