@@ -1,444 +1,20 @@
-"""CTP's tables, Fig. 4 and claims ledger from our runs (pure functions of results dicts; the
-notebook `ctp_tables` lays them out beside the paper's numbers, from `refs/ctp_*.csv`).
-
-What is read from a run's `results.json`:
-- `cumulative[i]["test"]`: the model after task i on the merged test pools of tasks <= i (CTP's
-  protocol): TR@K, IR@K, Rm and mAP@N with CTP's "hits" normaliser (`mAP@N`) and the standard
-  min(N, |relevant|) one (`mAP_std@N`). The final row of a run is `cumulative[-1]["test"]`.
-- `final_cumulative[i]`: the final model on the pool of tasks <= i (CTP's eval.py "BWT":
-  sum_i (m(θ_i, D<=i) - m(θ_T, D<=i)) / (T - 1), positive = forgetting).
-- `train[i]["seconds"]` (training wall time, evaluation excluded) and `flops_per_step` (per task,
-  with the method's per-task passes: `report.results.flops_per_step`).
-
-Definitions used by the tables and the ledger (all stated again in the notebook):
-- Mean ± std over seeds: sample std (ddof = 1); one seed shows no ±.
-- Time column: per seed, a method's total training seconds / SeqF's of the same seed (the same
-  run environment), then mean ± std over seeds; FLOPs column: FLOPs per step / SeqF's.
-- Verdicts (`vlcp.report.claims`): each claim is an effect (a − b with its 95 % interval, paired
-  by seed for Table 1's seeds; one run each with sd = √2 × the pooled Table 1 seed std of Rm for
-  the single-seed tables) judged by `greater_verdict`, an equivalence within a stated margin
-  (`equivalent_verdict`), a cost target (`target_verdict`), or `not_testable` with the reason; the
-  reversed-order ranking by a permutation test (`null_verdict`, here).
-"""
+"""CTP's claims ledger: each claim of the paper checked on our runs, with verdicts from vlcp.report.claims."""
 from __future__ import annotations
 
-import copy
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from vlcp.eval.continual import ctp_bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
                                 not_testable, target_verdict)
+from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT,
+                                   PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, by_seed, component_pairs,
+                                   final_row, flop_ratios, mean_std, method_label, reversed_rows, seed_values,
+                                   table2_rows, table3_rows, time_ratios, train_seconds, values)
+from vlcp.report.ctp.tables import paper_table1, ranking
 from vlcp.report.refs import paper_table
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
-from vlcp.utils import read_json
-
-FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
-ABLATION = ["TR@1", "IR@1", "Rm", "mAP@1"]  # the columns of Tables 2-3 and supp. Table 2
-GROUPS = ("memory-free", "memory-buffer", "upper bound")
-
-# method key (experiment = "ctp-<key>", reversed order "ctp-rev-<key>") -> the paper's row name
-LABELS = {"jointt": "JointT", "seqf": "SeqF", "si": "SI", "mas": "MAS", "ewc": "EWC", "afec": "AFEC",
-          "lwf": "LWF", "rwalk": "RWalk", "ctp": "CTP", "mof": "MoF", "lucir": "LUCIR", "er": "ER",
-          "kmeans": "Kmeans", "icarl": "ICARL", "ctp-er": "CTP+ER"}
-PREFIX, REV_PREFIX = "ctp-", "ctp-rev-"
-
-# Table 2's rows in the paper's order: switches (L_CMC, L_c, L_s, ER)
-SWITCHES = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (1, 1, 0, 0), (1, 0, 1, 0), (1, 1, 1, 0), (1, 1, 1, 1)]
-COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")
-TABLE3_ROWS = ("only_prev", "only_cur", "no_queue", "no_selfmask", "ctp")
-
-# the paper's numbers the ledger's thresholds are anchored to (ctp.md §5.1-5.2, Table 1)
-PAPER_SEQF_HOURS, PAPER_CTP_HOURS = 3.4, 4.0
-PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
-# two hours the paper prints equal (CTP 4.0 = LwF 4.0) may differ by up to 0.1 h: 0.03 of SeqF's 3.4 h
-PAPER_HOURS_RESOLUTION = round(0.1 / PAPER_SEQF_HOURS, 2)
-PAPER_GAP = {"Rm": 23.22, "mAP@1": 1.65}                          # JointT - SeqF, §5.2
-PAPER_JOINTT = {"Rm": 80.08, "mAP@1": 63.79}                      # Table 1
-
-DEFAULT_STUDY = {
-    "runs": "runs-ctp",
-    "seeds": [0, 1, 2],
-    "ablation_seeds": [0],
-    "noise_floor": "auto",
-    "noise_floor_default": 1.0,
-    "time_tolerance": 1.1,
-    "time_target": PAPER_TIME_TARGET,
-    "time_margin": PAPER_HOURS_RESOLUTION,   # "CTP costs no more than": 0.1 h (the paper's resolution) / 3.4 h
-    "momentum_margin": "auto",    # Rm points, or auto: the paper's range over m (0.30 of 64.87) × our CTP Rm
-    "rank_alpha": 0.05,           # reversed order: τ must lie in the top 5 % of τ under random within-group orders
-    "gap": {"rm_min_frac": 0.5, "map_max_frac": 2.0},
-    "table1": {
-        "memory-free": ["ctp-seqf", "ctp-si", "ctp-mas", "ctp-ewc", "ctp-afec", "ctp-lwf", "ctp-rwalk", "ctp-ctp"],
-        "memory-buffer": ["ctp-mof", "ctp-lucir", "ctp-er", "ctp-kmeans", "ctp-icarl", "ctp-ctp-er"],
-        "upper bound": ["ctp-jointt"],
-    },
-    "reference": "ctp-seqf",
-    "ctp": "ctp-ctp",
-    "ctp_er": "ctp-ctp-er",
-    "table2": ["ctp-seqf", "ctp-abl-cmc", "ctp-abl-lc", "ctp-abl-cmc-lc", "ctp-abl-cmc-ls", "ctp-ctp", "ctp-ctp-er"],
-    "table3": {"only_prev": "ctp-only-prev", "only_cur": "ctp-only-cur", "no_queue": "ctp-no-queue",
-               "no_selfmask": "ctp-no-selfmask", "ctp": "ctp-ctp"},
-    "momentum": {0.7: "ctp-m07", 0.8: "ctp-m08", 0.9: "ctp-ctp", 0.99: "ctp-m099", 0.995: "ctp-m0995"},
-    "reversed": ["seqf", "lwf", "ewc", "ctp", "er", "icarl", "ctp-er"],
-}
-
-
-# ----------------------------------------------------------------------------------------------
-# configuration and loading
-
-def study_config(params_file: str | Path | None = "params.yaml", **overrides) -> dict:
-    """DEFAULT_STUDY, updated by `report.ctp` of `params_file` (when the file and block exist),
-    then by the non-None `overrides` (the notebook's papermill parameters)."""
-    study = copy.deepcopy(DEFAULT_STUDY)
-    if params_file and Path(params_file).exists():
-        from vlcp.config import load_params
-
-        study.update((load_params(params_file).get("report") or {}).get("ctp") or {})
-    study.update({k: v for k, v in overrides.items() if v is not None})
-    study["momentum"] = {float(k): v for k, v in study["momentum"].items()}
-    return study
-
-
-def table1_experiments(study: dict) -> list[str]:
-    return [e for g in GROUPS for e in study["table1"].get(g, [])]
-
-
-def single_seed_experiments(study: dict) -> list[str]:
-    """Every experiment of Tables 2-3 and supp. Tables 2-3 (run with `ablation_seeds`)."""
-    exps = list(study["table2"]) + list(study["table3"].values()) + list(study["momentum"].values())
-    exps += [REV_PREFIX + m for m in study["reversed"]]
-    return list(dict.fromkeys(exps))
-
-
-def list_mismatch(study: dict) -> str:
-    """When params.yaml also lists the experiments flat for DVC's run matrices (`experiments`,
-    `ablation_experiments`), what those lists lack or add compared with the tables' ("" if none)."""
-    out = []
-    for key, want in (("experiments", table1_experiments(study)), ("ablation_experiments", single_seed_experiments(study))):
-        if key not in study:
-            continue
-        have = list(study[key])
-        if key == "ablation_experiments":   # Table 1's runs also serve the single-seed tables
-            want = [e for e in want if e not in table1_experiments(study)]
-        lack, extra = [e for e in want if e not in have], [e for e in have if e not in want]
-        if lack or extra:
-            out.append(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}")
-    return "; ".join(out)
-
-
-def load_available(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
-    """({experiment: [results of each seed found]}, {experiment: [missing seeds]}). Experiments
-    with no seed at all are left out of the first dict; nothing here raises for a missing run."""
-    runs, missing = {}, {}
-    for exp in dict.fromkeys(experiments):
-        found = []
-        for s in seeds:
-            path = find_run(runs_dir, exp, s)
-            if path is not None:
-                found.append(read_json(path))
-            else:
-                missing.setdefault(exp, []).append(s)
-        if found:
-            runs[exp] = found
-    return runs, missing
-
-
-def describe_missing(missing: dict[str, list[int]], experiments=None) -> str:
-    """'a (seeds 1, 2); b (seed 0)' for the experiments of `experiments` (all when None)."""
-    keep = [e for e in (experiments if experiments is not None else missing) if e in missing]
-    return "; ".join(f"{e} (seed{'s' if len(missing[e]) > 1 else ''} {', '.join(map(str, missing[e]))})"
-                     for e in dict.fromkeys(keep))
-
-
-def method_label(exp: str) -> str:
-    """'ctp-ctp-er' -> 'CTP+ER', 'ctp-rev-lwf' -> 'LWF'; other names are returned unchanged."""
-    for prefix in (REV_PREFIX, PREFIX):
-        if exp.startswith(prefix) and exp[len(prefix):] in LABELS:
-            return LABELS[exp[len(prefix):]]
-    return exp
-
-
-def group_of(study: dict, exp: str) -> str | None:
-    return next((g for g, exps in study["table1"].items() if exp in exps), None)
-
-
-# ----------------------------------------------------------------------------------------------
-# per-run quantities
-
-def final_row(r: dict, metrics=FINAL) -> dict[str, float]:
-    """The model after the last task on the whole stream's pools (the last cumulative row)."""
-    cell = r["cumulative"][-1]["test"]
-    return {m: float(cell[m]) for m in metrics if m in cell}
-
-
-def mean_std(values) -> tuple[float, float]:
-    """Mean and sample std (ddof 1; 0 for one value; NaN, NaN for none)."""
-    v = np.asarray([x for x in values if x is not None and not np.isnan(x)], float)
-    if len(v) == 0:
-        return float("nan"), float("nan")
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
-
-
-def values(rs: list[dict], metric: str) -> list[float]:
-    """The final `metric` of every seed."""
-    return [final_row(r)[metric] for r in rs]
-
-
-def train_seconds(r: dict) -> float:
-    return float(sum(t["seconds"] for t in r["train"]))
-
-
-def _by_seed(rs: list[dict]) -> dict:
-    return {r.get("seed", i): r for i, r in enumerate(rs)}
-
-
-def time_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
-    """Per seed present in both: total training seconds / the reference's (same seed)."""
-    a, b = _by_seed(rs), _by_seed(ref)
-    return [train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0]
-
-
-def flop_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
-    a, b = _by_seed(fill_pass_flops(rs)), _by_seed(fill_pass_flops(ref))
-    return [flops_per_step(a[s]) / flops_per_step(b[s]) for s in a if s in b]
-
-
-def run_bwt(r: dict, metric: str = "Rm") -> float:
-    """CTP's eval.py "BWT" on cumulative pools (positive = forgetting)."""
-    return ctp_bwt([c["test"][metric] for c in r["cumulative"]], [c[metric] for c in r["final_cumulative"]])
-
-
-# ----------------------------------------------------------------------------------------------
-# tables (numeric frames: columns (quantity, "mean" | "std"), plus ("seeds", "n"))
-
-def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
-    """rows: {index: list of results (empty = missing)}; fn(rs) -> {quantity: [value per seed]}.
-    Every quantity of `quantities` gets its columns even when no row has it (NaN)."""
-    out = {}
-    for key, rs in rows.items():
-        cells = {("seeds", "n"): len(rs or [])}
-        for q, vs in (fn(rs) if rs else {}).items():
-            m, s = mean_std(vs)
-            cells[(q, "mean")], cells[(q, "std")] = m, s
-        out[key] = cells
-    cols = [("seeds", "n")] + [(q, st) for q in quantities for st in ("mean", "std")]
-    cols += [c for cells in out.values() for c in cells if c not in cols]
-    cols = list(dict.fromkeys(cols))
-    index = pd.MultiIndex.from_tuples(list(rows)) if isinstance(next(iter(rows), None), tuple) else list(rows)
-    df = pd.DataFrame([[out[k].get(c, np.nan) for c in cols] for k in rows], index=index,
-                      columns=pd.MultiIndex.from_tuples(cols))
-    df[("seeds", "n")] = df[("seeds", "n")].astype(int)
-    return df
-
-
-def _finals(metrics):
-    return lambda rs: {m: values(rs, m) for m in metrics if m in final_row(rs[0])}
-
-
-def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference: str = "ctp-seqf",
-           metrics=FINAL) -> pd.DataFrame:
-    """Table 1 (paper layout): rows (group, method), the time and FLOP ratios to SeqF, and the final
-    retrieval metrics, mean and std over seeds. Missing runs keep their row (NaN, 0 seeds)."""
-    ref = runs.get(reference, [])
-
-    def fn(rs):
-        out = {"time × SeqF": time_ratios(rs, ref) if ref else [],
-               "FLOPs × SeqF": flop_ratios(rs, ref) if ref else []}
-        return out | _finals(metrics)(rs)
-
-    rows = {(g, method_label(e)): runs.get(e, []) for g in GROUPS for e in groups.get(g, [])}
-    return stats_frame(rows, fn, ["time × SeqF", "FLOPs × SeqF", *metrics])
-
-
-def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> pd.DataFrame:
-    """rows: {row label: experiment}; mean (and std) of the final metrics."""
-    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, _finals(metrics), metrics)
-
-
-SWITCH_INDEX = " ".join(COMPONENTS)   # the name of Table 2's index: "L_CMC L_c L_s ER"
-
-
-def switch_label(switches) -> str:
-    """(1, 1, 0, 0) or ("yes", "yes", "no", "no") -> "✓ ✓ × ×" (Table 2's row key)."""
-    return " ".join("✓" if s in (1, True, "yes", "✓") else "×" for s in switches)
-
-
-def table2_rows(experiments: list[str]) -> dict[str, str]:
-    """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment}, paper row order."""
-    return {switch_label(sw): e for sw, e in zip(SWITCHES, experiments)}
-
-
-def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION) -> pd.DataFrame:
-    """Table 2: rows keyed by the switches (L_CMC, L_c, L_s, ER), with the run's name."""
-    rows = table2_rows(experiments)
-    df = single_table(runs, rows, metrics)
-    df.index.name = SWITCH_INDEX
-    df.insert(0, ("run", ""), list(rows.values()))
-    return df
-
-
-def table3_rows(table3: dict[str, str]) -> dict[str, str]:
-    labels = paper_table("ctp_table3").set_index("row")["label"]
-    return {labels[k]: table3[k] for k in TABLE3_ROWS if k in table3}
-
-
-def momentum_rows(momentum: dict[float, str], table3: dict[str, str]) -> dict[str, str]:
-    """supp. Table 2's rows: the single-way updates, then m = ... (0.9 is CTP's default)."""
-    rows = {"only θ(t-1)": table3.get("only_prev"), "only θt": table3.get("only_cur")}
-    rows |= {f"m={m:g}": e for m, e in sorted(momentum.items())}
-    return {k: v for k, v in rows.items() if v}
-
-
-def reversed_rows(study: dict) -> dict[tuple, str]:
-    """{(group, label): ctp-rev-<m>} in Table 1's order."""
-    out = {}
-    for g in GROUPS:
-        for e in study["table1"].get(g, []):
-            key = e[len(PREFIX):] if e.startswith(PREFIX) else e
-            if key in study["reversed"]:
-                out[(g, method_label(e))] = REV_PREFIX + key
-    return out
-
-
-def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
-    """CTP-style BWT (Rm and mAP@1 on cumulative pools; positive = forgetting) per row."""
-    def fn(rs):
-        rs = [r for r in rs if r.get("final_cumulative")]
-        return {"BWT Rm": [run_bwt(r, "Rm") for r in rs], "BWT mAP@1": [run_bwt(r, "mAP@1") for r in rs]}
-    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, fn, ["BWT Rm", "BWT mAP@1"])
-
-
-def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Fig. 4: (mean, std) over seeds of `metric` on the cumulative pool after each task; index =
-    task number (1-based), columns = row labels (present runs only)."""
-    mean, std = {}, {}
-    for label, e in rows.items():
-        rs = runs.get(e)
-        if not rs:
-            continue
-        v = np.asarray([[c["test"][metric] for c in r["cumulative"]] for r in rs], float)
-        mean[label] = v.mean(0)
-        std[label] = v.std(0, ddof=1) if len(v) > 1 else np.zeros(v.shape[1])
-    idx = pd.RangeIndex(1, 1 + max((len(v) for v in mean.values()), default=0), name="task")
-    return (pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in mean.items()}, index=idx),
-            pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in std.items()}, index=idx))
-
-
-def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: str = "Rm") -> pd.DataFrame:
-    """Each task's own test pool: the initialisation's score (`zero_shot`, the model before any
-    task) and each experiment's final score (the last row of its task matrix), mean over seeds;
-    index = task names, columns = "initialisation" then the method labels (present runs only)."""
-    has = lambda r: (r.get("zero_shot") or {}).get("test") and (r.get("matrix") or {}).get("test")  # noqa: E731
-    present = [e for e in experiments if runs.get(e) and all(has(r) for r in runs[e])]
-    if not present:   # runs without task matrices (older formats) have nothing to show here
-        return pd.DataFrame()
-    first = runs[present[0]]
-    cols = {"initialisation": np.mean([r["zero_shot"]["test"][metric] for r in first], axis=0)}
-    for e in present:
-        cols[method_label(e)] = np.mean([r["matrix"]["test"][metric][-1] for r in runs[e]], axis=0)
-    return pd.DataFrame(cols, index=pd.Index(first[0]["tasks"], name="task"))
-
-
-def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1")):
-    """Fig. 4: each method's model θ_i on the merged test pools of tasks <= i, mean over seeds
-    (band = ± std). Memory-free solid, memory-buffer dashed, the upper bound black."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    styles = {"memory-free": "-", "memory-buffer": "--", "upper bound": ":"}
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4))
-    tasks = next((rs[0]["tasks"] for rs in runs.values() if rs and "tasks" in rs[0]), None)
-    labels = [method_label(e) for e in table1_experiments(study)]
-    others = [x for x in labels if x not in ("CTP", "CTP+ER", "JointT")]
-    palette = dict(zip(others, sns.color_palette("husl", len(others)))) | {"CTP": "crimson", "CTP+ER": "darkred"}
-    for ax, metric in zip(np.atleast_1d(axes), metrics):
-        for g in GROUPS:
-            rows = {method_label(e): e for e in study["table1"].get(g, [])}
-            mean, std = curves(runs, rows, metric)
-            for label in mean.columns:
-                y, s = mean[label].to_numpy(), std[label].to_numpy()
-                colour = "k" if g == "upper bound" else palette.get(label)
-                width = 2.6 if label in ("CTP", "CTP+ER") else 1.3
-                ax.plot(mean.index, y, styles[g], marker="o", ms=3, color=colour, lw=width, label=label)
-                ax.fill_between(mean.index, y - s, y + s, color=colour, alpha=0.12)
-        ax.set_xlabel("after task i (evaluated on the tasks ≤ i)")
-        ax.set_ylabel(f"{metric} (%)")
-        if tasks:
-            ax.set_xticks(range(1, len(tasks) + 1), [t.split(" ")[0] for t in tasks], rotation=40, ha="right")
-        ax.grid(alpha=0.3)
-    last = np.atleast_1d(axes)[-1]
-    if last.get_legend_handles_labels()[0]:
-        last.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        last.text(0.5, 0.5, "no runs", ha="center", transform=last.transAxes)
-    fig.tight_layout()
-    return fig
-
-
-# ----------------------------------------------------------------------------------------------
-# formatting: ours beside the paper's
-
-def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """Numeric stats frame -> strings "mean ± std" ("mean" for one seed, "missing" for none, "—"
-    for a value that cannot be computed); columns without a "mean" (e.g. a run's name) pass through."""
-    cols = list(df.columns)
-    qs = [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]
-    n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
-    out = {}
-    for q in qs:
-        if (q, "mean") not in cols:
-            out[q] = df[next(c for c in cols if c[0] == q)].tolist()
-            continue
-        m = df[(q, "mean")].to_numpy(float)
-        sd = df[(q, "std")].to_numpy(float) if (q, "std") in cols else np.full(len(df), np.nan)
-        out[q] = ["missing" if k == 0 else "—" if np.isnan(a) else f"{a:.{digits}f}" if k == 1
-                  else f"{a:.{digits}f} ± {b:.{digits}f}" for k, a, b in zip(n, m, sd)]
-    return pd.DataFrame(out, index=df.index, dtype=object)
-
-
-def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
-    """Columns (quantity, "ours" | "paper") for each of `columns`; rows = ours' index; the paper's
-    frame must share that index (missing paper cells are blank)."""
-    cols = {}
-    for c in columns:
-        if c in ours.columns:
-            cols[(c, "ours")] = ours[c]
-        if c in paper.columns:
-            cols[(c, "paper")] = paper[c].reindex(ours.index).map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    return pd.DataFrame(cols, index=ours.index)
-
-
-def paper_table1(name: str = "ctp_table1") -> pd.DataFrame:
-    """The paper's Table 1 (or supp. Table 3) indexed (group, method); Table 1 adds the hours'
-    ratio to SeqF's 3.4 h."""
-    p = paper_table(name)
-    src = p.attrs["source"]
-    p = p.set_index(["group", "method"])
-    if "training_hours" in p.columns:
-        p = p.rename(columns={"training_hours": "hours"})
-        p["hours × SeqF"] = p["hours"] / PAPER_SEQF_HOURS
-    p.attrs["source"] = src
-    return p
-
-
-def paper_table2() -> pd.DataFrame:
-    p = paper_table("ctp_table2")
-    out = p.drop(columns=list(COMPONENTS))
-    out.index = pd.Index([switch_label(row) for row in p[list(COMPONENTS)].itertuples(index=False)], name=SWITCH_INDEX)
-    out.attrs["source"] = p.attrs["source"]
-    return out
-
-
-def paper_by_label(name: str) -> pd.DataFrame:
-    p = paper_table(name)
-    out = p.set_index("label")
-    out.attrs["source"] = p.attrs["source"]
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -492,11 +68,6 @@ def _claim(text: str, verdict: str, e: Effect | None, evidence: str, source: str
     return claim_from(text, verdict, e, evidence, source) if e is not None else Claim(text, verdict, evidence, source)
 
 
-def seed_values(rs: list[dict], metric: str) -> dict:
-    """{seed: final `metric`}."""
-    return {s: final_row(r)[metric] for s, r in _by_seed(rs).items()}
-
-
 def paired_effect(a: dict, b: dict, sd: float | None = None, sd_source: str = "given sd") -> Effect:
     """a − b from {seed: value} dicts: paired by seed over the seeds both have when there are >= 2
     (no floor: the seed spread is measured); otherwise every value of each side, with `sd` (the std
@@ -543,7 +114,7 @@ def claim_beats_all(runs, winner: str, others: list[str], metric: str = "Rm", sd
 
 def group_means(runs, experiments: list[str], metric: str = "Rm", seeds=None) -> list[float]:
     """Per seed (present in every experiment, or `seeds`): the mean of `metric` over the experiments."""
-    by = [_by_seed(runs[e]) for e in experiments]
+    by = [by_seed(runs[e]) for e in experiments]
     if seeds is None:
         seeds = [s for s in by[0] if all(s in b for b in by)] if by else []
     return [float(np.mean([final_row(b[s])[metric] for b in by])) for s in seeds]
@@ -561,7 +132,7 @@ def claim_groups(runs, buffer: list[str], free: list[str], metric: str = "Rm", s
     b, f = [e for e in buffer if runs.get(e)], [e for e in free if runs.get(e)]
     if not b or not f:
         return _claim(text, "inconclusive", None, "", src, missing)
-    by = [_by_seed(runs[e]) for e in b + f]
+    by = [by_seed(runs[e]) for e in b + f]
     seeds = [s for s in by[0] if all(s in x for x in by)]
     if not seeds:
         return _claim(text, "inconclusive", None, "no seed common to every run of both groups", src, missing)
@@ -588,7 +159,7 @@ def claim_gap(runs, jointt: str, seqf: str, rm_min_frac: float = 0.5, map_max_fr
     missing = [e for e in (jointt, seqf) if not runs.get(e)]
     if missing:
         return _claim(text, "inconclusive", None, "", "§5.2, Fig. 4", missing)
-    a, b = _by_seed(runs[jointt]), _by_seed(runs[seqf])
+    a, b = by_seed(runs[jointt]), by_seed(runs[seqf])
     seeds = [s for s in a if s in b]
     if not seeds:
         return _claim(text, "inconclusive", None, "no seed common to JointT and SeqF", "§5.2, Fig. 4")
@@ -604,13 +175,6 @@ def claim_gap(runs, jointt: str, seqf: str, rm_min_frac: float = 0.5, map_max_fr
           f"margin {e_map}); JointT Rm {top['Rm']:.2f}, mAP@1 {top['mAP@1']:.2f}; paper: 23.22 and 1.65; "
           "the effect shown: Rm gap − its threshold")
     return _claim(text, combine([v_rm, v_map]), e_rm, ev, "§5.2, Fig. 4")
-
-
-def component_pairs(component: str) -> list[tuple[int, int]]:
-    """Table 2's row pairs (without, with) that differ only in `component`'s switch."""
-    k = COMPONENTS.index(component)
-    return [(i, j) for i, a in enumerate(SWITCHES) for j, b in enumerate(SWITCHES)
-            if a[k] == 0 and b[k] == 1 and all(a[x] == b[x] for x in range(4) if x != k)]
 
 
 def claim_component(runs, experiments: list[str], component: str, metric: str = "Rm", sd: float | None = None,
@@ -727,7 +291,7 @@ def paired_cost(bench: dict | None, ctp: str, tolerance: float = 1.1) -> dict:
 
 def time_ratio_by_seed(rs: list[dict], ref: list[dict]) -> dict:
     """{seed: total training seconds / the reference's of the same seed} (seeds in both)."""
-    a, b = _by_seed(rs), _by_seed(ref)
+    a, b = by_seed(rs), by_seed(ref)
     return {s: train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0}
 
 
@@ -815,26 +379,6 @@ def claim_time_flops(runs, ctp: str, reference: str, tolerance: float = 1.1, ben
     ev = (f"{study_ev}; FLOP ratio {o['FLOP ratio']:.3f} × {tolerance:g} = {o['FLOP target']:.3f}; "
           "the effect shown: that target − the time ratio")
     return _claim(text, greater_verdict(e), e, ev, src)
-
-
-def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.DataFrame:
-    """Methods run in both orders (the upper bound excluded): mean `metric` and rank in each order,
-    with the paper's for the same methods."""
-    p1 = paper_table1("ctp_table1").reset_index().set_index("method")[metric]
-    p3 = paper_table1("ctp_supp_table3").reset_index().set_index("method")[metric]
-    rows = {}
-    for (g, label), rev in reversed_rows(study).items():
-        default = PREFIX + rev[len(REV_PREFIX):]
-        if g == "upper bound" or not runs_default.get(default) or not runs_reversed.get(rev):
-            continue
-        rows[label] = {"group": g, "default (ours)": np.mean(values(runs_default[default], metric)),
-                       "reversed (ours)": np.mean(values(runs_reversed[rev], metric)),
-                       "default (paper)": p1.get(label, np.nan), "reversed (paper)": p3.get(label, np.nan)}
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    for c in ("default (ours)", "reversed (ours)", "default (paper)", "reversed (paper)"):
-        if c in df:
-            df[f"rank {c}"] = df[c].rank(ascending=False, method="min")
-    return df
 
 
 def tau_null(default, reversed_, groups, max_perms: int = 20000, seed: int = 0) -> np.ndarray:
@@ -986,45 +530,3 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
         claim_first_in_groups(runs_abl, study, "Rm", **kw),
     ]
     return claims
-
-
-# ----------------------------------------------------------------------------------------------
-# the setting, for the notebook's introduction
-
-def setting(runs: dict[str, list[dict]], study: dict) -> dict:
-    """Model, budget and buffer size as the runs recorded them (first run found)."""
-    r = next((rs[0] for rs in runs.values() if rs), None)
-    if r is None:
-        return {}
-    cfg = r.get("config", {})
-    buffer = None
-    for e in study["table1"].get("memory-buffer", []):
-        if runs.get(e):
-            m = runs[e][0].get("config", {}).get("method", {})
-            buffer = next((m[k] for k in ("buffer_size", "memory_size", "memory") if k in m), None)
-            if buffer is not None:
-                break
-    out = {"model": cfg.get("model", {}).get("name"), "steps": cfg.get("train", {}).get("steps"),
-            "batch size": cfg.get("train", {}).get("batch_size"), "lr": cfg.get("train", {}).get("lr"),
-            "tasks": len(r.get("tasks", [])), "buffer size (pairs)": buffer,
-            "training pairs": sum(r.get("task_sizes", [])) or None, "device": r.get("device")}
-    return {k: "—" if v is None else str(v) for k, v in out.items()}
-
-
-def method_notes(keys) -> dict[str, str]:
-    """Each method's module docstring (first paragraph), or why there is none."""
-    import warnings
-
-    with warnings.catch_warnings():        # tqdm.auto's "IProgress not found" inside a notebook
-        warnings.simplefilter("ignore")
-        from vlcp.methods import get_method
-
-    out = {}
-    for k in keys:
-        try:
-            cls = get_method(k)
-            doc = (__import__(cls.__module__, fromlist=["x"]).__doc__ or cls.__doc__ or "").strip()
-            out[k] = " ".join(doc.split("\n\n")[0].split()) or "(no docstring)"
-        except Exception as e:  # noqa: BLE001 - a method not (yet) registered is shown, not fatal
-            out[k] = f"(not available: {str(e).split(';')[0]})"
-    return out

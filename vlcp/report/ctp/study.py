@@ -1,0 +1,281 @@
+"""CTP's study: its definitions (experiments, labels, the paper's anchors) and reading runs into per-run quantities."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+
+from vlcp.eval.continual import ctp_bwt
+from vlcp.report.refs import paper_table
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
+from vlcp.utils import read_json
+
+
+FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
+ABLATION = ["TR@1", "IR@1", "Rm", "mAP@1"]  # the columns of Tables 2-3 and supp. Table 2
+GROUPS = ("memory-free", "memory-buffer", "upper bound")
+
+# method key (experiment = "ctp-<key>", reversed order "ctp-rev-<key>") -> the paper's row name
+LABELS = {"jointt": "JointT", "seqf": "SeqF", "si": "SI", "mas": "MAS", "ewc": "EWC", "afec": "AFEC",
+          "lwf": "LWF", "rwalk": "RWalk", "ctp": "CTP", "mof": "MoF", "lucir": "LUCIR", "er": "ER",
+          "kmeans": "Kmeans", "icarl": "ICARL", "ctp-er": "CTP+ER"}
+PREFIX, REV_PREFIX = "ctp-", "ctp-rev-"
+
+# Table 2's rows in the paper's order: switches (L_CMC, L_c, L_s, ER)
+SWITCHES = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (1, 1, 0, 0), (1, 0, 1, 0), (1, 1, 1, 0), (1, 1, 1, 1)]
+COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")
+TABLE3_ROWS = ("only_prev", "only_cur", "no_queue", "no_selfmask", "ctp")
+
+# the paper's numbers the ledger's thresholds are anchored to (ctp.md §5.1-5.2, Table 1)
+PAPER_SEQF_HOURS, PAPER_CTP_HOURS = 3.4, 4.0
+PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
+# two hours the paper prints equal (CTP 4.0 = LwF 4.0) may differ by up to 0.1 h: 0.03 of SeqF's 3.4 h
+PAPER_HOURS_RESOLUTION = round(0.1 / PAPER_SEQF_HOURS, 2)
+PAPER_GAP = {"Rm": 23.22, "mAP@1": 1.65}                          # JointT - SeqF, §5.2
+PAPER_JOINTT = {"Rm": 80.08, "mAP@1": 63.79}                      # Table 1
+
+DEFAULT_STUDY = {
+    "runs": "runs-ctp",
+    "seeds": [0, 1, 2],
+    "ablation_seeds": [0],
+    "noise_floor": "auto",
+    "noise_floor_default": 1.0,
+    "time_tolerance": 1.1,
+    "time_target": PAPER_TIME_TARGET,
+    "time_margin": PAPER_HOURS_RESOLUTION,   # "CTP costs no more than": 0.1 h (the paper's resolution) / 3.4 h
+    "momentum_margin": "auto",    # Rm points, or auto: the paper's range over m (0.30 of 64.87) × our CTP Rm
+    "rank_alpha": 0.05,           # reversed order: τ must lie in the top 5 % of τ under random within-group orders
+    "gap": {"rm_min_frac": 0.5, "map_max_frac": 2.0},
+    "table1": {
+        "memory-free": ["ctp-seqf", "ctp-si", "ctp-mas", "ctp-ewc", "ctp-afec", "ctp-lwf", "ctp-rwalk", "ctp-ctp"],
+        "memory-buffer": ["ctp-mof", "ctp-lucir", "ctp-er", "ctp-kmeans", "ctp-icarl", "ctp-ctp-er"],
+        "upper bound": ["ctp-jointt"],
+    },
+    "reference": "ctp-seqf",
+    "ctp": "ctp-ctp",
+    "ctp_er": "ctp-ctp-er",
+    "table2": ["ctp-seqf", "ctp-abl-cmc", "ctp-abl-lc", "ctp-abl-cmc-lc", "ctp-abl-cmc-ls", "ctp-ctp", "ctp-ctp-er"],
+    "table3": {"only_prev": "ctp-only-prev", "only_cur": "ctp-only-cur", "no_queue": "ctp-no-queue",
+               "no_selfmask": "ctp-no-selfmask", "ctp": "ctp-ctp"},
+    "momentum": {0.7: "ctp-m07", 0.8: "ctp-m08", 0.9: "ctp-ctp", 0.99: "ctp-m099", 0.995: "ctp-m0995"},
+    "reversed": ["seqf", "lwf", "ewc", "ctp", "er", "icarl", "ctp-er"],
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# configuration and loading
+
+def study_config(params_file: str | Path | None = "params.yaml", **overrides) -> dict:
+    """DEFAULT_STUDY, updated by `report.ctp` of `params_file` (when the file and block exist),
+    then by the non-None `overrides` (the notebook's papermill parameters)."""
+    study = copy.deepcopy(DEFAULT_STUDY)
+    if params_file and Path(params_file).exists():
+        from vlcp.config import load_params
+
+        study.update((load_params(params_file).get("report") or {}).get("ctp") or {})
+    study.update({k: v for k, v in overrides.items() if v is not None})
+    study["momentum"] = {float(k): v for k, v in study["momentum"].items()}
+    return study
+
+
+def table1_experiments(study: dict) -> list[str]:
+    return [e for g in GROUPS for e in study["table1"].get(g, [])]
+
+
+def single_seed_experiments(study: dict) -> list[str]:
+    """Every experiment of Tables 2-3 and supp. Tables 2-3 (run with `ablation_seeds`)."""
+    exps = list(study["table2"]) + list(study["table3"].values()) + list(study["momentum"].values())
+    exps += [REV_PREFIX + m for m in study["reversed"]]
+    return list(dict.fromkeys(exps))
+
+
+def list_mismatch(study: dict) -> str:
+    """When params.yaml also lists the experiments flat for DVC's run matrices (`experiments`,
+    `ablation_experiments`), what those lists lack or add compared with the tables' ("" if none)."""
+    out = []
+    for key, want in (("experiments", table1_experiments(study)), ("ablation_experiments", single_seed_experiments(study))):
+        if key not in study:
+            continue
+        have = list(study[key])
+        if key == "ablation_experiments":   # Table 1's runs also serve the single-seed tables
+            want = [e for e in want if e not in table1_experiments(study)]
+        lack, extra = [e for e in want if e not in have], [e for e in have if e not in want]
+        if lack or extra:
+            out.append(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}")
+    return "; ".join(out)
+
+
+def load_available(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
+    """({experiment: [results of each seed found]}, {experiment: [missing seeds]}). Experiments
+    with no seed at all are left out of the first dict; nothing here raises for a missing run."""
+    runs, missing = {}, {}
+    for exp in dict.fromkeys(experiments):
+        found = []
+        for s in seeds:
+            path = find_run(runs_dir, exp, s)
+            if path is not None:
+                found.append(read_json(path))
+            else:
+                missing.setdefault(exp, []).append(s)
+        if found:
+            runs[exp] = found
+    return runs, missing
+
+
+def describe_missing(missing: dict[str, list[int]], experiments=None) -> str:
+    """'a (seeds 1, 2); b (seed 0)' for the experiments of `experiments` (all when None)."""
+    keep = [e for e in (experiments if experiments is not None else missing) if e in missing]
+    return "; ".join(f"{e} (seed{'s' if len(missing[e]) > 1 else ''} {', '.join(map(str, missing[e]))})"
+                     for e in dict.fromkeys(keep))
+
+
+def method_label(exp: str) -> str:
+    """'ctp-ctp-er' -> 'CTP+ER', 'ctp-rev-lwf' -> 'LWF'; other names are returned unchanged."""
+    for prefix in (REV_PREFIX, PREFIX):
+        if exp.startswith(prefix) and exp[len(prefix):] in LABELS:
+            return LABELS[exp[len(prefix):]]
+    return exp
+
+
+def group_of(study: dict, exp: str) -> str | None:
+    return next((g for g, exps in study["table1"].items() if exp in exps), None)
+
+
+# ----------------------------------------------------------------------------------------------
+# per-run quantities
+
+def final_row(r: dict, metrics=FINAL) -> dict[str, float]:
+    """The model after the last task on the whole stream's pools (the last cumulative row)."""
+    cell = r["cumulative"][-1]["test"]
+    return {m: float(cell[m]) for m in metrics if m in cell}
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and sample std (ddof 1; 0 for one value; NaN, NaN for none)."""
+    v = np.asarray([x for x in values if x is not None and not np.isnan(x)], float)
+    if len(v) == 0:
+        return float("nan"), float("nan")
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+
+
+def values(rs: list[dict], metric: str) -> list[float]:
+    """The final `metric` of every seed."""
+    return [final_row(r)[metric] for r in rs]
+
+
+def train_seconds(r: dict) -> float:
+    return float(sum(t["seconds"] for t in r["train"]))
+
+
+def by_seed(rs: list[dict]) -> dict:
+    return {r.get("seed", i): r for i, r in enumerate(rs)}
+
+
+def time_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
+    """Per seed present in both: total training seconds / the reference's (same seed)."""
+    a, b = by_seed(rs), by_seed(ref)
+    return [train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0]
+
+
+def flop_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
+    a, b = by_seed(fill_pass_flops(rs)), by_seed(fill_pass_flops(ref))
+    return [flops_per_step(a[s]) / flops_per_step(b[s]) for s in a if s in b]
+
+
+def run_bwt(r: dict, metric: str = "Rm") -> float:
+    """CTP's eval.py "BWT" on cumulative pools (positive = forgetting)."""
+    return ctp_bwt([c["test"][metric] for c in r["cumulative"]], [c[metric] for c in r["final_cumulative"]])
+
+
+def seed_values(rs: list[dict], metric: str) -> dict:
+    """{seed: final `metric`}."""
+    return {s: final_row(r)[metric] for s, r in by_seed(rs).items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# the tables' rows
+
+SWITCH_INDEX = " ".join(COMPONENTS)   # the name of Table 2's index: "L_CMC L_c L_s ER"
+
+
+def switch_label(switches) -> str:
+    """(1, 1, 0, 0) or ("yes", "yes", "no", "no") -> "✓ ✓ × ×" (Table 2's row key)."""
+    return " ".join("✓" if s in (1, True, "yes", "✓") else "×" for s in switches)
+
+
+def table2_rows(experiments: list[str]) -> dict[str, str]:
+    """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment}, paper row order."""
+    return {switch_label(sw): e for sw, e in zip(SWITCHES, experiments)}
+
+
+def table3_rows(table3: dict[str, str]) -> dict[str, str]:
+    labels = paper_table("ctp_table3").set_index("row")["label"]
+    return {labels[k]: table3[k] for k in TABLE3_ROWS if k in table3}
+
+
+def momentum_rows(momentum: dict[float, str], table3: dict[str, str]) -> dict[str, str]:
+    """supp. Table 2's rows: the single-way updates, then m = ... (0.9 is CTP's default)."""
+    rows = {"only θ(t-1)": table3.get("only_prev"), "only θt": table3.get("only_cur")}
+    rows |= {f"m={m:g}": e for m, e in sorted(momentum.items())}
+    return {k: v for k, v in rows.items() if v}
+
+
+def reversed_rows(study: dict) -> dict[tuple, str]:
+    """{(group, label): ctp-rev-<m>} in Table 1's order."""
+    out = {}
+    for g in GROUPS:
+        for e in study["table1"].get(g, []):
+            key = e[len(PREFIX):] if e.startswith(PREFIX) else e
+            if key in study["reversed"]:
+                out[(g, method_label(e))] = REV_PREFIX + key
+    return out
+
+
+def component_pairs(component: str) -> list[tuple[int, int]]:
+    """Table 2's row pairs (without, with) that differ only in `component`'s switch."""
+    k = COMPONENTS.index(component)
+    return [(i, j) for i, a in enumerate(SWITCHES) for j, b in enumerate(SWITCHES)
+            if a[k] == 0 and b[k] == 1 and all(a[x] == b[x] for x in range(4) if x != k)]
+
+
+# ----------------------------------------------------------------------------------------------
+# the setting, for the notebook's introduction
+
+def setting(runs: dict[str, list[dict]], study: dict) -> dict:
+    """Model, budget and buffer size as the runs recorded them (first run found)."""
+    r = next((rs[0] for rs in runs.values() if rs), None)
+    if r is None:
+        return {}
+    cfg = r.get("config", {})
+    buffer = None
+    for e in study["table1"].get("memory-buffer", []):
+        if runs.get(e):
+            m = runs[e][0].get("config", {}).get("method", {})
+            buffer = next((m[k] for k in ("buffer_size", "memory_size", "memory") if k in m), None)
+            if buffer is not None:
+                break
+    out = {"model": cfg.get("model", {}).get("name"), "steps": cfg.get("train", {}).get("steps"),
+            "batch size": cfg.get("train", {}).get("batch_size"), "lr": cfg.get("train", {}).get("lr"),
+            "tasks": len(r.get("tasks", [])), "buffer size (pairs)": buffer,
+            "training pairs": sum(r.get("task_sizes", [])) or None, "device": r.get("device")}
+    return {k: "—" if v is None else str(v) for k, v in out.items()}
+
+
+def method_notes(keys) -> dict[str, str]:
+    """Each method's module docstring (first paragraph), or why there is none."""
+    import warnings
+
+    with warnings.catch_warnings():        # tqdm.auto's "IProgress not found" inside a notebook
+        warnings.simplefilter("ignore")
+        from vlcp.methods import get_method
+
+    out = {}
+    for k in keys:
+        try:
+            cls = get_method(k)
+            doc = (__import__(cls.__module__, fromlist=["x"]).__doc__ or cls.__doc__ or "").strip()
+            out[k] = " ".join(doc.split("\n\n")[0].split()) or "(no docstring)"
+        except Exception as e:  # noqa: BLE001 - a method not (yet) registered is shown, not fatal
+            out[k] = f"(not available: {str(e).split(';')[0]})"
+    return out

@@ -1,0 +1,173 @@
+"""CTP's tables (mean and std over seeds), their formatting, and the paper's tables to set beside them."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from vlcp.report.ctp.study import (ABLATION, COMPONENTS, FINAL, GROUPS, PAPER_SEQF_HOURS, PREFIX, REV_PREFIX,
+                                   SWITCH_INDEX, final_row, flop_ratios, mean_std, method_label, reversed_rows,
+                                   run_bwt, switch_label, table2_rows, time_ratios, values)
+from vlcp.report.refs import paper_table
+
+
+# ----------------------------------------------------------------------------------------------
+# tables (numeric frames: columns (quantity, "mean" | "std"), plus ("seeds", "n"))
+
+def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
+    """rows: {index: list of results (empty = missing)}; fn(rs) -> {quantity: [value per seed]}.
+    Every quantity of `quantities` gets its columns even when no row has it (NaN)."""
+    out = {}
+    for key, rs in rows.items():
+        cells = {("seeds", "n"): len(rs or [])}
+        for q, vs in (fn(rs) if rs else {}).items():
+            m, s = mean_std(vs)
+            cells[(q, "mean")], cells[(q, "std")] = m, s
+        out[key] = cells
+    cols = [("seeds", "n")] + [(q, st) for q in quantities for st in ("mean", "std")]
+    cols += [c for cells in out.values() for c in cells if c not in cols]
+    cols = list(dict.fromkeys(cols))
+    index = pd.MultiIndex.from_tuples(list(rows)) if isinstance(next(iter(rows), None), tuple) else list(rows)
+    df = pd.DataFrame([[out[k].get(c, np.nan) for c in cols] for k in rows], index=index,
+                      columns=pd.MultiIndex.from_tuples(cols))
+    df[("seeds", "n")] = df[("seeds", "n")].astype(int)
+    return df
+
+
+def _finals(metrics):
+    return lambda rs: {m: values(rs, m) for m in metrics if m in final_row(rs[0])}
+
+
+def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference: str = "ctp-seqf",
+           metrics=FINAL) -> pd.DataFrame:
+    """Table 1 (paper layout): rows (group, method), the time and FLOP ratios to SeqF, and the final
+    retrieval metrics, mean and std over seeds. Missing runs keep their row (NaN, 0 seeds)."""
+    ref = runs.get(reference, [])
+
+    def fn(rs):
+        out = {"time × SeqF": time_ratios(rs, ref) if ref else [],
+               "FLOPs × SeqF": flop_ratios(rs, ref) if ref else []}
+        return out | _finals(metrics)(rs)
+
+    rows = {(g, method_label(e)): runs.get(e, []) for g in GROUPS for e in groups.get(g, [])}
+    return stats_frame(rows, fn, ["time × SeqF", "FLOPs × SeqF", *metrics])
+
+
+def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> pd.DataFrame:
+    """rows: {row label: experiment}; mean (and std) of the final metrics."""
+    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, _finals(metrics), metrics)
+
+
+def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION) -> pd.DataFrame:
+    """Table 2: rows keyed by the switches (L_CMC, L_c, L_s, ER), with the run's name."""
+    rows = table2_rows(experiments)
+    df = single_table(runs, rows, metrics)
+    df.index.name = SWITCH_INDEX
+    df.insert(0, ("run", ""), list(rows.values()))
+    return df
+
+
+def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
+    """CTP-style BWT (Rm and mAP@1 on cumulative pools; positive = forgetting) per row."""
+    def fn(rs):
+        rs = [r for r in rs if r.get("final_cumulative")]
+        return {"BWT Rm": [run_bwt(r, "Rm") for r in rs], "BWT mAP@1": [run_bwt(r, "mAP@1") for r in rs]}
+    return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, fn, ["BWT Rm", "BWT mAP@1"])
+
+
+def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: str = "Rm") -> pd.DataFrame:
+    """Each task's own test pool: the initialisation's score (`zero_shot`, the model before any
+    task) and each experiment's final score (the last row of its task matrix), mean over seeds;
+    index = task names, columns = "initialisation" then the method labels (present runs only)."""
+    has = lambda r: (r.get("zero_shot") or {}).get("test") and (r.get("matrix") or {}).get("test")  # noqa: E731
+    present = [e for e in experiments if runs.get(e) and all(has(r) for r in runs[e])]
+    if not present:   # runs without task matrices (older formats) have nothing to show here
+        return pd.DataFrame()
+    first = runs[present[0]]
+    cols = {"initialisation": np.mean([r["zero_shot"]["test"][metric] for r in first], axis=0)}
+    for e in present:
+        cols[method_label(e)] = np.mean([r["matrix"]["test"][metric][-1] for r in runs[e]], axis=0)
+    return pd.DataFrame(cols, index=pd.Index(first[0]["tasks"], name="task"))
+
+
+# ----------------------------------------------------------------------------------------------
+# formatting: ours beside the paper's
+
+def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
+    """Numeric stats frame -> strings "mean ± std" ("mean" for one seed, "missing" for none, "—"
+    for a value that cannot be computed); columns without a "mean" (e.g. a run's name) pass through."""
+    cols = list(df.columns)
+    qs = [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]
+    n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
+    out = {}
+    for q in qs:
+        if (q, "mean") not in cols:
+            out[q] = df[next(c for c in cols if c[0] == q)].tolist()
+            continue
+        m = df[(q, "mean")].to_numpy(float)
+        sd = df[(q, "std")].to_numpy(float) if (q, "std") in cols else np.full(len(df), np.nan)
+        out[q] = ["missing" if k == 0 else "—" if np.isnan(a) else f"{a:.{digits}f}" if k == 1
+                  else f"{a:.{digits}f} ± {b:.{digits}f}" for k, a, b in zip(n, m, sd)]
+    return pd.DataFrame(out, index=df.index, dtype=object)
+
+
+def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
+    """Columns (quantity, "ours" | "paper") for each of `columns`; rows = ours' index; the paper's
+    frame must share that index (missing paper cells are blank)."""
+    cols = {}
+    for c in columns:
+        if c in ours.columns:
+            cols[(c, "ours")] = ours[c]
+        if c in paper.columns:
+            cols[(c, "paper")] = paper[c].reindex(ours.index).map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    return pd.DataFrame(cols, index=ours.index)
+
+
+def paper_table1(name: str = "ctp_table1") -> pd.DataFrame:
+    """The paper's Table 1 (or supp. Table 3) indexed (group, method); Table 1 adds the hours'
+    ratio to SeqF's 3.4 h."""
+    p = paper_table(name)
+    src = p.attrs["source"]
+    p = p.set_index(["group", "method"])
+    if "training_hours" in p.columns:
+        p = p.rename(columns={"training_hours": "hours"})
+        p["hours × SeqF"] = p["hours"] / PAPER_SEQF_HOURS
+    p.attrs["source"] = src
+    return p
+
+
+def paper_table2() -> pd.DataFrame:
+    p = paper_table("ctp_table2")
+    out = p.drop(columns=list(COMPONENTS))
+    out.index = pd.Index([switch_label(row) for row in p[list(COMPONENTS)].itertuples(index=False)], name=SWITCH_INDEX)
+    out.attrs["source"] = p.attrs["source"]
+    return out
+
+
+def paper_by_label(name: str) -> pd.DataFrame:
+    p = paper_table(name)
+    out = p.set_index("label")
+    out.attrs["source"] = p.attrs["source"]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the reversed task order's ranking
+
+def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.DataFrame:
+    """Methods run in both orders (the upper bound excluded): mean `metric` and rank in each order,
+    with the paper's for the same methods."""
+    p1 = paper_table1("ctp_table1").reset_index().set_index("method")[metric]
+    p3 = paper_table1("ctp_supp_table3").reset_index().set_index("method")[metric]
+    rows = {}
+    for (g, label), rev in reversed_rows(study).items():
+        default = PREFIX + rev[len(REV_PREFIX):]
+        if g == "upper bound" or not runs_default.get(default) or not runs_reversed.get(rev):
+            continue
+        rows[label] = {"group": g, "default (ours)": np.mean(values(runs_default[default], metric)),
+                       "reversed (ours)": np.mean(values(runs_reversed[rev], metric)),
+                       "default (paper)": p1.get(label, np.nan), "reversed (paper)": p3.get(label, np.nan)}
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    for c in ("default (ours)", "reversed (ours)", "default (paper)", "reversed (paper)"):
+        if c in df:
+            df[f"rank {c}"] = df[c].rank(ascending=False, method="min")
+    return df
