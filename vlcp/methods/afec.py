@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.losses.regularizers import ewc_penalty
 from vlcp.methods import register
 from vlcp.methods.base import Method

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_prompts import KeyQueryPrompts
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_per_language import PerLanguage
 

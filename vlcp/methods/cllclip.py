@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.losses import clip_loss
 from vlcp.methods import register

@@ -6,7 +6,7 @@ temperature `t_old` as the target for the current one at `t_new`; Co2L's CIFAR v
 0.2), for image and text features. From the first task on the loss is the plain CLIP loss."""
 from dataclasses import dataclass
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.losses import clip_loss, relation_distill
 from vlcp.methods import register
 from vlcp.methods.teacher import TeacherER

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.losses import soft_distill
 from vlcp.losses.topology import momentum_contrast, topology_kl, update_queue
 from vlcp.methods import register

@@ -46,7 +46,7 @@ from typing import Callable, ClassVar
 
 import torch
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.losses.regularizers import ewc_penalty, merge_average, merge_fisher, support_rows
 from vlcp.methods import register

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.methods import register
 from vlcp.methods.base import Method

@@ -6,7 +6,7 @@ UCIR's adaptive weight λ_base·sqrt(n_old/n_new) as GeoDL uses it. The subspace
 config field (`dim`; GeoDL's choice depends on the feature size, ours is 8 of 128)."""
 from dataclasses import dataclass
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.losses import clip_loss, geodesic_distill
 from vlcp.methods import register
 from vlcp.methods.teacher import TeacherER

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.errors import ConfigError
 from vlcp.losses import clip_loss, cross_modal_kd, score_band_loss
 from vlcp.methods import register

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.data.buffer import kmeans_exemplars
 from vlcp.methods import register
 from vlcp.methods.mof import ExemplarReplay

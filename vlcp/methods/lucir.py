@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.losses import soft_distill
 from vlcp.methods import register
 from vlcp.methods.mof import MoF

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.losses import lwf_feature_kd, soft_distill
 from vlcp.methods import register
 from vlcp.methods.base import Method, base_terms, frozen_copy, model_outputs

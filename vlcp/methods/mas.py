@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.losses.regularizers import ewc_penalty, merge_average
 from vlcp.methods import register
 from vlcp.methods.base import Batch, Method

@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import torch
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.methods.base import Method
 

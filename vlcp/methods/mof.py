@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.data.buffer import TaskQuotaBuffer, herding
 from vlcp.losses import gather_features
 from vlcp.methods import register

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.methods.base import Method
 from vlcp.models.adapters import adapter_names, check_targets, freeze_all_but, inject_peft

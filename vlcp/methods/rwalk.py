@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.errors import ConfigError
 from vlcp.losses.regularizers import ewc_penalty, pad_rows, quadratic_penalty_grad, rwalk_score
 from vlcp.methods import register

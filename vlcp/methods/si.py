@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlcp.config import check_ranges, ranged
+from vlcp.fields import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.losses.regularizers import add_importance, ewc_penalty, pad_rows, quadratic_penalty_grad, si_importance
 from vlcp.methods import register

@@ -8,7 +8,7 @@ cosine-normalised, which is UCIR's classifier change. The base loss is the share
 (`lucir.py`) builds on, and `lf_weight` its weighting."""
 from dataclasses import dataclass
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.losses import cosine_distill, margin_ranking
 from vlcp.methods import register
 from vlcp.methods.base import base_terms, model_outputs

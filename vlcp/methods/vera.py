@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vlcp.config import ranged
+from vlcp.fields import ranged
 from vlcp.methods import register
 from vlcp.methods.peft_adapter import AdapterConfig, PeftAdapter
 from vlcp.utils import derive_seed

@@ -10,6 +10,8 @@ so every run records where its time went and a profile splits it further by op
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import contextlib
 import math
 import time
@@ -18,7 +20,6 @@ import torch
 from torch.profiler import record_function
 from tqdm import tqdm
 
-from vlcp.config import TrainCfg
 from vlcp.data.augment import TrainTransform, augment_images
 from vlcp.errors import NonFiniteError
 from vlcp.methods.base import Batch, Method, TaskContext
@@ -27,6 +28,9 @@ from vlcp.train.budget import PHASE_LABEL
 from vlcp.train.optim import make_optimizer  # noqa: F401  (re-exported)
 from vlcp.train.distributed import all_reduce_mean, average_gradients, broadcast_parameters, is_main, local_slice, unwrap
 from vlcp.train.schedules import lr_fn, plan_for
+
+if TYPE_CHECKING:
+    from vlcp.config import TrainCfg
 
 
 class Materializer:

@@ -12,10 +12,14 @@ scale out again).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from vlcp.config import TrainCfg
 from vlcp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vlcp.config import TrainCfg
 
 
 def decays(name: str, p: torch.Tensor) -> bool:
