@@ -11,8 +11,8 @@ from vlcp.errors import ConfigError
 
 @pytest.fixture(scope="module")
 def fomo(emoji_root):
-    from vlcp.data.benchmark import load_benchmark
     from vlcp.data.fomo import build_fomo
+    from vlcp.data.load import load_benchmark
 
     cfg = DataCfg(root=str(emoji_root))
     return build_fomo(load_benchmark(cfg), POOL_GROUPS, cfg.train_styles, cfg.unseen_styles)

@@ -121,7 +121,7 @@ def test_chunking_does_not_change_results():
 
 def test_memo_tokenizer_matches_tokenizer():
     import open_clip
-    from vlcp.eval.evaluate import MemoTokenizer
+    from vlcp.eval.encode import MemoTokenizer
     tok = open_clip.SimpleTokenizer(context_length=24)
     memo = MemoTokenizer(tok)
     texts = ["an emoji of a cat", "a dog", "an emoji of a cat"]

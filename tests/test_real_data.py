@@ -9,8 +9,8 @@ import torch
 from PIL import Image
 
 from vlcp.config import DataCfg, experiment_from_dict
-from vlcp.data.benchmark import load_benchmark
 from vlcp.data.formats import ImageFiles
+from vlcp.data.load import load_benchmark
 from vlcp.data.real import pre_caption
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.runner import run_experiment

@@ -14,9 +14,9 @@ from PIL import Image
 from vlcp.config import experiment_from_dict
 from vlcp.data import concepts as cs
 from vlcp.data.fomo import subset_mask
+from vlcp.data.load import load_fomo_data
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.runner import run_experiment
-from vlcp.runner_fomo import load_fomo_data
 
 # name -> (primer, classes, training images per class); FLOWERS and MSCOCO are eval-only
 DATASETS = {"DTD": ("A photo of a {} texture.", ["banded", "dotted", "striped"], 3),

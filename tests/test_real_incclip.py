@@ -11,8 +11,8 @@ import pytest
 
 from test_real_fomo import write_fomo   # FoMo-format downstream datasets: DTD, CARS, FLOWERS (classification), MSCOCO
 from vlcp.config import DataCfg, SplitCfg, experiment_from_dict
-from vlcp.data.benchmark import load_benchmark
 from vlcp.data.formats import ShardMember
+from vlcp.data.load import load_benchmark
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.runner import run_experiment
 

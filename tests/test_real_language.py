@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from vlcp.config import DataCfg, experiment_from_dict
-from vlcp.data.languages import load_language_data
+from vlcp.data.load import load_language_data
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.runner import run_experiment
 

@@ -69,7 +69,7 @@ def test_non_finite_features_score_zero_not_100():
 
 
 def test_encode_stops_on_non_finite_features():
-    from vlcp.eval.evaluate import encode
+    from vlcp.eval.encode import encode
 
     class Blown(torch.nn.Module):
         text_projection = torch.zeros(4, 4)
@@ -80,7 +80,7 @@ def test_encode_stops_on_non_finite_features():
         def encode_text(self, t, normalize=True):
             return torch.ones(len(t), 4)
 
-    from vlcp.data.benchmark import PairSet
+    from vlcp.data.pairs import PairSet
     pairs = PairSet(torch.zeros(3, 8, 8, 3, dtype=torch.uint8), torch.arange(3), ["a", "b", "c"], [["a"], ["b"], ["c"]],
                     torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long), torch.arange(3))
     with pytest.raises(NonFiniteError, match="image features: 3 of 3 rows"):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from vlcp.config import DataCfg
-from vlcp.data.benchmark import load_benchmark
+from vlcp.data.load import load_benchmark
 from vlcp.data.procedural import BACKGROUNDS, render_scenes, render_shapes, scene_captions
 from vlcp.data.streams import assign_tasks
 from vlcp.errors import ConfigError, VlcpError

@@ -18,7 +18,7 @@ import torch
 import vlcp
 from vlcp.config import ExperimentCfg
 from vlcp.data.augment import train_transform
-from vlcp.data.benchmark import load_benchmark
+from vlcp.data.load import load_benchmark
 from vlcp.errors import NonFiniteError, VlcpError
 from vlcp.eval.evaluate import Evaluator
 from vlcp.methods import get_method

@@ -22,11 +22,11 @@ import torch
 from vlcp.config import ExperimentCfg
 from vlcp.data.augment import train_transform
 from vlcp.data import concepts as cs
-from vlcp.data.benchmark import load_benchmark
-from vlcp.data.fomo import FomoData, build_fomo, with_pool
+from vlcp.data.fomo import FomoData, with_pool
+from vlcp.data.load import load_fomo_data
 from vlcp.data.mixtures import buffer_pool, mixture_sizes, sample_mixture
 from vlcp.errors import ConfigError
-from vlcp.eval.evaluate import MemoTokenizer
+from vlcp.eval.encode import MemoTokenizer
 from vlcp.eval.fomo import evaluate_fomo
 from vlcp.methods import get_method
 from vlcp.methods.base import Method, TaskContext
@@ -43,23 +43,6 @@ from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
 
 
 # --------------------------------------------------------------------------- the stream
-
-def load_fomo_data(cfg: ExperimentCfg) -> FomoData:
-    """The mini FoMo-in-Flux on the emoji benchmark, or FoMo-in-Flux's own datasets
-    (`data.benchmark: fomo`, `vlcp.data.real.fomo_data`)."""
-    f = cfg.fomo
-    if cfg.data.benchmark != "emoji":
-        from vlcp.data.real import fomo_data
-        if f.ordering == "time" and not f.stream_file:
-            raise ConfigError("fomo.ordering: 'time' needs release dates the info dicts do not have; give FoMo's "
-                              "time_incremental_*.json as fomo.stream_file")
-        return fomo_data(cfg)
-    try:
-        return build_fomo(load_benchmark(cfg.data), f.pool_groups, cfg.data.train_styles, cfg.data.unseen_styles,
-                          f.shapes_per_class, cfg.data.seed)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
 
 @torch.no_grad()
 def concept_difficulty(model, data: FomoData, materialize, generator: torch.Generator, n: int = 50) -> list[float]:

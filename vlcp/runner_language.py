@@ -36,8 +36,9 @@ from tqdm import tqdm
 
 from vlcp.config import ExperimentCfg
 from vlcp.data.bpe import Vocab, train_bpe
-from vlcp.data.languages import Examples, load_language_data
-from vlcp.eval.evaluate import _normalise
+from vlcp.data.languages import Examples
+from vlcp.data.load import load_language_data
+from vlcp.eval.encode import normalise_images
 from vlcp.eval.language import LanguageEvaluator
 from vlcp.methods import get_method
 from vlcp.methods.base import TaskContext
@@ -61,7 +62,7 @@ ORACLE_FACTOR = 20   # oracle vocab size / per-language size (the paper: 200K vs
 def encode_images(clip, images, device, batch_size: int = 512, desc: str = "") -> torch.Tensor:
     """Normalised image features [N, D] of uint8 images [N, S, S, 3] (array, tensor or `ImageFiles`)."""
     starts = range(0, len(images), batch_size)
-    return torch.cat([clip.encode_image(_normalise(torch.as_tensor(images[s:s + batch_size])).to(device),
+    return torch.cat([clip.encode_image(normalise_images(torch.as_tensor(images[s:s + batch_size])).to(device),
                                         normalize=True).float().cpu()
                       for s in tqdm(starts, desc=desc, unit="batch", disable=len(starts) < 20 or not is_main())])
 

@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vlcp.data.benchmark import EmojiBenchmark, PairSet
+from vlcp.data.benchmark import EmojiBenchmark
 from vlcp.data.concepts import Concept
 from vlcp.data.emoji import readable
+from vlcp.data.pairs import PairSet
 from vlcp.data.procedural import COLOURS, SHAPES, render_scenes, render_shapes, scene_captions
 
 # Unicode emoji version -> release year (emoji 0.6–2.0 are the 2015 baseline)

@@ -171,15 +171,3 @@ def emoji_language_data(bench, cfg: DataCfg, languages: list[str]) -> LanguageDa
     english = [c for caps in corpus.text["en"] for c in caps]
     return LanguageData(languages, build_examples(corpus, train_items), [bench.images(s) for s in cfg.train_styles],
                         english, eval_sets, {"train": coverage(corpus, train_items), "test": coverage(corpus, test_items)})
-
-
-def load_language_data(cfg: DataCfg) -> LanguageData:
-    """The language stream's data for `cfg.benchmark` (emoji, or CLFM's MSCOCO36 corpus), in the
-    order `data.languages` gives (default: English first, then the others seeded, or CLL-CLIP's
-    own order on MSCOCO36), cut to `data.num_languages`."""
-    if cfg.benchmark == "emoji":
-        from vlcp.data.benchmark import load_benchmark
-        languages = language_order(cfg.languages, cfg.seed)[: cfg.num_languages or None]
-        return emoji_language_data(load_benchmark(cfg), cfg, languages)
-    from vlcp.data.real import LANGUAGE_READERS
-    return LANGUAGE_READERS[cfg.benchmark](cfg)

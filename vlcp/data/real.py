@@ -25,7 +25,6 @@ from tqdm import tqdm
 
 from vlcp.config import DataCfg, ExperimentCfg
 from vlcp.data.augment import train_transform
-from vlcp.data.benchmark import Benchmark, PairSet
 from vlcp.data.concepts import Concept
 from vlcp.data.formats import ImageFiles, Record, read_json_file, require
 from vlcp.data.formats.fomo_info import (fomo_handle, info_path, read_fomo_classnames, read_fomo_info,
@@ -35,6 +34,7 @@ from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train
 from vlcp.data.formats.xm3600 import (CLL_CLIP_ORDER, cldr_code, clfm_code, iter_triplet_lines, read_mscoco36, read_xm3600,
                                       triplet_path)
 from vlcp.data.languages import EvalSet, Examples, LanguageData, language_order
+from vlcp.data.pairs import Benchmark, PairSet
 from vlcp.errors import ConfigError, VlcpError
 
 _CTP_PUNCTUATION = re.compile(r'[.!"()*#:;~]')

@@ -11,56 +11,19 @@ Per task i it fills:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from vlcp.config import EvalCfg
-from vlcp.data.benchmark import PairSet
+from vlcp.data.pairs import PairSet
 from vlcp.data.procedural import PROCEDURAL_TASKS, render_scenes, render_shapes
-from vlcp.errors import NonFiniteError, require_finite
+from vlcp.errors import NonFiniteError
+from vlcp.eval.encode import Encoded, MemoTokenizer, encode, normalise_images   # the first three also re-exported here
+from vlcp.eval.fomo import downstream_scores
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
 from vlcp.train.distributed import is_main
-from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
-
-
-@dataclass
-class Encoded:
-    image: torch.Tensor       # [M, D] normalised
-    text: torch.Tensor        # [N, D] normalised
-    pairs: PairSet
-    fused: torch.Tensor | None = None   # [M, D'] normalised multi-modal features (fusion models)
-
-
-def _normalise(images: torch.Tensor) -> torch.Tensor:
-    """uint8 [N, S, S, 3] -> float [N, 3, S, S] with CLIP's normalisation."""
-    mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
-    return (images.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
-
-
-@torch.no_grad()
-def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512, fused: bool = False) -> Encoded:
-    """Features of every image and text of `pairs`; with `fused`, also the fusion encoder's
-    feature of each image with its caption (models that have one)."""
-    img, txt, mm = [], [], []
-    for s in range(0, len(pairs.images), batch_size):
-        x = _normalise(pairs.images[s:s + batch_size])
-        img.append(model.encode_image(x.to(device), normalize=True).float().cpu())
-    for s in range(0, len(pairs.texts), batch_size):
-        txt.append(model.encode_text(tokenizer(pairs.texts[s:s + batch_size]).to(device), normalize=True).float().cpu())
-    if fused and hasattr(model, "encode_multimodal"):
-        for s in range(0, len(pairs.images), batch_size):
-            x = _normalise(pairs.images[s:s + batch_size]).to(device)
-            t = tokenizer([pairs.texts[i] for i in pairs.image_text[s:s + batch_size].tolist()]).to(device)
-            mm.append(model.encode_multimodal(x, t, normalize=True).float().cpu())
-    d = model.text_projection.shape[1] if hasattr(model, "text_projection") else 0
-    cat = lambda xs, what: require_finite(torch.cat(xs) if xs else torch.zeros(0, d), what)  # noqa: E731
-    return Encoded(cat(img, "image features"), cat(txt, "text features"), pairs,
-                   cat(mm, "multi-modal features") if mm else None)
 
 
 def _retrieval(enc: Encoded, tasks: list[int], ks) -> dict[str, float]:
@@ -75,22 +38,6 @@ def _fused(enc: Encoded) -> torch.Tensor:
     if enc.fused is not None:
         return enc.fused
     return F.normalize(enc.image + enc.text[enc.pairs.image_text], dim=-1)
-
-
-class MemoTokenizer:
-    """Tokenizes each distinct text once: evaluation re-encodes the same texts (and zero-shot
-    prompts) after every task, and open_clip's BPE tokenizer is pure Python."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer, self.context_length = tokenizer, tokenizer.context_length
-        self._rows: dict[str, torch.Tensor] = {}
-
-    def __call__(self, texts: str | list[str]) -> torch.Tensor:
-        texts = [texts] if isinstance(texts, str) else list(texts)
-        new = [t for t in dict.fromkeys(texts) if t not in self._rows]
-        if new:
-            self._rows.update(zip(new, self.tokenizer(new)))
-        return torch.stack([self._rows[t] for t in texts]) if texts else torch.zeros(0, self.context_length, dtype=torch.long)
 
 
 class Evaluator:
@@ -151,7 +98,6 @@ class Evaluator:
                 row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
         bar.update(parts - bar.n)   # the held-out suite, when there is one
         if self.cfg.heldout and self.downstream is not None:
-            from vlcp.eval.fomo import downstream_scores
             row["heldout"] = downstream_scores(model, tokenizer, self.downstream, device, self.cfg.batch_size, ks,
                                                 self.cfg.prompts)
         elif self.cfg.heldout:
@@ -181,7 +127,7 @@ class Evaluator:
             for name, enc in encoded.items():
                 out["classification"][f"{name}/{tag}"] = topk_accuracy(enc.image, w, getattr(enc.pairs, attr), (1,))[1]
         for set_name, images in self._procedural_sets(encoded).items():
-            x = _normalise(torch.from_numpy(images.images)).to(device)
+            x = normalise_images(torch.from_numpy(images.images)).to(device)
             feats = model.encode_image(x, normalize=True).float().cpu()
             for tag in PROCEDURAL_TASKS[set_name]:
                 w = zeroshot_weights(model, tokenizer, images.classes[tag], templates, device).float().cpu()

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from vlcp.data.fomo import EvalSet
 from vlcp.errors import require_finite
 from vlcp.eval import continual
-from vlcp.eval.evaluate import _normalise, encode
+from vlcp.eval.encode import encode, normalise_images
 from vlcp.eval.retrieval import cross_modal
 from vlcp.eval.zeroshot import prompt_templates, topk_accuracy, zeroshot_weights
 
@@ -34,7 +34,7 @@ def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: 
     if s.pairs is not None:
         r = retrieval(model, tokenizer, s, device, batch_size)
         return (r["TR@5"] + r["IR@5"]) / 2
-    feats = require_finite(torch.cat([model.encode_image(_normalise(s.images[i:i + batch_size]).to(device),
+    feats = require_finite(torch.cat([model.encode_image(normalise_images(s.images[i:i + batch_size]).to(device),
                                                          normalize=True).float().cpu()
                                       for i in range(0, len(s.images), batch_size)]), f"{s.name}: image features")
     w = zeroshot_weights(model, tokenizer, s.classes, prompt_templates(s.name, s.template, prompts), device).float().cpu()

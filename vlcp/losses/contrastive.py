@@ -38,7 +38,7 @@ def gather_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return both[:, :a.shape[1]], both[:, a.shape[1]:].to(b.dtype)
 
 
-def _gather_ids(x: torch.Tensor) -> torch.Tensor:
+def gather_ids(x: torch.Tensor) -> torch.Tensor:
     _, size = world()
     if size == 1:
         return x
@@ -66,7 +66,7 @@ def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_s
     logits_i2t = logit_scale * image_features @ txt_cols.T
     logits_t2i = logit_scale * text_features @ all_img.T
     if pair_ids is not None:
-        same = (pair_ids[:, None] == _gather_ids(pair_ids)[None, :]).float()
+        same = (pair_ids[:, None] == gather_ids(pair_ids)[None, :]).float()
         if extra_text is not None:
             same_i2t = torch.cat([same, same.new_zeros(len(same), len(extra_text))], 1)
         else:

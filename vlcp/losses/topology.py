@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from vlcp.losses.contrastive import _gather_ids, gather_features, gather_pair, world
+from vlcp.losses.contrastive import gather_features, gather_ids, gather_pair, world
 
 
 def _own_columns(rows: int, device) -> torch.Tensor:
@@ -79,7 +79,7 @@ def update_queue(queue: torch.Tensor, ptr: int, feats: torch.Tensor) -> int:
     wrapping around); returns the new pointer. Integer `feats` (item ids into a [K] queue of
     ids) are gathered without autograd."""
     feats = feats.detach()
-    feats = (gather_features(feats) if feats.is_floating_point() else _gather_ids(feats))[: len(queue)]
+    feats = (gather_features(feats) if feats.is_floating_point() else gather_ids(feats))[: len(queue)]
     idx = (ptr + torch.arange(len(feats), device=queue.device)) % len(queue)
     queue[idx] = feats.to(device=queue.device, dtype=queue.dtype)
     return int((ptr + len(feats)) % len(queue))

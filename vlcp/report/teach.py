@@ -208,7 +208,7 @@ def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
     import torch
 
     from vlcp.config import DataCfg, build
-    from vlcp.data.benchmark import load_benchmark
+    from vlcp.data.load import load_benchmark
 
     cfg = build(DataCfg, r["config"]["data"], "data")
     if not Path(cfg.root).exists() and cfg.benchmark == "emoji":

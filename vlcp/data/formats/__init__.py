@@ -204,7 +204,7 @@ class ImageFiles:
 
 def to_pairset(records: Sequence[Record], image_size: int, tasks: Sequence[str] | None = None,
                classes: Sequence[str] | None = None):
-    """A `vlcp.data.benchmark.PairSet` of the records: one image per item, task-major order.
+    """A `vlcp.data.pairs.PairSet` of the records: one image per item, task-major order.
 
     `tasks` fixes the task order (default: first appearance of `Record.task`; records whose
     task is not listed are left out). Labels are `Record.label` when every record has one,
@@ -212,7 +212,7 @@ def to_pairset(records: Sequence[Record], image_size: int, tasks: Sequence[str] 
     """
     import torch
 
-    from vlcp.data.benchmark import PairSet
+    from vlcp.data.pairs import PairSet
 
     task_names = list(dict.fromkeys(r.task for r in records)) if tasks is None else list(tasks)
     task_of = {t: i for i, t in enumerate(task_names)}

@@ -1,0 +1,50 @@
+"""Load the data a run names: the top of the data layer (nothing in `vlcp.data` imports it).
+
+- `load_benchmark`: the benchmark of the group, class and instance streams (the emoji
+  benchmark, or a real dataset of `vlcp.data.real`);
+- `load_language_data`: the language stream's data (emoji, or CLFM's MSCOCO36 corpus);
+- `load_fomo_data`: the concept stream's data (the mini FoMo-in-Flux on the emoji benchmark, or
+  FoMo-in-Flux's own datasets).
+"""
+from __future__ import annotations
+
+from vlcp.config import DataCfg, ExperimentCfg
+from vlcp.data.benchmark import EmojiBenchmark
+from vlcp.data.fomo import FomoData, build_fomo
+from vlcp.data.languages import LanguageData, emoji_language_data, language_order
+from vlcp.data.pairs import Benchmark
+from vlcp.data.real import LANGUAGE_READERS, fomo_data, load_real_benchmark
+from vlcp.errors import ConfigError
+
+
+def load_benchmark(cfg: DataCfg) -> Benchmark:
+    """The benchmark `cfg.benchmark` names, from `cfg.root`."""
+    if cfg.benchmark == "emoji":
+        return EmojiBenchmark(cfg.root, cfg)
+    return load_real_benchmark(cfg)
+
+
+def load_language_data(cfg: DataCfg) -> LanguageData:
+    """The language stream's data for `cfg.benchmark` (emoji, or CLFM's MSCOCO36 corpus), in the
+    order `data.languages` gives (default: English first, then the others seeded, or CLL-CLIP's
+    own order on MSCOCO36), cut to `data.num_languages`."""
+    if cfg.benchmark == "emoji":
+        languages = language_order(cfg.languages, cfg.seed)[: cfg.num_languages or None]
+        return emoji_language_data(load_benchmark(cfg), cfg, languages)
+    return LANGUAGE_READERS[cfg.benchmark](cfg)
+
+
+def load_fomo_data(cfg: ExperimentCfg) -> FomoData:
+    """The mini FoMo-in-Flux on the emoji benchmark, or FoMo-in-Flux's own datasets
+    (`data.benchmark: fomo`, `vlcp.data.real.fomo_data`)."""
+    f = cfg.fomo
+    if cfg.data.benchmark != "emoji":
+        if f.ordering == "time" and not f.stream_file:
+            raise ConfigError("fomo.ordering: 'time' needs release dates the info dicts do not have; give FoMo's "
+                              "time_incremental_*.json as fomo.stream_file")
+        return fomo_data(cfg)
+    try:
+        return build_fomo(load_benchmark(cfg.data), f.pool_groups, cfg.data.train_styles, cfg.data.unseen_styles,
+                          f.shapes_per_class, cfg.data.seed)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
