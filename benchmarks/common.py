@@ -91,7 +91,7 @@ def paired_step_times(params: dict, experiments: list[str], repeats: int, seed: 
     import statistics
 
     from vlcp.config import resolve_experiment
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     reference = experiments[0]
     step = {e: [] for e in experiments}

@@ -1,7 +1,7 @@
 """FoMo-in-Flux Table 4 at the paper's architecture: each method's memory multiplier (training
 memory relative to full fine-tuning) and FLOPs per step for open_clip's ViT-B/16 at 224 px and
 the paper's batch of 512, by the same tensor accounting and flop counter the study's runs use
-(`vlcp.runner_fomo.step_cost`).
+(`vlcp.run.accounting.step_cost`).
 
 The tiny study model cannot show the paper's memory order: at 32 px its activations are small
 and CLIP's 49,408-row token embedding (3.2 M of its 3.4 M parameters) dominates, so locking the
@@ -27,7 +27,7 @@ from vlcp.config import FomoCfg, TrainCfg
 from vlcp.methods import get_method
 from vlcp.methods.base import Batch, TaskContext
 from vlcp.models.clip import create_clip
-from vlcp.runner_fomo import step_cost
+from vlcp.run.accounting import step_cost
 from vlcp.utils import write_json
 
 # Table 4's rows (vlcp/report/refs/fomo_table4.csv) -> (method, config)

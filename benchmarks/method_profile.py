@@ -29,7 +29,7 @@ from tqdm import tqdm  # noqa: E402
 
 from vlcp.config import load_params, resolve_experiment  # noqa: E402
 from vlcp.report.results import step_time  # noqa: E402
-from vlcp.runner import run_experiment  # noqa: E402
+from vlcp.run import run_experiment  # noqa: E402
 from vlcp.train.budget import phase_profile  # noqa: E402
 from vlcp.utils import write_json  # noqa: E402
 

@@ -11,7 +11,7 @@ from vlcp.errors import ConfigError
 from vlcp.losses import (clip_loss, cosine_distill, geodesic_distill, geodesic_flow_kernel, margin_ranking,
                          relation_distill)
 from vlcp.methods import get_method
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 
 def unit(*shape, seed=0):

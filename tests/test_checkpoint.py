@@ -17,7 +17,7 @@ import yaml
 from conftest import SMALL_TASKS, cll_experiment, strip_timings as strip, tiny_experiment
 from vlcp.config import experiment_from_dict
 from vlcp.errors import NonFiniteError, VlcpError
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 from vlcp.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 
@@ -264,7 +264,7 @@ def test_kill_9_during_a_checkpoint_write(emoji_root, tmp_path, capsys):
     import signal
 
     script = (f"import sys, time; sys.path.insert(0, {str(os.path.dirname(__file__))!r})\n"
-              "import torch\nfrom conftest import tiny_experiment\nfrom vlcp.runner import run_experiment\n"
+              "import torch\nfrom conftest import tiny_experiment\nfrom vlcp.run import run_experiment\n"
               "from pathlib import Path\n"
               "save = torch.save\n"
               "def hangs(obj, f, *a, **k):   # half-way through the second checkpoint's write\n"
@@ -332,7 +332,7 @@ def test_two_processes_on_one_folder(emoji_root, tmp_path):
 
     go = tmp_path.parent / f"{tmp_path.name}-go"
     script = (f"import sys, time; sys.path.insert(0, {str(os.path.dirname(__file__))!r})\n"
-              "from conftest import tiny_experiment\nimport vlcp.runner as r\n"
+              "from conftest import tiny_experiment\nimport vlcp.run.loop as r\nfrom vlcp.run import run_experiment\n"
               "from vlcp.errors import VlcpError\nfrom pathlib import Path\n"
               "train = r.train_counted\n"
               "def wait(*a, **k):   # the first process trains once the test says go (the second has tried by then)\n"
@@ -340,7 +340,7 @@ def test_two_processes_on_one_folder(emoji_root, tmp_path):
               "        time.sleep(0.05)\n"
               "    return train(*a, **k)\n"
               "r.train_counted = wait\n"
-              f"try:\n    r.run_experiment(tiny_experiment(Path({str(emoji_root)!r}), 'seqf', steps=6), Path({str(tmp_path)!r}))\n"
+              f"try:\n    run_experiment(tiny_experiment(Path({str(emoji_root)!r}), 'seqf', steps=6), Path({str(tmp_path)!r}))\n"
               "except VlcpError as e:\n    print('REFUSED', e); sys.exit(2)\n")
     first = subprocess.Popen([sys.executable, "-c", script, "wait"], stdout=subprocess.PIPE, text=True)
     for _ in range(600):
@@ -356,7 +356,7 @@ def test_two_processes_on_one_folder(emoji_root, tmp_path):
 
 
 def test_the_lock_is_released_after_a_failed_run(emoji_root, tmp_path, monkeypatch):
-    import vlcp.runner as runner
+    import vlcp.run.loop as runner
 
     def dies(*a, **k):
         assert (tmp_path / "out" / ".lock").exists() and (tmp_path / "ckpt" / ".lock").exists()   # held while running

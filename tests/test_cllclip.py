@@ -13,7 +13,7 @@ from vlcp.errors import ConfigError
 from vlcp.models.clip import create_clip
 from vlcp.models.token_embedding import CLLText, ExpandableEmbedding
 from vlcp.report import cllclip as cl
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 from vlcp.train.optim import RowScaledAdamW, RowScaledSGD, teir_scales
 
 
@@ -280,7 +280,7 @@ def test_language_resume_equals_uninterrupted(emoji_root, tmp_path, monkeypatch)
     """...and resumes with the run's own vocabs (checkpointed: not trained again), and a second
     run with the same seed repeats the first exactly (its vocabs are trained again: train_bpe
     must be deterministic)."""
-    import vlcp.runner_language as rl
+    import vlcp.run.streams.language as rl
 
     cfg = cll_experiment(emoji_root, "cll-er", buffer_size=30, teir=True)
     full = run_experiment(cfg, tmp_path / "a")
@@ -303,7 +303,7 @@ def test_runs_in_one_process_share_their_inputs(emoji_root, tmp_path):
     vocabs and evaluate the base CLIP's zero-shot row once (memoised by data config and base model):
     a run that finds them memoised, after another method's run, equals the same run in a fresh
     process; another data config loads anew."""
-    import vlcp.runner_language as rl
+    import vlcp.run.streams.language as rl
 
     rl.stream_inputs.cache_clear()
     rl.stream_vocabs.cache_clear()

@@ -11,7 +11,7 @@ from vlcp.methods import get_method
 from vlcp.methods.base import Batch, TaskContext, base_terms
 from vlcp.methods.ctp import momentum_update
 from vlcp.models.albef import ALBEFConfig, WordPieceTokenizer, create_albef
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 CORPUS = ["grinning face with big eyes", "red apple fruit food", "smiling cat face animal",
           "rocket space travel", "national flag of france"] * 20

@@ -89,7 +89,7 @@ def test_two_process_ddp_matches_one_process(case, tmp_path):
 def run_worker(rank, world, cfg, out, port):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     try:
         run_experiment(cfg, out)
@@ -145,7 +145,7 @@ def metrics_of(r: dict) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["ctp", "cllclip-teir", "cll-der", "cll-oewc", "fomo"])
 def test_two_process_run_matches_one_process(case, emoji_root, tmp_path):
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
     from vlcp.utils import read_json
 
     cfg = runner_case(case, emoji_root)

@@ -60,7 +60,7 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
     """Two tiny runs of a study: metrics/<study>.json holds each experiment's final Rm (mean over
     its seeds) and the claims' verdict counts; plots/<study>.csv one column of per-task Rm each."""
     from vlcp.report.metrics import write_metrics
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     runs = {}
     for method, seeds in (("seqf", (0, 1)), ("er", (0,))):

@@ -158,7 +158,7 @@ def test_default_w_and_config_path(emoji_root):
 
 
 def test_zs_merge_resume_equals_uninterrupted(emoji_root, tmp_path):
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     cfg = tiny_experiment(emoji_root, "zs-merge", steps=8, w=0.5)
     full = run_experiment(cfg, tmp_path / "full")

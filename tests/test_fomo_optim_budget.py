@@ -90,7 +90,7 @@ def test_other_studies_keep_their_optimizer(params):
 
 def test_steps_per_task_are_floored_as_fomos_code():
     """FoMo's steps = n_samples // batch size (utils/training.py): floored, never rounded up."""
-    from vlcp.runner_fomo import scaled_steps
+    from vlcp.run.streams.concepts import scaled_steps
 
     assert scaled_steps(7, 0.5) == 3 and scaled_steps(3, 0.5) == 1
     assert scaled_steps(1420, 0.4) == 568 and scaled_steps(1420, 20) == 28400   # T = 50 and the joint run, Table 4
@@ -114,7 +114,7 @@ def test_ewc_state_counts_in_device_memory_and_is_offloaded_by_default():
     (nested in its state_dict, which the accounting used to skip) + its penalty's activations;
     `offloaded` (the default, the paper's CPU offloading): full fine-tuning's + the activations."""
     from vlcp.methods import get_method
-    from vlcp.runner_fomo import step_cost
+    from vlcp.run.accounting import step_cost
 
     ewc_args = {"name": "ewc", "fisher_batches": 1, "fisher_batch_size": 8}
     model = TinyClip()
@@ -137,7 +137,7 @@ def test_ewc_state_counts_in_device_memory_and_is_offloaded_by_default():
 
 
 def test_held_tensors_flattens_nested_state():
-    from vlcp.runner_fomo import held_tensors
+    from vlcp.run.accounting import held_tensors
 
     a, b, c = torch.zeros(2), torch.ones(3), torch.zeros(1)
     assert [t.numel() for t in held_tensors({"fisher": {"w": a}, "anchors": {"w": b}, "x": [c, (a,)], "n": 3,

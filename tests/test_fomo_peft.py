@@ -240,7 +240,7 @@ def test_target_matching_nothing_is_an_error(clip):
 
 @pytest.mark.parametrize("name", ["lora", "vera"])
 def test_resume_equals_uninterrupted(emoji_root, tmp_path, name):
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     cfg = experiment_from_dict({
         "name": f"test-{name}", "seed": 0, "data": {"root": str(emoji_root), "tasks": SMALL_TASKS[:2]},

@@ -59,7 +59,7 @@ def test_fomo_config_errors_name_the_field(emoji_root):
 
 
 def test_run_trajectory_budget_and_resume(emoji_root, tmp_path):
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     cfg = fomo_experiment(emoji_root)
     full = run_experiment(cfg, tmp_path / "full", resume=False)
@@ -78,7 +78,7 @@ def test_run_trajectory_budget_and_resume(emoji_root, tmp_path):
 
 
 def test_mafs_budget_gives_cheaper_methods_more_steps(emoji_root, tmp_path):
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     r = run_experiment(fomo_experiment(emoji_root, "locked-text", num_tasks=2), tmp_path / "lt", resume=False)
     b = r["budget"]
@@ -92,7 +92,7 @@ def test_mafs_budget_gives_cheaper_methods_more_steps(emoji_root, tmp_path):
 @pytest.mark.parametrize("ordering", ["easy-to-hard", "similarity", "time", "frequency", "dataset"])
 def test_every_ordering_streams_every_concept_once(emoji_root, fomo, ordering):
     from vlcp.models import create_model
-    from vlcp.runner_fomo import concept_order, cut
+    from vlcp.run.streams.concepts import concept_order, cut
     from vlcp.train.loop import Materializer
 
     cfg = fomo_experiment(emoji_root, ordering=ordering, num_tasks=0 if ordering == "dataset" else 3)
@@ -110,7 +110,7 @@ def test_every_ordering_streams_every_concept_once(emoji_root, fomo, ordering):
 
 
 def test_stream_file_import(emoji_root, fomo, tmp_path):
-    from vlcp.runner_fomo import concept_order
+    from vlcp.run.streams.concepts import concept_order
 
     path = tmp_path / "stream.json"
     cs.write_stream(path, cs.reverse(fomo.concepts))
@@ -143,7 +143,7 @@ def test_fomo_ewc_and_si_settings_run_and_pay_the_fisher_pass(emoji_root, tmp_pa
     experiments run the paper text's rolling-average Fisher and exact path integral): EWC's Fisher
     pass over the task's pairs is measured (after_task's FLOPs) and paid from the task's MAFs
     budget; SI with the code's ω = Σ lr·g² trains with its penalty from the second task on."""
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     def cfg(method):
         return experiment_from_dict({

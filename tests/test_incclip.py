@@ -13,7 +13,7 @@ from vlcp.losses import clip_loss, cross_modal_kd, score_band_loss
 from vlcp.methods import get_method
 from vlcp.methods.incclip import clip_weight_norms
 from vlcp.models.clip import create_clip, encode_text_embeddings
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 
 def test_score_band_loss_hand_computed():

@@ -13,7 +13,7 @@ from vlcp.data.formats import ImageFiles
 from vlcp.data.load import load_benchmark
 from vlcp.data.real import pre_caption
 from vlcp.errors import ConfigError, VlcpError
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 # three industries (CTP's order: Household, Food, Parenting), two categories each, one colour per category
 CATEGORIES = {"家居用品": [("马克杯", (200, 30, 30)), ("收纳", (30, 200, 30))],

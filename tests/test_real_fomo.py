@@ -16,7 +16,7 @@ from vlcp.data import concepts as cs
 from vlcp.data.fomo import subset_mask
 from vlcp.data.load import load_fomo_data
 from vlcp.errors import ConfigError, VlcpError
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 # name -> (primer, classes, training images per class); FLOWERS and MSCOCO are eval-only
 DATASETS = {"DTD": ("A photo of a {} texture.", ["banded", "dotted", "striped"], 3),

@@ -14,7 +14,7 @@ from vlcp.config import DataCfg, SplitCfg, experiment_from_dict
 from vlcp.data.formats import ShardMember
 from vlcp.data.load import load_benchmark
 from vlcp.errors import ConfigError, VlcpError
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 COLOURS = [(200, 30, 30), (30, 200, 30), (30, 30, 200), (200, 200, 30), (200, 30, 200), (30, 200, 200)]
 WORDS = ["red", "green", "blue", "yellow", "purple", "cyan"]

@@ -12,7 +12,7 @@ from PIL import Image
 from vlcp.config import DataCfg, experiment_from_dict
 from vlcp.data.load import load_language_data
 from vlcp.errors import ConfigError, VlcpError
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 LANGS = {"en": "a {c} square, photo {i}", "de": "ein {c} Quadrat, Foto {i}", "quz": "{c} tawa k'uchu {i}"}
 COLOURS = {"red": (220, 20, 20), "green": (20, 220, 20), "blue": (20, 20, 220), "yellow": (220, 220, 20)}

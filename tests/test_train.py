@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import tiny_experiment, strip_timings as strip
-from vlcp.runner import run_experiment
+from vlcp.run import run_experiment
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_resume_equals_uninterrupted(uninterrupted, emoji_root, tmp_path):
 
 
 def test_checkpoint_due_at_known_tasks():
-    from vlcp.runner import checkpoint_due
+    from vlcp.run.state import checkpoint_due
 
     assert [t for t in range(7) if checkpoint_due(t, 7, 1, None)] == list(range(7))
     assert [t for t in range(7) if checkpoint_due(t, 7, 3, None)] == [2, 5, 6]     # every 3rd and the last
@@ -51,13 +51,14 @@ def test_interrupted_between_checkpoints_resumes_from_the_earlier_one(uninterrup
     only; a run that dies in the third task resumes after the second and ends as the uninterrupted run."""
     from dataclasses import replace
 
-    import vlcp.runner as runner
+    import vlcp.run.loop as runner
+    from vlcp.train.checkpoint import Checkpoints
 
     full, _ = uninterrupted
     cfg = tiny_experiment(emoji_root, "er", buffer_size=20)
     cfg = replace(cfg, train=replace(cfg.train, checkpoint_every=2))
-    saved, save, train = [], runner._save_checkpoint, runner.train_counted
-    monkeypatch.setattr(runner, "_save_checkpoint", lambda path, state: (saved.append(state["task"]), save(path, state)))
+    saved, save, train = [], Checkpoints.save, runner.train_counted
+    monkeypatch.setattr(Checkpoints, "save", lambda self, state: (saved.append(state["task"]), save(self, state)))
 
     def dies_in_third_task(model, method, ctx, *args, **kwargs):
         if ctx.task == 2:
@@ -146,7 +147,7 @@ def test_er_replays_from_the_buffer(emoji_root):
 def test_per_task_passes_are_counted_on_copies(emoji_root, tmp_path, monkeypatch, method, args):
     """EWC's Fisher pass and AFEC's expansion are counted (task_pass_flops) without changing the
     run: the same results as with the counting switched off."""
-    import vlcp.runner as runner
+    import vlcp.run.accounting as runner
 
     counted = run_experiment(tiny_experiment(emoji_root, method, steps=9, **args), tmp_path / "a")
     passes = [t["task_pass_flops"] for t in counted["train"]]

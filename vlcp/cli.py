@@ -57,7 +57,7 @@ def _experiment_list(params: dict, key: str, what: str, path: str) -> list[str]:
 
 
 def _run_one(cfg, out: Path, ckpt: Path, resume: bool, bad_checkpoint: str = "error") -> Path:
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     run_experiment(cfg, out, ckpt, resume=resume, bad_checkpoint=bad_checkpoint)
     return out / "results.json"
@@ -82,6 +82,9 @@ def cmd_run(args) -> None:
     if args.jobs > 1 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise VlcpError("--jobs: runs experiments in parallel processes; under torchrun every rank runs one experiment")
     cfgs = [resolve_experiment(params, e, args.seed, args.set or []) for e in names]  # all valid first
+    from vlcp.run.requirements import check_config
+    for cfg in cfgs:
+        check_config(cfg)
     runs = [(cfg, Path(args.out) / name / f"seed{args.seed}", Path(args.checkpoints) / name / f"seed{args.seed}",
              not args.no_resume, args.bad_checkpoint) for name, cfg in zip(names, cfgs)]
     if args.jobs == 1:
@@ -107,7 +110,7 @@ def cmd_pretrain(args) -> None:
     import torch
 
     from vlcp.config import load_params, resolve_experiment
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
     from vlcp.train.checkpoint import CHECKPOINT, load_checkpoint
     from vlcp.utils import atomic_path
 

@@ -37,16 +37,17 @@ from typing import Any
 
 import yaml
 
+from vlcp import registry
 from vlcp.errors import ConfigError
 from vlcp.fields import Range, check_range, check_ranges, check_values, field_range, ranged  # noqa: F401  (re-exported)
 
-BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo", "cc")   # all but emoji: vlcp.data.real (the real datasets the runners stream)
+BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo", "cc")   # all but emoji: vlcp.data.real (the real datasets the streams read)
 REAL_STREAM = {"p9d": ("group",), "mscoco36": ("language",), "fomo": ("concepts",),
                "cc": ("class", "instance")}   # the streams each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 OPTIMIZERS = ("adamw", "lamb")   # train.optimizer (vlcp.train.optim.make_optimizer)
 TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
-STREAMS = ("group", "class", "instance", "language", "concepts")
+STREAMS = tuple(registry.STREAMS)   # data.stream: the kinds vlcp.run runs
 SEED_MAX = 2**63 - 1   # seeds are 63-bit (torch.manual_seed, numpy's generators)
 
 
@@ -163,18 +164,18 @@ class TrainCfg:
     precision: str = "fp32"          # fp32 | bf16 (autocast on GPU)
     augment: bool = True
     progress: bool = True
-    checkpoint_every: int = ranged(1, ge=1, note="tasks")   # tasks between the per-task checkpoints (runner.checkpoint_due); the last
+    checkpoint_every: int = ranged(1, ge=1, note="tasks")   # tasks between the per-task checkpoints (vlcp.run.state.checkpoint_due); the last
     #   task's and a stop's (stop_after_task) are always written. A tiny model's task takes about a second and
     #   a checkpoint 35-75 ms, so the small streams (CLL-CLIP's 36 tasks) write fewer
     keep_task_checkpoints: bool = False   # also keep every checkpoint written as task-<i>.pt (the model, method state and
     #   results after task i; vlcp.train.checkpoint.load_checkpoint reads it): with checkpoint_every 1, one per task
     compile: str = ""                # "" = off; else a torch.compile backend for the model's forward (nn.Module.compile):
     #   inductor on GPUs; aot_eager / eager trace it without code generation (how the tests check it)
-    flops_every: int = ranged(1, ge=1, note="tasks")   # tasks between FLOP counts (runner.counted_task: every k-th and the last); the
+    flops_every: int = ranged(1, ge=1, note="tasks")   # tasks between FLOP counts (vlcp.run.state.counted_task: every k-th and the last); the
     #   others record None and report.results.flops_per_step averages the counted tasks. Counting a step takes
     #   ~1.6 of its time and a pass ~1.6 of the pass's, so the small streams (CLL-CLIP's 36 tasks) sample
     pass_flops_seeds: list[int] | None = ranged(None, ge=0, le=SEED_MAX)   # seeds whose runs count the method's per-task passes' FLOPs
-    #   (runner.task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
+    #   (vlcp.run.accounting.task_pass_flops: re-runs each pass on copies, ~1.6x the pass's time); None = every seed.
     #   The counts depend on shapes, not the seed (<0.1% apart), so one seed can stand for the others:
     #   report.results.fill_pass_flops
 
@@ -204,7 +205,7 @@ POOL_GROUPS = ["Smileys & Emotion", "People & Body", "Animals & Nature", "Food &
 
 @dataclass
 class FomoCfg:
-    """FoMo-in-Flux's concept stream (data.stream: concepts; `vlcp.data.fomo`, `vlcp.runner_fomo`)."""
+    """FoMo-in-Flux's concept stream (data.stream: concepts; `vlcp.data.fomo`, `vlcp.run.streams.concepts`)."""
     pool_groups: list[str] = field(default_factory=lambda: list(POOL_GROUPS))  # pretraining pool P; the other groups adapt
     num_tasks: int = ranged(20, ge=0)   # tasks cut by concept count (ordering "dataset": 0 = one task per dataset)
     ordering: str = "random"         # random | easy-to-hard | frequency | similarity | time | dataset
@@ -218,7 +219,7 @@ class FomoCfg:
     shapes_per_class: int = ranged(6, ge=2)   # training images per colour-shape class
     pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
     state_memory: str = "offloaded"  # the MAFs memory of what a method keeps across tasks (EWC's F and θ*, SI's Ω and θ*, a merge's θ0):
-    #   offloaded = on the CPU as the paper's implementation keeps it, not counted; device = counted (runner_fomo.step_cost)
+    #   offloaded = on the CPU as the paper's implementation keeps it, not counted; device = counted (vlcp.run.accounting.step_cost)
     # data.benchmark: fomo (FoMo-in-Flux's info dicts under data.root; vlcp.data.real.fomo_data)
     datasets: list[str] = field(default_factory=list)    # adaptation datasets (A_KA): streamed concept by concept
     retention: list[str] = field(default_factory=list)   # eval-only classification datasets (A_ZS)

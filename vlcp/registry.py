@@ -1,6 +1,7 @@
 """Where each continual method lives, by name, without importing it.
 
-`METHODS` maps a method's registered name to "module:Class". The config validates `method.name`
+`METHODS` maps a method's registered name to "module:Class", `STREAMS` a `data.stream` kind to its
+stream's class. The config validates `method.name`
 against it and imports only the one module a run uses (`load_method`), so `import vlcp.config`
 loads no method and no method module depends on the config's import order. A new built-in method is
 one file in `vlcp/methods/` plus one line here; `@register` (vlcp.methods) checks that the line
@@ -55,6 +56,24 @@ METHODS: dict[str, str] = {
     "vera": "vlcp.methods.vera:VeRA",
     "zs-merge": "vlcp.methods.zs_merge:ZSMerge",
 }
+
+
+# data.stream -> the stream's class (vlcp.run.stream.Stream): a new stream is one file in vlcp/run/streams/ and one line here
+STREAMS: dict[str, str] = {
+    "group": "vlcp.run.streams.group:GroupStream",
+    "class": "vlcp.run.streams.group:GroupStream",
+    "instance": "vlcp.run.streams.group:GroupStream",
+    "language": "vlcp.run.streams.language:LanguageStream",
+    "concepts": "vlcp.run.streams.concepts:ConceptStream",
+}
+
+
+def load_stream(kind: str) -> type:
+    """The stream class that runs `data.stream: kind` (imports its module)."""
+    if kind not in STREAMS:
+        raise ConfigError(f"data.stream: unknown stream {kind!r}; known: {', '.join(STREAMS)}")
+    module, cls = STREAMS[kind].split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def method_names() -> list[str]:

@@ -28,7 +28,7 @@ def experiment(case: dict, root: Path):
 
 
 def run_case(case: dict, root: Path, out: Path, stop_after_task: int | None = None) -> dict:
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     return run_experiment(experiment(case, root), out, stop_after_task=stop_after_task, resume=True)
 

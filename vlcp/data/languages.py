@@ -128,7 +128,7 @@ class EvalSet:
 
 @dataclass
 class LanguageData:
-    """What the language runner trains and evaluates on, from the emoji benchmark
+    """What the language stream trains and evaluates on, from the emoji benchmark
     (`emoji_language_data`) or CLFM's MSCOCO36 corpus (`vlcp.data.real.mscoco36_language_data`)."""
     languages: list[str]               # the task order
     examples: Examples

@@ -12,8 +12,8 @@ F is EWC's empirical Fisher at each task end, merged by the CTP code's running a
 Paper constants (CTP code): λ = 5000, λ_e = 1, with the ½ of the CTP code's penalty.
 
 The expanded model's length: `expand_steps` if > 0, else round(`expand_fraction` × the task's
-step budget) (the budget as the runner allocates it, `budget.allocate_steps` over
-`train.steps`); the default fraction 1.0 trains θ_e as long as the main model, the cost of the
+step budget) (the task's steps as the loop gives them, `ctx.steps`; outside a run
+`budget.allocate_steps` over `train.steps`); the default fraction 1.0 trains θ_e as long as the main model, the cost of the
 CTP code's forward model. It uses the loop's schedule (cosine with warmup, clipping, AdamW from
 the train config) on the same batches the main model will then see (the task's generator is
 rewound afterwards, so the main run's batches are those of every other method); its gradients
@@ -96,6 +96,8 @@ class AFEC(EWC):
 
     @staticmethod
     def task_steps(ctx, cfg) -> int:
+        if ctx.steps is not None:   # the loop's budget for the task (every stream's, FoMo's MAFs budget included)
+            return ctx.steps
         from vlcp.train import budget
         return budget.allocate_steps(cfg.steps, [len(i) for i in ctx.task_ids], cfg.steps_split)[ctx.task]
 

@@ -1,6 +1,6 @@
 """The hook base every continual method builds on (design §6).
 
-The runner calls `prepare_model` once, before a resume loads the checkpoint and before DDP
+The loop (vlcp.run) calls `prepare_model` once, before a resume loads the checkpoint and before DDP
 wraps the model (adapters, frozen towers: anything that changes the parameter set or which
 parameters train). The loop (`vlcp.train.loop`) calls, per task: `before_task` → `make_optimizer` → for each step
 (`make_batch` → `loss` → backward → `after_backward` → optimizer step → `after_step`) →
@@ -47,6 +47,7 @@ class TaskContext:
     step: int = 0                      # step within the task
     materialize_plain: Any = None      # ids -> Batch without augmentation or masking (task-end feature passes)
     sampler: Any = None                # (batch size, generator) -> ids of one batch; None = uniform over `pool`
+    steps: int | None = None           # the task's step budget (set by the loop; None outside a run)
     extras: dict = field(default_factory=dict)
 
 
@@ -87,6 +88,12 @@ def base_terms(model: torch.nn.Module, batch: Batch, out=None) -> dict[str, torc
 class Method:
     name: ClassVar[str] = "base"
     Config: ClassVar[type] = NoArgs
+    # what the method needs from the stream and the model (vlcp.run.requirements.CAPABILITIES); the loop
+    # refuses a stream that does not supply it, naming both
+    needs: ClassVar[frozenset[str]] = frozenset({"pixels"})
+    # the task whose step a compute budget measures (vlcp.run.accounting.step_cost): 1 for a method whose
+    # steps cost more from the second task on (a teacher's forward), else the first task's step is the cost
+    budget_probe_task: ClassVar[int] = 0
 
     def __init__(self, cfg: Any = None, seed: int = 0):
         self.cfg = cfg if cfg is not None else self.Config()

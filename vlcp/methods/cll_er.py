@@ -14,6 +14,7 @@ from vlcp.methods.er import ER
 @register
 class CLLER(ER, CLLCLIP):
     name = "cll-er"
+    needs = frozenset({"languages", "token_table", "replay"})   # (ER comes first in the MRO)
     Config = compose_configs(ER.Config, CLLCLIP.Config)
 
     def task_text_ids(self, ctx):

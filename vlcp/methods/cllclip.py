@@ -48,6 +48,7 @@ class TextBatch:
 @register
 class CLLCLIP(Method):
     name = "cllclip"
+    needs = frozenset({"languages", "token_table"})
     needs_task_id = False      # methods with per-language modules (†) say True
 
     @dataclass

@@ -70,6 +70,7 @@ def momentum_update(target: list[torch.Tensor], sources: list[tuple[float, list[
 @register
 class CTP(Method):
     name = "ctp"
+    budget_probe_task = 1   # the previous model (topology, the previous-task momentum update) from the second task on
 
     @dataclass
     class Config:

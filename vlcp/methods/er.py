@@ -31,6 +31,7 @@ MEMORY_UPDATES = ("online", "after_task")
 @register
 class ER(Method):
     name = "er"
+    needs = frozenset({"pixels", "replay"})
 
     @dataclass
     class Config:

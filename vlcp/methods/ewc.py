@@ -33,7 +33,7 @@ Settings of the studies (params.yaml):
   sums, F ← F + F_new (online, γ = 1; a deviation entry lists it, still `fisher_merge: online`).
   Not reproduced: its Fisher pass scores the contrastive loss at temperature 1/logit_scale instead
   of the training's 1/exp(logit_scale) (anchors-fomo-style.md §A6); here the training loss.
-  The pass's FLOPs are paid from the task's MAFs budget once per task (runner_fomo.step_cost,
+  The pass's FLOPs are paid from the task's MAFs budget once per task (vlcp.run.accounting.step_cost,
   measured on task 0's pass), where FoMo's Table 4 charges it on every step.
 
 `gradient_importance` / `empirical_fisher` are the shared importance loops (EWC, MAS, RWalk,

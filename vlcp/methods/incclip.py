@@ -51,6 +51,7 @@ from vlcp.utils import derive_seed
 @register
 class IncCLIP(TeacherER):
     name = "incclip"
+    needs = frozenset({"pixels", "replay", "clip"})
 
     @dataclass
     class Config(TeacherER.Config):

@@ -50,6 +50,8 @@ class LwF(Method):
         super().__init__(cfg, seed)
         self.teacher: torch.nn.Module | None = None
 
+    budget_probe_task = 1   # the teacher exists from the second task on
+
     def before_task(self, model, ctx):
         super().before_task(model, ctx)
         self.teacher = frozen_copy(model) if ctx.task > 0 else None

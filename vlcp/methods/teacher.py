@@ -13,6 +13,7 @@ from vlcp.methods.er import ER
 
 
 class TeacherER(ER):
+    budget_probe_task = 1   # the previous model exists from the second task on
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)
         self.old: torch.nn.Module | None = None

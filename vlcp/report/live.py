@@ -3,7 +3,7 @@
 Everything here lives under `<project root>/.live/` (git-ignored, no DVC output): the emoji
 benchmark prepared once for the live runs (`prepare_data`, reused while the data settings match),
 base models pretrained through `vlcp pretrain` (`pretrain`, reused while their config matches),
-and the live runs themselves (`run`, through `vlcp.runner.run_experiment`). Nothing is read from or
+and the live runs themselves (`run`, through `vlcp.run.run_experiment`). Nothing is read from or
 written to data/emoji, runs*/, models/ or reports/, which `dvc repro` owns. Experiments are the
 ones params.yaml defines, shrunk with `--set`-style overrides (fewer tasks, fewer steps).
 """
@@ -115,10 +115,10 @@ def resolve(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
 
 def run(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
         weights: dict[str, str | Path] | None = None, root: str | Path | None = None) -> dict:
-    """Train and evaluate experiment `name` live (`resolve`, then `vlcp.runner.run_experiment`):
+    """Train and evaluate experiment `name` live (`resolve`, then `vlcp.run.run_experiment`):
     results in `.live/runs/<name>/seed<S>/results.json`, checkpoints in `.live/checkpoints/`; every
     call trains afresh. Returns the results dict, the same the report reads from runs*/."""
-    from vlcp.runner import run_experiment
+    from vlcp.run import run_experiment
 
     cfg = resolve(params, name, overrides, seed, weights, root)
     live = live_dir(root)

@@ -1,7 +1,7 @@
 """The one training loop: step-based, one task at a time, the method's hooks around each step.
 
 `train_task` runs `steps` AdamW steps on batches drawn from `ctx.pool`, with the LR of
-`lr_at(step)` (default: `train.schedule` over this one task; the runners pass the stream's plan so
+`lr_at(step)` (default: `train.schedule` over this one task; the loop passes the stream's plan so
 meta-schedules see every task), optimizer state reset per task, gradient clipping,
 logit-scale clamping, optional bf16 autocast, and a tqdm bar. A `PhaseClock` times each phase of
 a step (`PHASES`: data, forward, backward, ...) and labels it for torch.profiler ("vlcp/data", ...),
@@ -91,7 +91,7 @@ def autocast(device: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
-# a step's phases, in order; then the per-task ones (after_task: timed by the runners)
+# a step's phases, in order; then the per-task ones (after_task: timed by the loop, vlcp.run)
 PHASES = ("data", "forward", "backward", "after_backward", "optimizer", "after_step", "logging")
 TASK_PHASES = ("before_task", "make_optimizer", "after_task")
 
@@ -120,7 +120,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
                device: torch.device, desc: str = "train", lr_at=None, clock: PhaseClock | None = None) -> dict:
     """Train one task; returns {"loss": mean total loss, "samples": samples seen, "terms": per-term
     means, "phase_seconds": seconds per phase}. `lr_at`: step -> LR (default: `cfg.schedule` on a
-    stream of this one task); `clock`: the task's PhaseClock (the runners time `after_task` on it)."""
+    stream of this one task); `clock`: the task's PhaseClock (the loop times `after_task` on it)."""
     lr_at = lr_at or lr_fn(cfg.schedule, plan_for(cfg, [steps]), 0)
     phase = clock or PhaseClock()
     with phase("before_task"):

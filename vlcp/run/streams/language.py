@@ -1,6 +1,6 @@
-"""Run one experiment on the language stream (CLL-CLIP's continual language learning).
+"""The language stream (CLL-CLIP's continual language learning).
 
-Like `vlcp.runner`, but the model is `CLLText` over a frozen base CLIP and training never
+The model is `CLLText` over a frozen base CLIP and training never
 touches pixels: the base CLIP's image features (every training image, in every training style,
 and every test image) and English text features (every English source caption) are computed once
 (cached teacher features, as CLFM's .npy caches; memoised per process, with the corpus and the
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 import weakref
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -38,22 +37,17 @@ from vlcp.config import ExperimentCfg
 from vlcp.data.bpe import Vocab, train_bpe
 from vlcp.data.languages import Examples
 from vlcp.data.load import load_language_data
+from vlcp.errors import ConfigError, VlcpError
 from vlcp.eval.encode import normalise_images
 from vlcp.eval.language import LanguageEvaluator
-from vlcp.methods import get_method
-from vlcp.methods.base import TaskContext
+from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.cllclip import CLLCLIP, TextBatch
 from vlcp.models.clip import create_clip
 from vlcp.models.token_embedding import CLLText
-from vlcp.runner import (RESULTS_FORMAT, _save_checkpoint, _versions, check_finite, checkpoint_due, exclusive_run,
-                         load_model_state, pick_device, record_time, rng_state, set_rng_state, train_counted)
-from vlcp.errors import ConfigError, VlcpError
+from vlcp.run.stream import Stream
 from vlcp.train import budget
-from vlcp.train.checkpoint import Checkpoints
-from vlcp.train.distributed import (all_reduce_max, all_reduce_mean, barrier, broadcast_object, init_distributed,
-                                    is_main, local_slice, rank_and_size)
-from vlcp.train.schedules import lr_fn, plan_for
-from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
+from vlcp.train.distributed import all_reduce_max, all_reduce_mean, broadcast_object, is_main, local_slice
+from vlcp.utils import derive_seed
 
 ORACLE_FACTOR = 20   # oracle vocab size / per-language size (the paper: 200K vs 10K)
 
@@ -223,126 +217,105 @@ def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: 
             "batch_size": batch_size}
 
 
-def run_language_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
-                            resume: bool = True, stop_after_task: int | None = None,
-                            bad_checkpoint: str = "error") -> dict:
-    """Train and evaluate one language-stream run; see `vlcp.runner.run_experiment` (the
-    folders' lock, checkpoints, `bad_checkpoint`)."""
-    with exclusive_run(cfg, out_dir, ckpt_dir):
-        return _run_language(cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
+class LanguageStream(Stream):
+    start_passes = False   # before_task grows vocabularies, embeddings, adapters and prompts: no matrix products
+    wraps_ddp = False      # the embedding grows every task; train_task averages the gradients
 
+    provides = frozenset({"languages", "token_table", "replay"})
 
-def _run_language(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None, resume: bool,
-                  stop_after_task: int | None, bad_checkpoint: str) -> dict:
-    started = time.time()
-    out_dir = Path(out_dir)
-    device = pick_device(cfg.train.device)
-    init_distributed(str(device))
-    _, world = rank_and_size()
-    torch.set_num_threads(cfg.train.num_threads)
-    seed_everything(derive_seed(cfg.seed, "init"))
-    method_cls = get_method(cfg.method.name)
-    if not issubclass(method_cls, CLLCLIP):
-        raise ConfigError(f"method.name: {cfg.method.name!r} is not a language-stream method (cllclip and its family)")
-    method = method_cls(method_cls.Config(**cfg.method.args), seed=derive_seed(cfg.seed, "method"))
-    if cfg.train.compile:
-        raise ConfigError("train.compile: the language stream's model grows its token embedding every task "
-                          "(a recompile each task); run it uncompiled")
+    @classmethod
+    def check(cls, cfg: ExperimentCfg, method_cls: type[Method]) -> None:
+        if cfg.train.compile:
+            raise ConfigError("train.compile: the language stream's model grows its token embedding every task "
+                              "(a recompile each task); run it uncompiled")
 
-    clip, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
-    clip.eval()
-    key = InputsKey.of(cfg, device, clip, tokenizer)
-    data, train_img, english, image_sets, base_vocab = stream_inputs(key)
-    languages, examples = data.languages, data.examples
-    plan = method.plan(languages)
-    evaluator = language_evaluator(data, image_sets, cfg.eval.ks, cfg.eval.batch_size, cfg.train.progress and is_main())
+    def build(self, method: Method) -> None:
+        cfg, device = self.cfg, self.device
+        clip, tokenizer = create_clip(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size)
+        clip.eval()
+        self.clip = clip   # alive until `ready` (the key holds weak references: the memo keeps no model)
+        self.key = InputsKey.of(cfg, device, clip, tokenizer)
+        data, train_img, english, image_sets, base_vocab = stream_inputs(self.key)
+        self.data, self.examples, self.method = data, data.examples, method
+        self.plan = method.plan(data.languages)
+        self.names = ["+".join(p) if len(p) < 4 else f"all {len(p)} languages" for p in self.plan]
+        self.evaluator = language_evaluator(data, image_sets, cfg.eval.ks, cfg.eval.batch_size,
+                                            cfg.train.progress and is_main())
+        self.model = CLLText(clip, base_vocab).to(device)
+        self.task_ids = [torch.cat([self.examples.of_language(lang) for lang in langs]) for langs in self.plan]
+        self.mat = TextMaterializer(self.examples, train_img, english, self.model, device)
 
-    model = CLLText(clip, base_vocab).to(device)
-    task_ids = [torch.cat([examples.of_language(lang) for lang in langs]) for langs in plan]
-    steps = budget.allocate_steps(cfg.train.steps, [len(i) for i in task_ids], cfg.train.steps_split)
-    lr_plan = plan_for(cfg.train, steps)
-    mat = TextMaterializer(examples, train_img, english, model, device)
+    def budget(self, method: Method) -> list[int]:
+        self.steps = budget.allocate_steps(self.cfg.train.steps, [len(i) for i in self.task_ids],
+                                           self.cfg.train.steps_split)
+        return self.steps
 
-    count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
-    chash = config_hash(cfg.to_dict())
-    ckpts = Checkpoints(ckpt_dir or out_dir, chash, bad_checkpoint, f"{cfg.name} seed {cfg.seed}",
-                        keep_tasks=cfg.train.keep_task_checkpoints)
-    results = {
-        "format": RESULTS_FORMAT, "experiment": cfg.name, "seed": cfg.seed, "config": cfg.to_dict(),
-        "config_hash": chash, "stream": "language", "languages": languages,
-        "tasks": ["+".join(p) if len(p) < 4 else f"all {len(p)} languages" for p in plan],
-        "task_languages": plan, "task_sizes": [len(i) for i in task_ids], "steps_per_task": steps,
-        "benchmark": cfg.data.benchmark, "coverage": data.coverage,
-        "needs_task_id": method.needs_task_id, "world_size": world, "device": str(device), "versions": _versions(),
-        "zero_shot": None, "matrix": {}, "vocab_sizes": [], "train": [],
-    }
-    start, bpe = 0, None
-    state = ckpts.resume() if resume else ckpts.ignore_existing()
-    if state is not None:
-        bpe = vocabs_from_json(state["bpe"])   # the run's own vocabs: not trained again (immune to a tokenizers upgrade)
-        rebuild_model(model, method_cls, cfg, plan, state["task"], bpe, examples, task_ids)
-        if len(model.vocab) != state["vocab_size"]:
-            raise VlcpError(f"{state['path']}: its vocabs rebuild a vocab of {len(model.vocab)} tokens, not the "
-                            f"{state['vocab_size']} it was written with; run again with `--no-resume` to start over")
-        load_model_state(model, state)
-        method.load_state_dict(state["method"])
-        set_rng_state(state.get("rng"))   # the global stream as after the finished task (the next modules' init)
-        results, start = state["results"], state["task"] + 1
-        if is_main():
-            print(f"resuming {cfg.name} seed {cfg.seed} after task {state['task']} ({results['tasks'][state['task']]})")
-    earlier = list(results.get("attempt_seconds", []))
+    def header(self) -> dict:
+        return {"stream": "language", "languages": self.data.languages, "tasks": self.names,
+                "task_languages": self.plan, "task_sizes": [len(i) for i in self.task_ids],
+                "steps_per_task": self.steps, "benchmark": self.cfg.data.benchmark, "coverage": self.data.coverage,
+                "needs_task_id": self.method.needs_task_id}
 
-    if bpe is None:
-        bpe = stream_vocabs(key, method.cfg.vocab_size, method.cfg.oracle_vocab)
-    bpe_json = json.dumps(bpe, ensure_ascii=False)   # one string per checkpoint: pickling the ~100K small
-    #                                                  objects of 36 vocabs took 0.12 s a task
+    def records(self) -> dict:
+        return {"matrix": {}, "vocab_sizes": []}
 
-    if results["zero_shot"] is None and is_main():   # the base CLIP with its English vocab, on every language
-        results["zero_shot"] = copy.deepcopy(zero_shot(key, tuple(cfg.eval.ks), cfg.eval.batch_size))
-    del clip                                          # (zero_shot builds its model from it: the key's weak reference)
+    def restore(self, state: dict | None, method: Method) -> None:
+        """A resume rebuilds the grown model from the checkpoint's own vocabs (not trained again:
+        immune to a tokenizers upgrade); a fresh run takes the stream's (memoised) vocabs."""
+        if state is None:
+            self.bpe = stream_vocabs(self.key, method.cfg.vocab_size, method.cfg.oracle_vocab)
+        else:
+            self.bpe = vocabs_from_json(state["bpe"])
+            rebuild_model(self.model, type(method), self.cfg, self.plan, state["task"], self.bpe, self.examples,
+                          self.task_ids)
+            if len(self.model.vocab) != state["vocab_size"]:
+                raise VlcpError(f"{state['path']}: its vocabs rebuild a vocab of {len(self.model.vocab)} tokens, not "
+                                f"the {state['vocab_size']} it was written with; run again with `--no-resume` to start over")
+        self.bpe_json = json.dumps(self.bpe, ensure_ascii=False)   # one string per checkpoint: pickling the ~100K
+        #                                                             small objects of 36 vocabs took 0.12 s a task
 
-    for t in range(start, len(plan)):
-        gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "task", t))
-        ctx = TaskContext(task=t, num_tasks=len(plan), train_set=examples, task_ids=task_ids, pool=task_ids[t],
-                          materialize=lambda ids, g=gen: mat(ids, g), generator=gen,
-                          extras={"languages": plan[t], "bpe": bpe})
-        stats, seconds, task_flops, pass_flops = train_counted(
-            model, method, ctx, steps[t], cfg, device, lr_fn(cfg.train.schedule, lr_plan, t),
-            f"{cfg.name} s{cfg.seed} task {t + 1}/{len(plan)} {results['tasks'][t]}", count_passes, start_passes=False)
-        check_finite(model, method, cfg, t, len(plan), results["tasks"][t], ckpts)
-        t1 = time.time()
-        learned = {lang for p in plan[: t + 1] for lang in p}
-        rows = {}
-        if is_main():
-            rows[""] = evaluate(model, method, evaluator, languages, learned, oracle=True)
-            if method.needs_task_id:
-                rows["_no_id"] = evaluate(model, method, evaluator, languages, learned, oracle=False)
-        for suffix, row in rows.items():
+    def checkpoint_extras(self) -> dict:
+        return {"bpe": self.bpe_json, "vocab_size": len(self.model.vocab)}
+
+    def zero_shot(self, model) -> dict:
+        """The base CLIP with its English vocab, on every language (memoised per process)."""
+        return copy.deepcopy(zero_shot(self.key, tuple(self.cfg.eval.ks), self.cfg.eval.batch_size))
+
+    def ready(self) -> None:
+        self.clip = None   # (zero_shot builds its model from it through the key)
+
+    def context(self, t: int) -> TaskContext:
+        gen = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "task", t))
+        return TaskContext(task=t, num_tasks=len(self.plan), train_set=self.examples, task_ids=self.task_ids,
+                           pool=self.task_ids[t], materialize=lambda ids, g=gen: self.mat(ids, g), generator=gen,
+                           extras={"languages": self.plan[t], "bpe": self.bpe})
+
+    def task_label(self, t: int) -> str:
+        return self.names[t]
+
+    def evaluate(self, model, t: int) -> dict:
+        """Every learned language; methods that need the task identity (†) also as `<set>_no_id`, with
+        the latest task's modules."""
+        learned = {lang for p in self.plan[: t + 1] for lang in p}
+        rows = {"": evaluate(model, self.method, self.evaluator, self.data.languages, learned, oracle=True)}
+        if self.method.needs_task_id:
+            rows["_no_id"] = evaluate(model, self.method, self.evaluator, self.data.languages, learned, oracle=False)
+        return rows
+
+    def record(self, results: dict, t: int, rows: dict | None) -> None:
+        for suffix, row in (rows or {}).items():
             for name, metrics in row.items():
                 for m, vals in metrics.items():
                     results["matrix"].setdefault(name + suffix, {}).setdefault(m, []).append(vals)
-        results["vocab_sizes"].append(len(model.vocab))
-        results["train"].append({"task": results["tasks"][t], "steps": steps[t], "seconds": round(seconds, 3),
-                                 "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
-                                 "loss": stats["loss"], "terms": stats["terms"],
-                                 "flops_per_step": task_flops, "task_pass_flops": pass_flops,
-                                 "peak_memory_mb": round(budget.peak_memory_mb(device), 1),
-                                 "phase_seconds": stats["phase_seconds"]})
-        if checkpoint_due(t, len(plan), cfg.train.checkpoint_every, stop_after_task):
-            record_time(results, earlier, started)
-            _save_checkpoint(ckpts, {"config_hash": chash, "task": t, "model": model.state_dict(), "bpe": bpe_json,
-                                     "vocab_size": len(model.vocab), "method": method.state_dict(),
-                                     "rng": rng_state(), "results": results})
-        if stop_after_task is not None and t >= stop_after_task and t < len(plan) - 1:
-            return results
+        results["vocab_sizes"].append(len(self.model.vocab))
 
-    if cfg.eval.convergence and "convergence" not in results:
-        every = torch.cat([examples.of_language(lang) for lang in languages])
-        ctx = TaskContext(task=len(plan) - 1, num_tasks=len(plan), train_set=examples, task_ids=task_ids, pool=every,
-                          materialize=mat, generator=torch.Generator().manual_seed(0))
-        results["convergence"] = convergence(model, method, ctx)
-    if is_main():
-        record_time(results, earlier, started)   # the whole run's: every attempt's time
-        write_json(out_dir / "results.json", results)
-    barrier()
-    return results
+    def progress(self, rows: dict) -> str:
+        return f"vocab {len(self.model.vocab)} tokens"
+
+    def finish(self, model, results: dict) -> None:
+        if self.cfg.eval.convergence and "convergence" not in results:
+            every = torch.cat([self.examples.of_language(lang) for lang in self.data.languages])
+            ctx = TaskContext(task=len(self.plan) - 1, num_tasks=len(self.plan), train_set=self.examples,
+                              task_ids=self.task_ids, pool=every, materialize=self.mat,
+                              generator=torch.Generator().manual_seed(0))
+            results["convergence"] = convergence(model, self.method, ctx)

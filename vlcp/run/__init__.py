@@ -1,0 +1,37 @@
+"""Run one experiment (config + seed) over its task stream and write `results.json`.
+
+`run_experiment` is what `vlcp run` calls. The one loop (`vlcp.run.loop`) trains task by task
+through `vlcp.train.loop.train_task`, evaluates after every task, checkpoints (atomic, verified on
+load: `vlcp.train.checkpoint`) and resumes from the last checkpointed task when a matching
+checkpoint exists; the stream named by `data.stream` (`vlcp.registry.STREAMS`: group, class,
+instance, language, concepts; one file each in `vlcp/run/streams/`) supplies what differs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from vlcp.config import ExperimentCfg
+from vlcp.registry import load_stream
+from vlcp.run.loop import run_stream
+from vlcp.run.state import exclusive_run
+
+
+def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
+                   resume: bool = True, stop_after_task: int | None = None, bad_checkpoint: str = "error") -> dict:
+    """Train and evaluate; returns the results dict (also written to out_dir/results.json).
+
+    The checkpoint after each task (`train.checkpoint_every`: model + method state + results so far) goes to
+    `ckpt_dir/checkpoint.pt` (default: out_dir), the one it replaces to `checkpoint.prev.pt`;
+    after the last task it holds the final model (`vlcp.train.checkpoint`: tensors and plain data
+    with a checksum). `stop_after_task`: stop (as if interrupted) after finishing that task,
+    leaving only the checkpoint; a later call resumes from it. `bad_checkpoint`: what a
+    checkpoint that fails to load or verify does: "error" (one line saying what to do),
+    "restart" (moved aside to checkpoint.pt.bad, the run starts over), "previous" (moved aside,
+    the run resumes from checkpoint.prev.pt). The run holds `out_dir` and `ckpt_dir` (a lock
+    file) while it runs; a task that leaves non-finite weights stops it (`check_finite`)."""
+    stream_cls = load_stream(cfg.data.stream)
+    with exclusive_run(cfg, out_dir, ckpt_dir):
+        return run_stream(stream_cls, cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
+
+
+__all__ = ["run_experiment"]
