@@ -3,38 +3,17 @@ git repo: data prepare -> runs (spine, CTP, IncCLIP, CLL-CLIP and FoMo-in-Flux s
 then a no-op, and which stages an edit of params.yaml invalidates."""
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def timed_repro(cwd, env):
-    """`dvc repro`, printing each stage's seconds (shown with -s, or when the test fails)."""
-    t0 = time.time()
-    proc = subprocess.Popen(["dvc", "repro"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    out, current, started = [], None, t0
-    for line in proc.stdout:
-        out.append(line)
-        m = re.match(r"Running stage '([^']+)'", line)
-        if m:
-            now = time.time()
-            if current:
-                print(f"[tiny repro] {current}: {now - started:.1f} s")
-            current, started = m.group(1), now
-    proc.wait()
-    if current:
-        print(f"[tiny repro] {current}: {time.time() - started:.1f} s")
-    print(f"[tiny repro] total: {time.time() - t0:.1f} s")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "")
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from pipeline import timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds)
 
 
 @pytest.mark.slow
@@ -79,8 +58,8 @@ def test_tiny_dvc_repro(tmp_path):
     run = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)  # noqa: E731
     assert run("git", "init", "-q").returncode == 0
     assert run("dvc", "init", "-q").returncode == 0
-    r = timed_repro(tmp_path, env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = timed_repro(tmp_path, env, echo="tiny repro")
+    assert r.returncode == 0, r.log[-6000:]
 
     for exp in params["report"]["overview"]["experiments"]:
         assert (tmp_path / "runs" / exp / "seed0" / "results.json").exists()
