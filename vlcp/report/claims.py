@@ -106,6 +106,16 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
                   f"one run each, sd {sd:.2f} ({sd_source})")
 
 
+def runs_where(seeds_of: dict) -> str:
+    """"fomo-ft, fomo-ema-merge at seeds 0, 1, 2" ({experiment: its seeds}; experiments grouped by
+    the seeds they have): the runs a seed spread was measured on, as every ledger names them."""
+    groups: dict[tuple, list[str]] = {}
+    for e, seeds in seeds_of.items():
+        groups.setdefault(tuple(sorted(seeds)), []).append(e)
+    return "; ".join(f"{', '.join(es)} at seed{'s' if len(ss) > 1 else ''} {', '.join(map(str, ss))}"
+                     for ss, es in groups.items())
+
+
 def seed_spread(values: dict[str, dict[str, list[float]]], where: str) -> dict:
     """A study's seed spread, from the subset of its experiments run at several seeds (`values`:
     {metric: {experiment: [value per seed]}}; `where` names the subset, e.g. "ic4-er, ic4-incclip

@@ -129,7 +129,7 @@ def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
             for k in CONVERGENCE:
                 if k in r.get("convergence", {}):
                     values.setdefault(k, {}).setdefault(e, []).append(r["convergence"][k])
-    where = f"{', '.join(subset)} at seeds {', '.join(map(str, seeds))}"
+    where = claims.runs_where({e: seeds for e in subset})
     spread = claims.seed_spread(values, where)
     return {**spread, "where": where} if spread["metrics"] else None
 

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from vlcp.eval import continual
-from vlcp.report.claims import (Claim, Effect, Noise, claim_from, combine, effect, equivalent_verdict,
+from vlcp.report.claims import (Claim, Effect, Noise, claim_from, combine, effect, equivalent_verdict, runs_where,
                                 greater_verdict, seed_spread)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
@@ -288,15 +288,6 @@ def spread_values(subset: dict[str, list[dict]], k: int = EARLY_TASKS) -> dict[s
     return {m: {e: [f(r) for r in rs] for e, rs in subset.items()} for m, f in per_run.items()}
 
 
-def subset_where(subset: dict[str, dict[int, dict]]) -> str:
-    """"fomo-ft, fomo-ema-merge at seeds 0, 1, 2" (experiments grouped by the seeds they have)."""
-    groups: dict[tuple, list[str]] = {}
-    for e, by_seed in subset.items():
-        groups.setdefault(tuple(sorted(by_seed)), []).append(e)
-    return "; ".join(f"{', '.join(es)} at seed{'s' if len(ss) > 1 else ''} {', '.join(map(str, ss))}"
-                     for ss, es in groups.items())
-
-
 def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict | None:
     """`claims.seed_spread` of the subset's experiments that have ≥ 2 seeds (`load_subset`'s
     first value), its source naming them and their seeds; None when none has (the ledger then
@@ -305,7 +296,7 @@ def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> d
     if not kept:
         return None
     return seed_spread(spread_values({e: [by_seed[s] for s in sorted(by_seed)] for e, by_seed in kept.items()}, k),
-                       subset_where(kept))
+                       runs_where(kept))
 
 
 def with_spread(test: dict[str, float], spread: dict | None) -> dict:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
-from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets,  # noqa: F401
+from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
                                 equivalent_verdict, greater_verdict, Noise, ordered_verdict, seed_spread,
                                 spread_frame)
 from vlcp.report.results import complete, load_subset
@@ -103,11 +103,7 @@ def spread(runs: dict[str, list[dict]], seeds: list[int]) -> dict:
     from the seed subset's runs ({experiment: [results of each of `seeds`]}), with the
     `experiments` and `seeds` it was measured on."""
     values = {m: {exp: [fn(r) for r in rs] for exp, rs in runs.items()} for m, fn in SPREAD_METRICS.items()}
-    return seed_spread(values, _where(list(runs), seeds)) | {"experiments": list(runs), "seeds": list(seeds)}
-
-
-def _where(experiments: list[str], seeds: list[int]) -> str:
-    return f"{', '.join(experiments)} at seeds {', '.join(map(str, seeds))}"
+    return seed_spread(values, runs_where({e: seeds for e in runs})) | {"experiments": list(runs), "seeds": list(seeds)}
 
 
 def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[dict]], str]:
@@ -131,7 +127,7 @@ def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[di
     if missing:
         return None, found, (f"Seed subset incomplete in {runs_dir} (missing {', '.join(missing)}; "
                              f"stage run_incclip_seeds): {fallback}.")
-    return spread(found, seeds), found, f"Seed spread measured in this pipeline on {_where(list(found), seeds)}."
+    return spread(found, seeds), found, f"Seed spread measured in this pipeline on {runs_where({e: seeds for e in found})}."
 
 
 def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
