@@ -8,6 +8,12 @@
 """
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
 from vlcp.config import DataCfg, ExperimentCfg
 from vlcp.data.benchmark import EmojiBenchmark
 from vlcp.data.fomo import FomoData, build_fomo
@@ -43,8 +49,35 @@ def load_fomo_data(cfg: ExperimentCfg) -> FomoData:
             raise ConfigError("fomo.ordering: 'time' needs release dates the info dicts do not have; give FoMo's "
                               "time_incremental_*.json as fomo.stream_file")
         return fomo_data(cfg)
+    return emoji_fomo(FomoKey.of(cfg))
+
+
+@dataclass(frozen=True)
+class FomoKey:
+    """What the mini FoMo-in-Flux depends on, compared by value: the data config, the prepared
+    benchmark's stamp, the pool's groups and the shapes per class (the config rides along)."""
+    data: str
+    stamp: tuple | None
+    pool_groups: tuple
+    shapes_per_class: int
+    cfg: Any = field(compare=False)
+
+    @classmethod
+    def of(cls, cfg: ExperimentCfg) -> "FomoKey":
+        meta = Path(cfg.data.root) / "meta.json"
+        stamp = (meta.stat().st_mtime_ns, meta.stat().st_size) if meta.is_file() else None
+        return cls(json.dumps(asdict(cfg.data), sort_keys=True), stamp, tuple(cfg.fomo.pool_groups),
+                   cfg.fomo.shapes_per_class, cfg)
+
+
+@lru_cache(maxsize=1)
+def emoji_fomo(key: FomoKey) -> FomoData:
+    """The mini FoMo-in-Flux, memoised: the runs of a study in one process (`vlcp run --list`)
+    build it once (~3 s of loading and rendering each). Read-only: `with_pool` and the concept
+    stream make new objects from it."""
+    cfg = key.cfg
     try:
-        return build_fomo(load_benchmark(cfg.data), f.pool_groups, cfg.data.train_styles, cfg.data.unseen_styles,
-                          f.shapes_per_class, cfg.data.seed)
+        return build_fomo(load_benchmark(cfg.data), cfg.fomo.pool_groups, cfg.data.train_styles,
+                          cfg.data.unseen_styles, cfg.fomo.shapes_per_class, cfg.data.seed)
     except ValueError as e:
         raise ConfigError(str(e)) from None
