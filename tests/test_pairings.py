@@ -98,3 +98,11 @@ def test_teacher_methods_pay_for_their_teacher_in_the_mafs_budget(emoji_root, tm
     own, ft = budget(method), budget("seqf")
     assert own["method"]["flops"] >= 1.2 * own["full_ft"]["flops"]
     assert own["steps_per_task"] < ft["steps_per_task"] == 10
+
+
+def test_a_streams_own_refusal_comes_before_any_run(emoji_root):
+    """`vlcp run` checks every experiment first: the pairing, then the stream's own refusals."""
+    cfg = config(emoji_root, "cllclip", "language")
+    cfg.train.compile = "eager"
+    with pytest.raises(ConfigError, match="^train.compile: the language stream's model grows"):
+        check_config(cfg)

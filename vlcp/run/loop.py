@@ -39,7 +39,7 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
     seed_everything(derive_seed(cfg.seed, "init"))
     method_cls = get_method(cfg.method.name)
     check_pairing(cfg, method_cls, stream_cls)
-    stream_cls.check(cfg, method_cls)
+    stream_cls.check(cfg, method_cls)   # (vlcp.run.requirements.check_config: the same two, for vlcp run's up-front check)
     method = method_cls(method_cls.Config(**cfg.method.args), seed=derive_seed(cfg.seed, "method"))
 
     stream = stream_cls(cfg, device)

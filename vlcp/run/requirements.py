@@ -34,10 +34,13 @@ def runs_on(cfg: ExperimentCfg, method_cls) -> list[str]:
 
 
 def check_config(cfg: ExperimentCfg) -> None:
-    """`check_pairing` for the method and stream a config names."""
+    """What the loop refuses before any data loads, for the method and stream a config names:
+    `check_pairing`, then the stream's own refusals (`Stream.check`)."""
     from vlcp.methods import get_method
 
-    check_pairing(cfg, get_method(cfg.method.name), registry.load_stream(cfg.data.stream))
+    method_cls, stream_cls = get_method(cfg.method.name), registry.load_stream(cfg.data.stream)
+    check_pairing(cfg, method_cls, stream_cls)
+    stream_cls.check(cfg, method_cls)
 
 
 def check_pairing(cfg: ExperimentCfg, method_cls, stream_cls) -> None:
