@@ -68,12 +68,17 @@ STREAMS: dict[str, str] = {
 }
 
 
+def _import(where: str) -> type:
+    """The class "module:Class" names (imports the module)."""
+    module, cls = where.split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 def load_stream(kind: str) -> type:
     """The stream class that runs `data.stream: kind` (imports its module)."""
     if kind not in STREAMS:
         raise ConfigError(f"data.stream: unknown stream {kind!r}; known: {', '.join(STREAMS)}")
-    module, cls = STREAMS[kind].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return _import(STREAMS[kind])
 
 
 def method_names() -> list[str]:
@@ -84,8 +89,7 @@ def load_method(name: str) -> type:
     """The class registered as `name` (imports its module); an unknown name is a ConfigError listing the known."""
     if not isinstance(name, str) or name not in METHODS:
         raise ConfigError(f"method.name: unknown method {name!r}; known: {', '.join(method_names())}")
-    module, cls = METHODS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return _import(METHODS[name])
 
 
 def add_method(name: str, module: str, qualname: str) -> None:
