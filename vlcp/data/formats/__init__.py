@@ -8,6 +8,7 @@
 | XM3600, MSCOCO36 (CLL-CLIP)     | `xm3600`      | `read_xm3600`, `read_mscoco36`, `read_triplets`     |
 | webdataset pools (FoMo λP)      | `wds`         | `list_shards`, `iter_wds`, `read_wds`               |
 | FoMo-in-Flux info dicts         | `fomo_info`   | `read_fomo_info`, `read_fomo_classnames`, `read_fomo_template` |
+| a user's own data (`vlcp update`) | `layouts`   | `detect_layout`, `read_source`, `read_checked`, `holdout_mask`, `read_image_folder` |
 
 FoMo's `DATASET+++class` stream files: `vlcp.data.concepts.read_stream` / `write_stream`.
 Where each dataset goes and its exact layout: `data/README.md` ("Real datasets").
@@ -245,3 +246,5 @@ from vlcp.data.formats.p9d import P9D_INDUSTRIES, read_p9d_eval, read_p9d_train 
 from vlcp.data.formats.wds import iter_wds, list_shards, read_wds  # noqa: E402
 from vlcp.data.formats.xm3600 import (CLL_CLIP_ORDER, XM3600_LANGUAGES, read_mscoco36,  # noqa: E402
                                       read_triplets, read_xm3600)
+from vlcp.data.formats.layouts import (LAYOUTS, ClassFolder, CsvOptions, SourceStats, detect_layout,  # noqa: E402
+                                       holdout_mask, is_image_folder, read_checked, read_image_folder, read_source)

@@ -26,35 +26,47 @@ def list_shards(root: str | Path) -> list[Path]:
     return shards
 
 
-def _sample(shard: Path, key: str, fields: dict, read, split: str, skip_incomplete: bool) -> Record | None:
+def sample_record(shard: Path, key: str, fields: dict, read, split: str, skip_incomplete: bool,
+                  on_skip=None) -> Record | None:
     """One sample's Record: `fields` maps each member extension to what `read` turns into bytes;
-    the image is `fields[ext]` itself (bytes, or a ShardMember read on access)."""
+    the image is `fields[ext]` itself (bytes, or a ShardMember read on access). `on_skip(reason,
+    key)`: told of each sample skipped (incomplete with `skip_incomplete`; with `on_skip`, also a
+    caption that is not UTF-8, otherwise an error)."""
     ext = next((e for e in IMAGE_EXTS if e in fields), None)
     if ext is None or "txt" not in fields:
         if skip_incomplete:
+            if on_skip is not None:
+                on_skip("no image" if ext is None else "no caption", key)
             return None
         missing = "image (" + "/".join(IMAGE_EXTS) + ")" if ext is None else "'txt' caption"
         raise VlcpError(f"{shard}: sample {key!r} has no {missing}")
     try:
         caption = read(fields["txt"]).decode("utf-8").strip()
     except UnicodeDecodeError as e:
+        if on_skip is not None:
+            on_skip("unreadable caption", key)
+            return None
         raise VlcpError(f"{shard}: sample {key!r}: field 'txt' is not UTF-8 ({e})") from None
     return Record(image=fields[ext], captions=(caption,), split=split, key=key)
 
 
 def iter_wds(shards: Sequence[str | Path], skip_incomplete: bool = False, split: str = "train",
-             lazy: bool = False) -> Iterator[Record]:
+             lazy: bool = False, on_skip=None) -> Iterator[Record]:
     """Stream records from webdataset shards in order: image bytes, (caption,), `key` = sample key.
 
     Samples are grouped as webdataset does (`tariterators.group_by_keys`). A sample with no
     image or no `txt` is an error naming the shard and key, or is skipped with
     `skip_incomplete=True` (open_clip's `filter_no_caption_or_no_image`). `lazy`: the image is a
     `ShardMember` (its byte range, read on access) instead of its bytes, from one pass over the
-    tar headers (the captions are read; the images are not).
+    tar headers (the captions are read; the images are not). `on_skip(reason, key)`: told of each
+    sample skipped (`sample_record`; lazy reading only).
     """
     for shard in shards:
         shard = require(Path(shard), "webdataset shard")
-        yield from (_lazy_samples if lazy else _samples)(shard, split, skip_incomplete)
+        if lazy:
+            yield from _lazy_samples(shard, split, skip_incomplete, on_skip)
+        else:
+            yield from _samples(shard, split, skip_incomplete)
 
 
 def _samples(shard: Path, split: str, skip_incomplete: bool) -> Iterator[Record]:
@@ -69,12 +81,12 @@ def _samples(shard: Path, split: str, skip_incomplete: bool) -> Iterator[Record]
                 raise VlcpError(f"{shard}: not a readable webdataset shard ({type(e).__name__}: {e})") from None
             if sample is None:
                 break
-            rec = _sample(shard, sample["__key__"], sample, lambda b: b, split, skip_incomplete)
+            rec = sample_record(shard, sample["__key__"], sample, lambda b: b, split, skip_incomplete)
             if rec is not None:
                 yield rec
 
 
-def _lazy_samples(shard: Path, split: str, skip_incomplete: bool) -> Iterator[Record]:
+def _lazy_samples(shard: Path, split: str, skip_incomplete: bool, on_skip=None) -> Iterator[Record]:
     """webdataset's grouping (consecutive members sharing the key before the basename's first dot)
     over the tar's headers; each member is kept as its byte range."""
     import tarfile
@@ -90,7 +102,7 @@ def _lazy_samples(shard: Path, split: str, skip_incomplete: bool) -> Iterator[Re
                     if ext.lower() in fields:
                         raise VlcpError(f"{shard}: sample {key!r} has two '{ext}' members")
                     fields[ext.lower()] = ShardMember(shard, m.offset_data, m.size)
-                rec = _sample(shard, key, fields, lambda f: f.read(), split, skip_incomplete)
+                rec = sample_record(shard, key, fields, lambda f: f.read(), split, skip_incomplete, on_skip)
                 if rec is not None:
                     yield rec
     except tarfile.TarError as e:
