@@ -54,13 +54,16 @@ EMOJI_TEMPLATE = "an emoji of {}."
 @dataclass
 class EvalSet:
     """One evaluation dataset: zero-shot classification (images, labels, class names, one
-    template, as FoMo's per-dataset primer) or retrieval (`pairs`, scored by R@5)."""
+    template, as FoMo's per-dataset primer, or an explicit prompt ensemble `templates`) or
+    retrieval (`pairs`, scored by R@5)."""
     name: str
     role: str                                   # "adaptation" (A_KA) or "retention" (A_ZS)
     images: torch.Tensor | None = None          # uint8 [M, S, S, 3]
     labels: torch.Tensor | None = None          # long [M]
     classes: list[str] = field(default_factory=list)
     template: str = EMOJI_TEMPLATE
+    # an explicit prompt ensemble ("{}" -> class name), overriding `template`
+    templates: list[str] | None = None
     pairs: PairSet | None = None                # retrieval sets
 
 

@@ -11,7 +11,7 @@ import torch
 from tqdm import tqdm
 
 from vlcp.data.fomo import EvalSet
-from vlcp.errors import require_finite
+from vlcp.errors import VlcpError, require_finite
 from vlcp.eval import continual
 from vlcp.eval.encode import encode, normalise_images
 from vlcp.eval.retrieval import cross_modal
@@ -30,14 +30,19 @@ def retrieval(model, tokenizer, s: EvalSet, device, batch_size: int = 512, ks=(5
 @torch.no_grad()
 def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: str = "single") -> float:
     """A classification set's zero-shot top-1 % with its own template (`prompts="single"`, FoMo's
-    primer) or CLIP's prompt ensemble for it (`"ensemble"`, IncCLIP's suite); a retrieval set's mean R@5."""
+    primer) or CLIP's prompt ensemble for it (`"ensemble"`, IncCLIP's suite), or with the set's
+    explicit ensemble `s.templates` whenever it has one (a user's keep-set; `prompts` is then
+    ignored); a retrieval set's mean R@5."""
     if s.pairs is not None:
         r = retrieval(model, tokenizer, s, device, batch_size)
         return (r["TR@5"] + r["IR@5"]) / 2
     feats = require_finite(torch.cat([model.encode_image(normalise_images(s.images[i:i + batch_size]).to(device),
                                                          normalize=True).float().cpu()
                                       for i in range(0, len(s.images), batch_size)]), f"{s.name}: image features")
-    w = zeroshot_weights(model, tokenizer, s.classes, prompt_templates(s.name, s.template, prompts), device).float().cpu()
+    templates = list(s.templates) if s.templates is not None else prompt_templates(s.name, s.template, prompts)
+    if not templates:
+        raise VlcpError(f"{s.name}: the evaluation set's prompt ensemble `templates` is empty")
+    w = zeroshot_weights(model, tokenizer, s.classes, templates, device).float().cpu()
     return topk_accuracy(feats, w, s.labels, (1,))[1]
 
 

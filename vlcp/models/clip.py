@@ -46,7 +46,7 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
         if pretrained not in tags:
             raise VlcpError(f"model.pretrained: {pretrained!r} is not a tag of {name} (tags: {', '.join(tags) or 'none'})")
     try:
-        with _without_random_init_warning():
+        with without_random_init_warning():
             model = open_clip.create_model(name, pretrained=pretrained, device=device, force_image_size=image_size)
     except Exception as e:  # hub offline, corrupt file, ...
         if pretrained is None:
@@ -72,7 +72,7 @@ class _DropRandomInit(logging.Filter):
 
 
 @contextlib.contextmanager
-def _without_random_init_warning():
+def without_random_init_warning():
     """open_clip logs its random-init warning on the root logger: drop that record only."""
     root, drop = logging.getLogger(), _DropRandomInit()
     root.addFilter(drop)
