@@ -174,6 +174,10 @@ def test_unexpected_errors_are_one_line_unless_debug(tmp_path, monkeypatch, caps
 def test_nan_loss_is_a_one_line_error(emoji_root, tmp_path, capsys):
     """A diverging run names its task and step in one line (exit 2); no results are written."""
     from vlcp.cli import main
+    from vlcp.models.clip import note_random_init
+
+    note_random_init("vlcp-tiny")   # (said once per process: said here, whichever test ran first)
+    capsys.readouterr()
 
     params = tmp_path / "params.yaml"
     params.write_text(json.dumps({
