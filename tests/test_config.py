@@ -77,7 +77,7 @@ def test_cli_unknown_benchmark_exit_code(tmp_path):
     r = subprocess.run([sys.executable, "-m", "vlcp", "data", "prepare", "--params", str(p),
                         "--out", str(tmp_path / "d")], capture_output=True, text=True)
     assert r.returncode == 2
-    assert r.stderr.strip() == "vlcp: error: data.benchmark: unknown benchmark 'coco'; known: emoji, p9d, mscoco36, fomo, cc"
+    assert r.stderr.strip() == "vlcp: error: data.benchmark: unknown benchmark 'coco'; known: emoji, p9d, mscoco36, fomo, cc, user"
     assert not (tmp_path / "d").exists()
 
 

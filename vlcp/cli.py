@@ -9,6 +9,8 @@
     vlcp report render notebooks/overview.ipynb [--reports reports]
     vlcp report index [--reports reports]
     vlcp report metrics [--out metrics] [--plots plots]   (headline numbers and per-task curves for `dvc metrics` / `dvc plots`)
+    vlcp update CHUNK ... --out DIR [--from PREV | --model NAME --pretrained FILE] [--keep [NAME=]PATH ...] [--recipe auto]
+    vlcp eval [DIR] [--model NAME --pretrained FILE] [--keep [NAME=]PATH ...] [--chunk PATH ...]
 
 Errors in the input (config fields, missing or damaged files, a diverged run) print one line
 `vlcp: error: ...` and exit 2; any other error prints one line too and exits 1. `--debug` (or
@@ -224,6 +226,100 @@ def cmd_render(args) -> None:
     print(f"wrote {nb} and {html}")
 
 
+def _update_options(args) -> tuple[dict, dict, dict]:
+    """(train, update, data) settings from `vlcp update`'s / `vlcp eval`'s options (only those given)."""
+    train = {k: v for k, v in (("lr", getattr(args, "lr", None)), ("batch_size", getattr(args, "batch_size", None)),
+                               ("device", args.device), ("precision", getattr(args, "precision", None)),
+                               ("num_threads", args.threads)) if v is not None}
+    options = {"holdout": args.holdout, "max_eval": args.max_eval, "layout": args.layout,
+               "csv_img_key": args.csv_img_key, "csv_caption_key": args.csv_caption_key,
+               "csv_separator": args.csv_separator or "", "image_root": args.image_root or "",
+               "check_images": not args.no_check_images}
+    for key in ("steps", "samples", "budget", "pretraining", "mixture"):
+        if getattr(args, key, None) is not None:
+            options[key] = getattr(args, key)
+    if options.get("samples") and "budget" not in options:
+        options["budget"] = "samples"
+    data = {"workers": args.workers} if args.workers else {}
+    return train, options, data
+
+
+def cmd_update(args) -> None:
+    from vlcp.update import update
+
+    train, options, data = _update_options(args)
+    history = update(args.chunks, args.out, start=args.start, model=args.model, pretrained=args.pretrained,
+                     keep=(args.keep or []) + _keep_sets(args.keep_sets), recipe=args.recipe, seed=args.seed, train=train, options=options, data=data,
+                     candidates=[c.strip() for c in args.candidates.split(",")] if args.candidates else _auto_candidates(),
+                     trial_fraction=args.trial_fraction, overrides=args.set or [], report=not args.no_report)
+    from vlcp.train.distributed import is_main
+    if not is_main():
+        return
+    last = history["updates"][-1]
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    for u in history["updates"][-len(args.chunks):]:
+        b, a = u["before"], u["after"]
+        print(f"update {u['update']} ({u['chunk']}, {u['recipe']}): A_KA {fmt(b['A_KA'])} -> {fmt(a['A_KA'])}, "
+              f"A_ZS {fmt(b['A_ZS'])} -> {fmt(a['A_ZS'])}, GM {fmt(b['GM'])} -> {fmt(a['GM'])}")
+    print(f"wrote {Path(args.out) / 'model.pt'} and {Path(args.out) / 'history.json'} "
+          f"({len(history['updates'])} updates; last: {last['chunk']})"
+          + ("" if args.no_report else f"; report: {Path(args.out) / 'report.html'}"))
+
+
+def _keep_sets(folder: str | None) -> list[str]:
+    """`--keep-sets DIR`: every folder in DIR as a keep-set named after it."""
+    if folder is None:
+        return []
+    root = Path(folder)
+    if not root.is_dir():
+        raise VlcpError(f"--keep-sets: {folder} is not a folder")
+    sets = [f"{p.name}={p}" for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    if not sets:
+        raise VlcpError(f"--keep-sets: {folder} holds no folder (each folder in it is one set to keep)")
+    return sets
+
+
+def _auto_candidates():
+    from vlcp.update.recipes import AUTO_CANDIDATES
+    return list(AUTO_CANDIDATES)
+
+
+def cmd_eval(args) -> None:
+    from vlcp.update import evaluate
+    from vlcp.utils import write_json
+
+    train, options, data = _update_options(args)
+    row = evaluate(args.model, args.pretrained, args.folder, args.keep or [], args.chunk or [], options, data,
+                   device=train.get("device", "auto"))
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    width = max(len(n) for n in row["datasets"])
+    for name, value in row["datasets"].items():
+        role = "accumulation (held-out slice)" if row["roles"][name] == "adaptation" else "retention (keep-set)"
+        print(f"{name:<{width}}  {value:6.1f}  {role}")
+    print(f"A_KA {fmt(row['A_KA'])}  A_ZS {fmt(row['A_ZS'])}  GM {fmt(row['GM'])}")
+    if args.json:
+        write_json(args.json, row)
+        print(f"wrote {args.json}")
+
+
+def _data_options(p: argparse.ArgumentParser) -> None:
+    """The options of `vlcp update` and `vlcp eval` that say how to read the sources."""
+    p.add_argument("--holdout", type=float, default=0.1, help="share of each chunk held out to score accumulation")
+    p.add_argument("--max-eval", type=int, default=500, help="at most this many images per evaluation set")
+    p.add_argument("--layout", default="auto", choices=("auto", "folder", "csv", "wds", "coco", "karpathy"),
+                   help="the sources' layout (auto: by path)")
+    p.add_argument("--csv-img-key", default="filepath", help="CSV/TSV: the image path column (as open_clip_train)")
+    p.add_argument("--csv-caption-key", default="title", help="CSV/TSV: the caption column")
+    p.add_argument("--csv-separator", default=None, help="CSV/TSV: the separator (default: tab; comma for *.csv)")
+    p.add_argument("--image-root", default=None, help="where relative image paths of a CSV or captions JSON start "
+                                                      "(default: the file's folder)")
+    p.add_argument("--no-check-images", action="store_true", help="do not decode every image once first (an unreadable "
+                                                                  "image then stops the run instead of being skipped)")
+    p.add_argument("--workers", type=int, default=None, help="threads decoding images")
+    p.add_argument("--device", default=None, help="auto | cpu | cuda")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="vlcp", description="vision-language continual pretraining")
     p.add_argument("--version", action="version", version=f"vlcp {__version__}")
@@ -298,6 +394,54 @@ def main(argv: list[str] | None = None) -> int:
     ren.add_argument("notebook")
     ren.add_argument("--reports", default="reports")
     ren.set_defaults(func=cmd_render)
+
+    upd = sub.add_parser("update", help="keep your own CLIP current: train it on new chunks of your data, see what it kept")
+    upd.add_argument("chunks", nargs="+", metavar="CHUNK", help="[NAME=]PATH of each new chunk, trained in order "
+                     "(a folder of images with same-name .txt captions, a CSV/TSV, webdataset shards "
+                     "'shards/{000..009}.tar', a COCO or Karpathy captions JSON)")
+    upd.add_argument("--out", required=True, help="the update folder (model.pt, history.json, report.html); an existing "
+                     "update folder continues from its latest model")
+    upd.add_argument("--from", dest="start", default=None, help="start from another update folder (left unchanged)")
+    upd.add_argument("--model", default=None, help="open_clip architecture of a new folder, e.g. ViT-B-32")
+    upd.add_argument("--pretrained", default=None, help="its weights file (or an open_clip tag: that downloads)")
+    upd.add_argument("--keep", action="append", metavar="[NAME=]PATH", help="a set to keep: an ImageFolder of classes "
+                     "(zero-shot; classnames.txt / templates.txt inside are used) or captions in any chunk layout "
+                     "(retrieval); repeatable; kept for every later update")
+    upd.add_argument("--keep-sets", default=None, metavar="DIR", help="every folder in DIR as a set to keep")
+    upd.add_argument("--recipe", default="full", help="full | lora | locked-image | ema-merge | zs-merge | auto | "
+                     "any vlcp method (vlcp list)")
+    upd.add_argument("--candidates", default=None, help="--recipe auto: the recipes tried, comma-separated "
+                     "(default: full,lora,ema-merge,zs-merge)")
+    upd.add_argument("--trial-fraction", type=float, default=0.25, help="--recipe auto: the trial's share of the first "
+                     "chunk's training pairs and of its budget")
+    upd.add_argument("--steps", type=int, default=None, help="steps per chunk (default 100; budget mafs: full "
+                     "fine-tuning's steps)")
+    upd.add_argument("--samples", type=int, default=None, help="samples per chunk (budget samples)")
+    upd.add_argument("--budget", choices=("steps", "samples", "mafs"), default=None,
+                     help="steps, samples, or FoMo-in-Flux's memory-adjusted FLOPs of full fine-tuning's --steps")
+    upd.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-5, FoMo-in-Flux's)")
+    upd.add_argument("--batch-size", type=int, default=None, help="batch size (default 128)")
+    upd.add_argument("--precision", choices=("fp32", "bf16"), default=None, help="bf16: autocast on GPU")
+    upd.add_argument("--pretraining-data", dest="pretraining", default=None,
+                     help="pretraining-like pairs to replay (FoMo-in-Flux's λP), in any chunk layout")
+    upd.add_argument("--mixture", type=float, nargs=3, default=None, metavar=("P", "D", "B"),
+                     help="λP λD λB: shares of pretraining data, the chunk and earlier chunks in each batch "
+                          "(default 0.33 0.34 0.33, an absent source's share to the chunk)")
+    upd.add_argument("--seed", type=int, default=0)
+    upd.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any config field (e.g. method.r=8)")
+    upd.add_argument("--no-report", action="store_true", help="do not render report.html")
+    _data_options(upd)
+    upd.set_defaults(func=cmd_update)
+
+    ev = sub.add_parser("eval", help="score a model on your sets (retention keep-sets, held-out slices of chunks)")
+    ev.add_argument("folder", nargs="?", default=None, help="an update folder: its latest model, keep-sets and chunks")
+    ev.add_argument("--model", default=None, help="open_clip architecture")
+    ev.add_argument("--pretrained", default=None, help="its weights file")
+    ev.add_argument("--keep", action="append", metavar="[NAME=]PATH", help="a set to keep (as vlcp update --keep)")
+    ev.add_argument("--chunk", action="append", metavar="[NAME=]PATH", help="a chunk whose held-out slice is scored")
+    ev.add_argument("--json", default=None, help="also write the scores to this JSON file")
+    _data_options(ev)
+    ev.set_defaults(func=cmd_eval)
 
     document(p)
     args = p.parse_args(argv)

@@ -41,9 +41,9 @@ from vlcp import registry
 from vlcp.errors import ConfigError
 from vlcp.fields import Range, check_range, check_ranges, check_values, field_range, ranged  # noqa: F401  (re-exported)
 
-BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo", "cc")   # all but emoji: vlcp.data.real (the real datasets the streams read)
+BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo", "cc", "user")   # all but emoji: vlcp.data.real (the real datasets the streams read); user: `update.chunks` (vlcp update)
 REAL_STREAM = {"p9d": ("group",), "mscoco36": ("language",), "fomo": ("concepts",),
-               "cc": ("class", "instance")}   # the streams each real dataset runs
+               "cc": ("class", "instance"), "user": ("user",)}   # the streams each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 OPTIMIZERS = ("adamw", "lamb")   # train.optimizer (vlcp.train.optim.make_optimizer)
 TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
@@ -100,6 +100,9 @@ class DataCfg:
             if self.stream not in REAL_STREAM[self.benchmark]:
                 raise ConfigError(f"stream: the {self.benchmark} benchmark runs the "
                                   f"{' or '.join(REAL_STREAM[self.benchmark])} stream only, not {self.stream!r}")
+        elif self.stream == "user":
+            raise ConfigError("stream: the user stream trains on your own data (data.benchmark: user, `update.chunks`; "
+                              "vlcp update), not on the emoji benchmark")
         elif self.ood_root:
             raise ConfigError("ood_root: only the mscoco36 benchmark has an out-of-domain directory (XM3600); "
                               "the emoji benchmark holds out data.unseen_styles")
@@ -280,6 +283,48 @@ class EvalCfg:
 
 
 @dataclass
+class UpdateCfg:
+    """The user stream (`data.stream: user`, what `vlcp update` runs): your own caption data, one task
+    per chunk, evaluated as FoMo-in-Flux evaluates (`vlcp.run.streams.user`). A source is
+    `[NAME=]PATH` in any layout of `vlcp.data.formats.layouts` (a folder of images with same-name
+    .txt captions, a CSV/TSV, webdataset shards, a COCO or Karpathy captions JSON; keep-sets also
+    an ImageFolder of classes)."""
+    chunks: list[str] = field(default_factory=list)    # trained, one task each, in order
+    earlier: list[str] = field(default_factory=list)   # earlier updates' chunks: held-out slices scored (A_KA), training slices replayed (λB)
+    keep: list[str] = field(default_factory=list)      # what to keep (A_ZS): ImageFolder class sets (zero-shot) or caption sets (retrieval)
+    holdout: float = ranged(0.1, ge=0, lt=1)           # share of each chunk held out for A_KA (by key hash: the same slice on every read)
+    max_eval: int = ranged(500, ge=1)                  # at most this many images per evaluation set (the first by key hash)
+    pretraining: str = ""                              # pretraining-like pairs replayed (λP); "" = none
+    mixture: list[float] | None = ranged(None, ge=0, le=1)   # λP, λD, λB; None: FoMo's 0.33/0.34/0.33, an absent source's share to D
+    budget: str = "steps"                              # steps | samples | mafs (FoMo: full fine-tuning's MAFs of `steps`)
+    steps: int = ranged(100, ge=1)                     # per chunk: steps (budget steps and mafs: full fine-tuning's)
+    samples: int = ranged(0, ge=0)                     # per chunk, budget samples: steps = ceil(samples / batch size)
+    layout: str = "auto"                               # the sources' layout (auto: by path; vlcp.data.formats.layouts)
+    csv_img_key: str = "filepath"                      # CSV/TSV columns and separator (open_clip_train's options);
+    csv_caption_key: str = "title"
+    csv_separator: str = ""                            # "" = tab, or comma for *.csv
+    image_root: str = ""                               # where a CSV's or captions JSON's relative image paths start ("" = its folder)
+    check_images: bool = True                          # decode every image once before training: unreadable ones skipped and counted
+    fraction: float = ranged(1.0, gt=0, le=1)         # share of each chunk's training pairs trained on (the first by key hash; auto's trial: a slice)
+    export: str = ""                                   # write the final model here as an open_clip weights file ("" = not)
+    prior_steps: list[int] = ranged(factory=list, ge=1)   # the earlier updates' steps per chunk: a meta-schedule (train.schedule) continues over them
+
+    def __post_init__(self):
+        check_ranges(self)
+        if self.budget not in ("steps", "samples", "mafs"):
+            raise ConfigError(f"budget: must be steps, samples or mafs, got {self.budget!r}")
+        if self.budget == "samples" and not self.samples:
+            raise ConfigError("samples: budget 'samples' needs update.samples >= 1 (samples per chunk)")
+        if self.mixture is not None:
+            from vlcp.data.mixtures import validate_mixture
+            if len(self.mixture) != 3:
+                raise ConfigError(f"mixture: expected [λP, λD, λB], got {self.mixture!r}")
+            validate_mixture(*self.mixture, field="mixture")
+            if self.mixture[0] and not self.pretraining:
+                raise ConfigError(f"mixture: λP = {self.mixture[0]:g} replays pretraining data, but update.pretraining is empty")
+
+
+@dataclass
 class ExperimentCfg:
     name: str = "experiment"
     seed: int = ranged(0, ge=0, le=SEED_MAX)
@@ -289,13 +334,18 @@ class ExperimentCfg:
     train: TrainCfg = field(default_factory=TrainCfg)
     eval: EvalCfg = field(default_factory=EvalCfg)
     fomo: FomoCfg = field(default_factory=FomoCfg)
+    update: UpdateCfg | None = None   # the user stream's (vlcp update); absent from the other streams' configs
 
     def __post_init__(self):
         check_ranges(self)
+        if (self.data.stream == "user") != (self.update is not None):
+            raise ConfigError("update: the user stream (data.stream: user) needs an update section, and only it has one")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["method"] = {"name": self.method.name, **self.method.args}
+        if self.update is None:   # (so the studies' configs, and their hashes, are as before the user stream)
+            del d["update"]
         return d
 
 

@@ -65,6 +65,7 @@ STREAMS: dict[str, str] = {
     "instance": "vlcp.run.streams.group:GroupStream",
     "language": "vlcp.run.streams.language:LanguageStream",
     "concepts": "vlcp.run.streams.concepts:ConceptStream",
+    "user": "vlcp.run.streams.user:UserStream",
 }
 
 

@@ -10,8 +10,9 @@ from vlcp.utils import atomic_path
 
 
 def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
-                    parameters: dict | None = None, cwd: str | Path = ".") -> tuple[Path, Path]:
-    """reports/<name>.ipynb (executed) and reports/<name>.html (code hidden); both or neither."""
+                    parameters: dict | None = None, cwd: str | Path = ".", name: str | None = None) -> tuple[Path, Path]:
+    """reports/<name>.ipynb (executed) and reports/<name>.html (code hidden); both or neither.
+    `name`: the outputs' name (default: the notebook's)."""
     import nbformat
     import papermill
     from nbconvert import HTMLExporter
@@ -20,7 +21,8 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
     if not notebook.exists():
         raise VlcpError(f"{notebook}: notebook not found")
     reports = Path(reports_dir)
-    out_nb, out_html = reports / f"{notebook.stem}.ipynb", reports / f"{notebook.stem}.html"
+    stem = name or notebook.stem
+    out_nb, out_html = reports / f"{stem}.ipynb", reports / f"{stem}.html"
     # the kernel inherits our environment: an MPLBACKEND=Agg there would silently drop every figure
     with _environ(MPLBACKEND="module://matplotlib_inline.backend_inline"), \
             atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:

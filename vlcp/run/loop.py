@@ -48,7 +48,8 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
     method.prepare_model(stream.model)
     steps = stream.budget(method)
     compile_model(stream.model, cfg)
-    plan = plan_for(cfg.train, steps)
+    prior = stream.prior_steps()   # earlier runs' tasks a meta-schedule continues over (vlcp update)
+    plan = plan_for(cfg.train, prior + steps)
     n = stream.num_tasks
 
     count_passes = cfg.train.pass_flops_seeds is None or cfg.seed in cfg.train.pass_flops_seeds
@@ -82,7 +83,7 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
         if stream.first_step_flops and "flops_per_step" not in results:
             results["flops_per_step"] = measure_step_flops(model, method, ctx, cfg, device)
         stats, seconds, task_flops, pass_flops = train_counted(
-            model, method, ctx, steps[t], cfg, device, lr_fn(cfg.train.schedule, plan, t),
+            model, method, ctx, steps[t], cfg, device, lr_fn(cfg.train.schedule, plan, len(prior) + t),
             f"{cfg.name} s{cfg.seed} task {t + 1}/{n} {label}", count_passes, stream.start_passes,
             stream.counts_flops)
         check_finite(model, method, cfg, t, n, label, ckpts)

@@ -56,6 +56,11 @@ class Stream:
         """Steps per task (after `method.prepare_model`)."""
         raise NotImplementedError
 
+    def prior_steps(self) -> list[int]:
+        """Steps of earlier runs' tasks that the learning-rate plan continues from (a meta-schedule
+        over successive `vlcp update` calls); none for the studies' streams."""
+        return []
+
     def header(self) -> dict:
         """The results fields after `config_hash` (tasks, sizes, steps per task, ...)."""
         raise NotImplementedError

@@ -27,9 +27,8 @@ from vlcp.eval.fomo import evaluate_fomo
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
-from vlcp.run.accounting import step_cost
+from vlcp.run.accounting import mafs_steps, step_cost
 from vlcp.run.stream import Stream
-from vlcp.train import budget
 from vlcp.train.loop import Materializer
 from vlcp.utils import derive_seed
 
@@ -121,13 +120,8 @@ def method_steps(cfg: ExperimentCfg, ref: dict, model, method: Method, ctx: Task
     `ref`: full fine-tuning's `step_cost` on the model before `prepare_model`; `probe`: the context
     its step is measured in (`step_cost`)."""
     own = step_cost(model, method, ctx, cfg, device, probe)
-    mult = budget.memory_multiplier(own["memory"]["total"], ref["memory"]["total"])
-    mafs, task_mafs = own["flops"] * mult, own["task_flops"] * mult
-    steps = scaled_steps(cfg.fomo.steps_per_task, cfg.fomo.compute_scale)
-    if cfg.fomo.budget == "mafs":   # per-task work (a Fisher pass) is paid once per task, from the task's budget
-        steps = budget.steps_for_budget(1, steps * ref["flops"] - task_mafs, mafs)
-    return steps, {"method": own, "full_ft": ref, "memory_multiplier": mult, "mafs": mafs, "task_mafs": task_mafs,
-                   "full_ft_mafs": ref["flops"], "steps_per_task": steps}
+    return mafs_steps(scaled_steps(cfg.fomo.steps_per_task, cfg.fomo.compute_scale), ref, own,
+                      cfg.fomo.budget == "mafs")
 
 
 # --------------------------------------------------------------------------- the stream

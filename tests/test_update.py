@@ -1,0 +1,286 @@
+"""`vlcp update` / `vlcp eval` end to end on small synthetic data in every layout users have, with
+the tiny model: two successive updates, an ImageFolder keep-set, the exported model loads in
+open_clip, the history holds both updates, the report renders."""
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image, ImageDraw
+
+from vlcp.errors import ConfigError, VlcpError
+from vlcp.update import evaluate, update
+from vlcp.update.history import load_history, trajectory
+from vlcp.update.recipes import pick
+
+COLOURS = {"red": (220, 30, 30), "green": (30, 180, 60), "blue": (40, 60, 220), "yellow": (230, 210, 40),
+           "purple": (140, 50, 170), "orange": (240, 140, 20)}
+SHAPES = ("square", "circle", "triangle")
+TRAIN = {"lr": 1e-3, "batch_size": 8, "device": "cpu", "num_threads": 1, "progress": False}
+OPTIONS = {"steps": 3, "holdout": 0.25, "max_eval": 16}
+
+
+def picture(colour: str, shape: str, k: int) -> Image.Image:
+    """A 40x40 picture of a coloured shape, jittered by k (different pictures of one caption)."""
+    im = Image.new("RGB", (40, 40), (250, 250, 250))
+    d, o = ImageDraw.Draw(im), k % 5
+    box = (6 + o, 6 + o, 30 + o, 30 + o)
+    if shape == "square":
+        d.rectangle(box, fill=COLOURS[colour])
+    elif shape == "circle":
+        d.ellipse(box, fill=COLOURS[colour])
+    else:
+        d.polygon([(box[0], box[3]), (box[2], box[3]), ((box[0] + box[2]) // 2, box[1])], fill=COLOURS[colour])
+    return im
+
+
+def pairs(chunk: int, n: int = 24):
+    """(file name, image, caption) of a chunk: chunk 0 draws from the first colours, chunk 1 from the others."""
+    colours = list(COLOURS)[:4] if chunk == 0 else list(COLOURS)[2:]
+    out = []
+    for k in range(n):
+        c, s = colours[k % len(colours)], SHAPES[(k // len(colours)) % len(SHAPES)]
+        out.append((f"c{chunk}_{k:03d}.png", picture(c, s, k), f"a {c} {s}"))
+    return out
+
+
+def png(im: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def make_chunk(root: Path, layout: str, chunk: int) -> str:
+    """Chunk `chunk` in `layout` under root; returns the path `vlcp update` takes (the chunk's name,
+    the path's own, is `<layout>-<chunk>`)."""
+    items = pairs(chunk)
+    base = root / f"{layout}-{chunk}"
+    images = base if layout == "folder" else base / "images"
+    if layout != "wds":
+        images.mkdir(parents=True)
+        for name, im, _ in items:
+            im.save(images / name)
+    if layout == "folder":
+        for name, _, cap in items:
+            (images / name).with_suffix(".txt").write_text(cap + "\n")
+        return str(base)
+    if layout in ("csv", "tsv"):
+        sep, head = (",", "filepath,title") if layout == "csv" else ("\t", "path\tcaption")
+        lines = [head] + [f"images/{name}{sep}{cap}" for name, _, cap in items]
+        (base / f"{layout}-{chunk}.{layout}").write_text("\n".join(lines) + "\n")
+        return str(base / f"{layout}-{chunk}.{layout}")
+    if layout == "coco":
+        coco = {"images": [{"id": i, "file_name": f"images/{name}"} for i, (name, _, _) in enumerate(items)],
+                "annotations": [{"id": i, "image_id": i, "caption": cap} for i, (_, _, cap) in enumerate(items)]}
+        (base / f"coco-{chunk}.json").write_text(json.dumps(coco))
+        return str(base / f"coco-{chunk}.json")
+    if layout == "wds":
+        base.mkdir(parents=True)
+        for s in range(2):
+            with tarfile.open(base / f"{s:03d}.tar", "w") as tar:
+                for name, im, cap in items[s::2]:
+                    for ext, data in (("png", png(im)), ("txt", cap.encode())):
+                        info = tarfile.TarInfo(f"{Path(name).stem}.{ext}")
+                        info.size = len(data)
+                        tar.addfile(info, io.BytesIO(data))
+        return str(base / "{000..001}.tar")
+    raise ValueError(layout)
+
+
+@pytest.fixture(scope="module")
+def keep_folder(tmp_path_factory) -> Path:
+    """An ImageFolder keep-set: three colour classes, four pictures each."""
+    root = tmp_path_factory.mktemp("keep") / "colours"
+    for c in ("red", "green", "blue"):
+        (root / c).mkdir(parents=True)
+        for k in range(4):
+            picture(c, SHAPES[k % 3], k).save(root / c / f"{k}.png")
+    return root
+
+
+def run_update(chunk, out, **kw):
+    kw.setdefault("train", TRAIN)
+    kw.setdefault("options", OPTIONS)
+    return update([chunk], out, **kw)
+
+
+def exported_features(out: Path):
+    """The exported model as open_clip builds it, and the features it gives on a fixed batch."""
+    import open_clip
+
+    from vlcp.models.clip import register_configs
+    register_configs()
+    model = open_clip.create_model("vlcp-tiny", pretrained=str(out / "model.pt")).eval()
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 3, 32, 32, generator=g)
+    tok = open_clip.get_tokenizer("vlcp-tiny")(["a red square", "a blue circle", "a green triangle"])
+    with torch.no_grad():
+        return model.encode_image(x), model.encode_text(tok)
+
+
+@pytest.mark.parametrize("layout", ["folder", "csv", "tsv", "wds", "coco"])
+def test_two_updates_in_each_layout(tmp_path, keep_folder, layout):
+    first, second = make_chunk(tmp_path, layout, 0), make_chunk(tmp_path, layout, 1)
+    csv = {"csv_img_key": "path", "csv_caption_key": "caption"} if layout == "tsv" else {}
+    out = tmp_path / "model"
+    h1 = run_update(first, out, model="vlcp-tiny", keep=[f"colours={keep_folder}"],
+                    options={**OPTIONS, **csv}, report=layout == "folder")
+    h2 = run_update(second, out, options={**OPTIONS, **csv}, report=True)
+
+    assert [u["update"] for u in h2["updates"]] == [1, 2] and len(h1["updates"]) == 1
+    assert load_history(out) == json.loads(json.dumps(h2))
+    u1, u2 = h2["updates"]
+    assert u1["data"]["read"] == 24 and u1["data"]["train"] + u1["data"]["heldout"] == 24
+    # the second update scores the first chunk's held-out slice too, and the keep-set, before and after
+    assert set(u2["before"]["datasets"]) == {u1["chunk"], u2["chunk"], "colours"}
+    assert u2["before"]["A_ZS"] == pytest.approx(u2["before"]["datasets"]["colours"])
+    assert u2["before"]["A_KA"] == pytest.approx((u2["before"]["datasets"][u1["chunk"]]
+                                                  + u2["before"]["datasets"][u2["chunk"]]) / 2)
+    assert u2["before"]["datasets"] == pytest.approx(u1["after"]["datasets"] | {u2["chunk"]: u2["before"]["datasets"][u2["chunk"]]})
+    assert u2["steps"] == 3 and u2["samples"] == 3 * 8 and u2["flops"] > 0
+    assert len(trajectory(h2)) == 3
+    # the exported model is the trained one, as open_clip loads it
+    img, txt = exported_features(out)
+    assert torch.isfinite(img).all() and torch.isfinite(txt).all()
+    assert (out / "model.pt").read_bytes() == (out / "runs" / "002" / "model.pt").read_bytes()
+    assert (out / "model.pt").read_bytes() != (out / "runs" / "001" / "model.pt").read_bytes()
+    html = (out / "report.html").read_text()
+    assert "accumulation" in html and "Traceback" not in html and "<img" in html   # (papermill stops on a cell error)
+
+
+def test_karpathy_json_and_from_another_folder(tmp_path, keep_folder):
+    """A Karpathy captions JSON; `--from PREV --out NEW` leaves PREV as it was (one DVC stage per chunk)."""
+    items = pairs(0, 12)
+    (tmp_path / "k" / "imgs").mkdir(parents=True)
+    for name, im, _ in items:
+        im.save(tmp_path / "k" / "imgs" / name)
+    karpathy = {"images": [{"filepath": "imgs", "filename": name, "split": "train",
+                            "sentences": [{"raw": cap}, {"raw": cap + " on white"}]} for name, _, cap in items]}
+    (tmp_path / "k" / "dataset.json").write_text(json.dumps(karpathy))
+    prev = tmp_path / "prev"
+    run_update(str(tmp_path / "k" / "dataset.json"), prev, model="vlcp-tiny", keep=[str(keep_folder)], report=False)
+    before = (prev / "history.json").read_text()
+    h = run_update(make_chunk(tmp_path, "folder", 1), tmp_path / "new", start=prev, report=False)
+    assert (prev / "history.json").read_text() == before
+    assert len(h["updates"]) == 2 and h["keep"] == [str(keep_folder)]
+    assert h["updates"][0]["data"]["read"] == 12
+
+
+def test_corrupt_images_are_skipped_and_counted(tmp_path, keep_folder):
+    chunk = Path(make_chunk(tmp_path, "folder", 0))   # (images and captions directly in the folder)
+    (chunk / "c0_000.png").write_bytes(b"not a png")
+    (chunk / "c0_001.txt").unlink()   # an image without its caption
+    h = run_update(str(chunk), tmp_path / "out", model="vlcp-tiny", keep=[str(keep_folder)], report=False)
+    data = h["updates"][0]["data"]
+    assert data["read"] == 22 and sum(data["skipped"].values()) == 2
+    assert data["skipped"] == {"no caption": 1, "unreadable image": 1}
+
+
+def test_auto_picks_the_highest_gm_of_its_trial(tmp_path, keep_folder):
+    h = run_update(make_chunk(tmp_path, "folder", 0), tmp_path / "out", model="vlcp-tiny", keep=[str(keep_folder)],
+                   recipe="auto", candidates=("full", "lora", "zs-merge"), trial_fraction=0.5, report=False,
+                   options={**OPTIONS, "steps": 4})
+    u = h["updates"][0]
+    trial = u["trial"]
+    assert [t["recipe"] for t in trial] == ["full", "lora", "zs-merge"]
+    assert all(t["steps"] == 2 for t in trial)
+    assert u["recipe"] == max(trial, key=lambda t: t["GM"])["recipe"] == pick(trial)
+    assert (tmp_path / "out" / "runs" / "001" / "trial" / "lora" / "results.json").exists()
+
+
+def test_pick_rule():
+    rows = [{"recipe": "full", "GM": 20.0}, {"recipe": "lora", "GM": 25.5}, {"recipe": "ema-merge", "GM": 25.5},
+            {"recipe": "zs-merge", "GM": None}]
+    assert pick(rows) == "lora"                                   # highest GM; a tie goes to the first
+    assert pick([{"recipe": "zs-merge", "GM": None}, {"recipe": "full", "GM": 1.0}]) == "full"
+    assert pick([{"recipe": "zs-merge", "GM": None}]) == "zs-merge"
+    with pytest.raises(ConfigError):
+        pick([])
+
+
+def test_budgets(tmp_path, keep_folder):
+    chunk = make_chunk(tmp_path, "folder", 0)
+    h = run_update(chunk, tmp_path / "s", model="vlcp-tiny", keep=[str(keep_folder)], report=False,
+                   options={**OPTIONS, "budget": "samples", "samples": 20})
+    assert h["updates"][0]["steps"] == 3   # ceil(20 / 8)
+    h = run_update(chunk, tmp_path / "m", model="vlcp-tiny", keep=[str(keep_folder)], report=False, recipe="lora",
+                   options={**OPTIONS, "budget": "mafs", "steps": 4})
+    run = json.loads((tmp_path / "m" / "runs" / "001" / "results.json").read_text())
+    assert h["updates"][0]["steps"] == run["budget"]["steps_per_task"] >= 1
+    assert run["budget"]["full_ft"]["flops"] > 0 and run["budget"]["memory_multiplier"] < 1   # LoRA keeps less than full FT
+
+
+def test_a_users_folder_is_never_written_into(tmp_path, keep_folder):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(VlcpError, match="not an update folder"):
+        run_update(make_chunk(tmp_path, "folder", 0), mine, model="vlcp-tiny", report=False)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    with pytest.raises(ConfigError, match="--model"):
+        run_update(make_chunk(tmp_path, "folder", 1), tmp_path / "new", report=False)
+
+
+def test_eval_scores_a_folder_and_a_weights_file(tmp_path, keep_folder, capsys):
+    from vlcp.cli import main
+
+    out = tmp_path / "out"
+    run_update(make_chunk(tmp_path, "csv", 0), out, model="vlcp-tiny", keep=[f"colours={keep_folder}"], report=False)
+    row = evaluate(folder=out)
+    h = load_history(out)
+    assert row["datasets"] == pytest.approx(h["updates"][0]["after"]["datasets"])
+    row2 = evaluate(model="vlcp-tiny", pretrained=str(out / "model.pt"), keep=[f"colours={keep_folder}"])
+    assert row2["datasets"]["colours"] == pytest.approx(row["datasets"]["colours"]) and row2["A_KA"] is None
+    assert main(["eval", str(out), "--json", str(tmp_path / "scores.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "colours" in printed and "A_ZS" in printed
+    assert json.loads((tmp_path / "scores.json").read_text())["datasets"]["colours"] == pytest.approx(row["datasets"]["colours"])
+
+
+def test_cli_update_runs_and_prints_the_gain(tmp_path, keep_folder, capsys):
+    from vlcp.cli import main
+
+    chunk = make_chunk(tmp_path, "folder", 0)
+    rc = main(["update", chunk, "--out", str(tmp_path / "m"), "--model", "vlcp-tiny", "--keep", str(keep_folder),
+               "--steps", "2", "--lr", "1e-3", "--batch-size", "8", "--device", "cpu", "--threads", "1",
+               "--holdout", "0.25", "--no-report", "--set", "train.progress=false"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "update 1 (folder-0, full): A_KA" in out and "wrote" in out
+    assert main(["update", chunk, "--out", str(tmp_path / "m2"), "--model", "vlcp-tiny", "--recipe", "nope"]) == 2
+
+
+def test_dvc_example_runs_one_stage_per_chunk(tmp_path, keep_folder):
+    """examples/update: a monthly-update pipeline; `dvc repro` runs a stage per chunk, each from the last."""
+    from vlcp.models import create_model
+    from vlcp.models.export import save_open_clip
+
+    example = Path(__file__).parents[1] / "examples" / "update"
+    work = tmp_path / "monthly"
+    shutil.copytree(example, work)
+    for month, chunk in (("2026-01", 0), ("2026-02", 1)):
+        src = Path(make_chunk(tmp_path, "folder", chunk))
+        shutil.copytree(src, work / "chunks" / month)
+    shutil.copytree(keep_folder, work / "keep" / "colours")
+    model, _ = create_model("vlcp-tiny")
+    save_open_clip(model, work / "start.pt")
+    params = (work / "params.yaml").read_text()
+    for old, new in (("model: ViT-B-32", "model: vlcp-tiny"), ("pretrained: ViT-B-32.pt", "pretrained: start.pt"),
+                     ("steps: 500", "steps: 2"), ("lr: 1.0e-5", "lr: 1.0e-3"), ("batch_size: 128", "batch_size: 8")):
+        assert old in params, old
+        params = params.replace(old, new)
+    (work / "params.yaml").write_text(params)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1")
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
+    r = subprocess.run(["dvc", "repro"], cwd=work, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    h = load_history(work / "models" / "2026-02")
+    assert [u["chunk"] for u in h["updates"]] == ["2026-01", "2026-02"]
+    assert (work / "models" / "2026-02" / "report.html").exists()
+    assert "up to date" in subprocess.run(["dvc", "repro"], cwd=work, capture_output=True, text=True, env=env).stdout

@@ -1,0 +1,298 @@
+"""The user stream (`data.stream: user`; what `vlcp update` runs): your own image–caption data,
+one task per chunk (`update.chunks`), evaluated as FoMo-in-Flux evaluates a model, so every
+update answers the practitioner's question: how much did I gain on my new data, how much did I
+lose elsewhere?
+
+- Accumulation (A_KA): retrieval (mean of TR@5 and IR@5) on a held-out slice of every chunk, the
+  new ones and the earlier updates' (`update.earlier`); a chunk's slice is picked by key hash
+  (`update.holdout`), so re-reading the chunk in a later update gives the same slice.
+- Retention (A_ZS): the keep-sets (`update.keep`): zero-shot top-1 on an ImageFolder of classes
+  (with its prompt ensemble), retrieval on a caption set in any layout.
+- GM = √(A_KA · A_ZS). The starting model is scored on every set before the first step.
+
+Batches mix, as FoMo-in-Flux's λP/λD/λB: pretraining-like pairs (`update.pretraining`), the
+chunk, and the buffer (the earlier chunks' training slices and this call's earlier chunks).
+Images are decoded from the files on access (a chunk larger than memory works); with
+`update.check_images` every image is decoded once first and unreadable ones are skipped and
+counted (`results["data"]`).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from vlcp.config import ExperimentCfg, UpdateCfg
+from vlcp.data.augment import train_transform
+from vlcp.data.fomo import EvalSet
+from vlcp.data.formats import ImageFiles, Record
+from vlcp.data.formats.layouts import (CsvOptions, SourceStats, holdout_mask, is_image_folder, read_checked,
+                                       read_image_folder, read_source)
+from vlcp.data.mixtures import mixture_sizes, sample_mixture
+from vlcp.data.pairs import PairSet
+from vlcp.errors import ConfigError
+from vlcp.eval import continual
+from vlcp.eval.encode import MemoTokenizer
+from vlcp.eval.fomo import score
+from vlcp.methods.base import Method, TaskContext
+from vlcp.methods.seqf import SeqF
+from vlcp.models import create_model
+from vlcp.run.accounting import mafs_steps, step_cost
+from vlcp.run.stream import Stream
+from vlcp.train.distributed import is_main
+from vlcp.train.loop import Materializer
+from vlcp.utils import derive_seed
+
+FOMO_MIXTURE = (0.33, 0.34, 0.33)   # FoMo-in-Flux's default λP, λD, λB
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    path: str
+
+
+def parse_source(spec: str, field: str = "update.chunks") -> Source:
+    """`[NAME=]PATH` -> Source; without a name, the path's own name (a file's stem, a folder's name,
+    a shard pattern's folder)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{field}: expected [NAME=]PATH, got {spec!r}")
+    name, sep, path = spec.partition("=")
+    if not sep or not name or "/" in name or "{" in name:   # no name given ('=' inside a path)
+        name, path = "", spec
+    if not name:
+        pattern = "{" in path or "*" in path
+        p = Path(path)
+        name = (p.parent.name if pattern else p.name if p.is_dir() else p.stem) or str(path)
+    return Source(name, path)
+
+
+def user_sources(cfg: UpdateCfg) -> tuple[list[Source], list[Source], list[Source]]:
+    """(earlier, chunks, keep) with unique names (they key the scores)."""
+    earlier = [parse_source(s, "update.earlier") for s in cfg.earlier]
+    chunks = [parse_source(s, "update.chunks") for s in cfg.chunks]
+    keep = [parse_source(s, "update.keep") for s in cfg.keep]
+    names = [s.name for s in earlier + chunks + keep]
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise ConfigError(f"update: two sources are named {dup!r}; name them (NAME=PATH) so each set has its own name")
+    return earlier, chunks, keep
+
+
+def _rank(key: str) -> str:
+    return hashlib.sha1(key.encode("utf-8")).hexdigest()
+
+
+def first_by_hash(records: list[Record], n: int) -> list[Record]:
+    """At most `n` records, the first by key hash (the same subset on every read, in file order)."""
+    if len(records) <= n:
+        return records
+    keep = set(sorted(range(len(records)), key=lambda i: _rank(records[i].key))[:n])
+    return [r for i, r in enumerate(records) if i in keep]
+
+
+def record_pairs(records: list[Record], image_size: int, workers: int, max_captions: int) -> PairSet:
+    """The records as a PairSet: one item per image, every item with as many captions as the one
+    with the most (cycling its own, at most `max_captions`), images decoded on access."""
+    most = min(max((len(r.captions) for r in records), default=1), max_captions)
+    n = len(records)
+    return PairSet(images=ImageFiles.of_records(records, image_size, workers), image_text=torch.arange(n),
+                   texts=[r.captions[0] for r in records],
+                   captions=[[r.captions[k % len(r.captions)] for k in range(most)] for r in records],
+                   labels=torch.zeros(n, dtype=torch.long), tasks=torch.zeros(n, dtype=torch.long),
+                   items=torch.arange(n))
+
+
+def auto_mixture(has_pretraining: bool) -> tuple[float, float, float]:
+    """FoMo-in-Flux's default mixture, without pretraining data its λP moved to the chunk (λD)."""
+    p, d, b = FOMO_MIXTURE
+    return (p, d, b) if has_pretraining else (0.0, d + p, b)
+
+
+def summary(scores: dict[str, float], sets: list[EvalSet]) -> dict:
+    """{"datasets", "A_KA", "A_ZS", "GM"} (an average without sets is None)."""
+    def macro(role):
+        s = {e.name: scores[e.name] for e in sets if e.role == role}
+        return continual.dataset_macro(s) if s else None
+    ka, zs = macro("adaptation"), macro("retention")
+    gm = continual.geometric_mean(ka, zs) if ka is not None and zs is not None else None
+    return {"datasets": scores, "A_KA": ka, "A_ZS": zs, "GM": gm}
+
+
+class UserStream(Stream):
+    provides = frozenset({"pixels", "replay"})
+
+    @classmethod
+    def check(cls, cfg: ExperimentCfg, method_cls: type[Method]) -> None:
+        if cfg.update is None or not cfg.update.chunks:
+            raise ConfigError("update.chunks: the user stream needs at least one chunk of data to train on")
+        user_sources(cfg.update)
+
+    def _read(self, src: Source) -> tuple[list[Record], dict]:
+        u, d = self.cfg.update, self.cfg.data
+        csv = CsvOptions(u.csv_img_key, u.csv_caption_key, u.csv_separator or None)
+        if u.check_images:
+            records, stats = read_checked(src.path, u.layout, csv, u.image_root, d.image_size, d.workers,
+                                          progress=self.cfg.train.progress)
+        else:
+            stats = SourceStats()
+            records = list(read_source(src.path, u.layout, csv, u.image_root, stats))
+        return records, {"read": stats.read, "skipped": dict(stats.skipped), "examples": list(stats.examples)}
+
+    def load_sets(self, train: bool = True) -> list[tuple[str, list[Record]]]:
+        """Read every source: the evaluation sets (`sets`: each chunk's held-out slice, the keep-sets)
+        and what was read and skipped (`data`); returns the training parts [(role, records)] (role:
+        pretraining, earlier, chunk), or none with `train=False` (scoring only)."""
+        u = self.cfg.update
+        earlier, chunks, keep = user_sources(u)
+        self.chunk_names = [s.name for s in chunks]
+        self.data: dict[str, dict] = {}
+        parts: list[tuple[str, list[Record]]] = []
+        self.sets: list[EvalSet] = []
+        if u.pretraining and train:
+            src = parse_source(u.pretraining, "update.pretraining")
+            records, self.data[src.name] = self._read(src)
+            parts.append(("pretraining", records))
+        for role, src in [("earlier", s) for s in earlier] + [("chunk", s) for s in chunks]:
+            records, stats = self._read(src)
+            held = holdout_mask([r.key for r in records], u.holdout)
+            rest = [r for r, h in zip(records, held) if not h]
+            if role == "chunk" and u.fraction < 1:
+                rest = first_by_hash(rest, max(1, math.ceil(u.fraction * len(rest))))
+            test = first_by_hash([r for r, h in zip(records, held) if h], u.max_eval)
+            self.data[src.name] = {**stats, "train": len(rest), "heldout": sum(held), "evaluated": len(test)}
+            if train and not rest and role == "chunk":
+                raise ConfigError(f"update.chunks: {src.path}: no training pairs left after the held-out slice "
+                                  f"({len(records)} readable, update.holdout {u.holdout:g})")
+            parts.append((role, rest))
+            if test:
+                self.sets.append(EvalSet(src.name, "adaptation",
+                                         pairs=record_pairs(test, self.cfg.data.image_size, self.cfg.data.workers, 1)))
+        self.sets += [self._keep_set(src) for src in keep]
+        return parts if train else []
+
+    def create_model(self):
+        cfg = self.cfg
+        return create_model(cfg.model.name, cfg.model.pretrained, self.device, cfg.data.image_size)
+
+    def build(self, method: Method) -> None:
+        cfg, d = self.cfg, self.cfg.data
+        parts = self.load_sets()
+        train = record_pairs([r for _, part in parts for r in part], d.image_size, d.workers, d.captions_per_item)
+        ids, start = {"pretraining": [], "earlier": [], "chunk": []}, 0
+        for role, part in parts:
+            ids[role].append(torch.arange(start, start + len(part)))
+            start += len(part)
+        none = torch.empty(0, dtype=torch.long)
+        self.pretraining, self.earlier = torch.cat(ids["pretraining"] or [none]), torch.cat(ids["earlier"] or [none])
+        self.task_ids = ids["chunk"]
+
+        model, tokenizer = self.create_model()
+        corpus = [c for caps in train.captions for c in caps]
+        tokens = tokenizer(corpus).view(len(train.captions), -1, tokenizer.context_length)
+        self.materializer = Materializer(train.images, train.image_text, tokens, self.device, cfg.train.augment,
+                                         transform=train_transform(d.transform))
+        self.plain = Materializer(train.images, train.image_text, tokens, self.device, augment=False)
+        self.train, self.model, self.tokenizer = train, model, tokenizer
+        self.eval_tokenizer = MemoTokenizer(tokenizer)
+
+    def _keep_set(self, src: Source) -> EvalSet:
+        d, u = self.cfg.data, self.cfg.update
+        if is_image_folder(src.path):
+            folder = read_image_folder(src.path)
+            keep = first_by_hash([Record(image=p, captions=("",), split="test", key=str(p)) for p in folder.images],
+                                 u.max_eval)
+            chosen = {r.key for r in keep}
+            rows = [(p, y) for p, y in zip(folder.images, folder.labels) if str(p) in chosen]
+            self.data[src.name] = {"read": len(folder.images), "evaluated": len(rows), "classes": len(folder.classes)}
+            return EvalSet(src.name, "retention", images=ImageFiles([p for p, _ in rows], d.image_size, d.workers),
+                           labels=torch.tensor([y for _, y in rows], dtype=torch.long), classes=folder.classes,
+                           templates=folder.templates)
+        records, stats = self._read(src)
+        test = first_by_hash(records, u.max_eval)
+        self.data[src.name] = {**stats, "evaluated": len(test)}
+        return EvalSet(src.name, "retention", pairs=record_pairs(test, d.image_size, d.workers, 1))
+
+    def reference_cost(self) -> None:
+        if self.cfg.update.budget == "mafs":   # full fine-tuning's step: the budget's reference, before adapters
+            self.full_ft = step_cost(self.model, SeqF(), self.context(0), self.cfg, self.device)
+
+    def budget(self, method: Method) -> list[int]:
+        u = self.cfg.update
+        self.cost = None
+        if u.budget == "samples":
+            steps = math.ceil(u.samples / self.cfg.train.batch_size)
+        elif u.budget == "mafs":
+            probe = self.context(method.budget_probe_task) if 0 < method.budget_probe_task < self.num_tasks else None
+            own = step_cost(self.model, method, self.context(0), self.cfg, self.device, probe)
+            steps, self.cost = mafs_steps(u.steps, self.full_ft, own)
+        else:
+            steps = u.steps
+        self.steps = [steps] * self.num_tasks
+        return self.steps
+
+    def prior_steps(self) -> list[int]:
+        return list(self.cfg.update.prior_steps)
+
+    def header(self) -> dict:
+        head = {"tasks": self.chunk_names, "task_sizes": [len(i) for i in self.task_ids],
+                "steps_per_task": self.steps, "data": self.data}
+        if self.cost is not None:
+            head["budget"] = self.cost
+        return head
+
+    def environment(self) -> dict:
+        return {"datasets": {s.name: {"role": s.role, "n": len(s.images) if s.pairs is None else len(s.pairs.texts)}
+                             for s in self.sets}}
+
+    def records(self) -> dict:
+        return {"trajectory": []}
+
+    def _scores(self, model, progress: bool = False) -> dict:
+        from tqdm import tqdm
+
+        model.eval()
+        scores = {s.name: score(model, self.eval_tokenizer, s, self.device, self.cfg.eval.batch_size)
+                  for s in tqdm(self.sets, desc="evaluate", unit="set", leave=False, disable=not progress)}
+        model.train()
+        return summary(scores, self.sets)
+
+    def zero_shot(self, model) -> dict:
+        return self._scores(model, self.cfg.train.progress)
+
+    def context(self, t: int) -> TaskContext:
+        cfg, u = self.cfg, self.cfg.update
+        gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "task", t))
+        ctx = TaskContext(task=t, num_tasks=self.num_tasks, train_set=self.train, task_ids=self.task_ids,
+                          pool=self.task_ids[t], materialize=lambda ids, g=gen: self.materializer(ids, g), generator=gen,
+                          materialize_plain=lambda ids, g=torch.Generator().manual_seed(derive_seed(cfg.seed, "plain", t)):
+                          self.plain(ids, g))
+        buffer = torch.cat([self.earlier, *self.task_ids[:t]])
+        if len(self.pretraining) or len(buffer):
+            lam = tuple(u.mixture) if u.mixture is not None else auto_mixture(bool(len(self.pretraining)))
+            sizes = lambda b: mixture_sizes(b, *lam, first_task=not len(buffer), field="update.mixture")  # noqa: E731
+            # D is drawn from ctx.pool: the chunk, or what a method makes of it
+            ctx.sampler = lambda b, g: sample_mixture((self.pretraining, ctx.pool, buffer), sizes(b), g)[0]
+        return ctx
+
+    def task_label(self, t: int) -> str:
+        return self.chunk_names[t]
+
+    def evaluate(self, model, t: int) -> dict:
+        return self._scores(model, self.cfg.train.progress)
+
+    def record(self, results: dict, t: int, row: dict | None) -> None:
+        if row:
+            results["trajectory"].append(row)
+
+    def finish(self, model, results: dict) -> None:
+        if self.cfg.update.export and is_main():
+            from vlcp.models.export import save_open_clip
+            save_open_clip(model, self.cfg.update.export, self.cfg.model.name)
+
+    def progress(self, row: dict) -> str:
+        fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+        return f"A_KA {fmt(row['A_KA'])} A_ZS {fmt(row['A_ZS'])} GM {fmt(row['GM'])}"

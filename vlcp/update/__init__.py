@@ -1,0 +1,232 @@
+"""Keep your own CLIP current: `vlcp update` (train on new chunks of your data, see what the model
+kept) and `vlcp eval` (score a model on your sets), on the one continual loop's user stream
+(`vlcp.run.streams.user`).
+
+An update folder `DIR` holds:
+- `model.pt`: the latest model as an open_clip weights file
+  (`open_clip.create_model(name, pretrained="DIR/model.pt")`);
+- `history.json`: every update so far (`vlcp.update.history`), appended to by each later update;
+- `report.html`: before/after per set, the accumulation–retention trajectory, the recipe trial, the
+  cost (`notebooks/update_report.ipynb`, rendered by papermill);
+- `runs/NNN/`: each update's run (results.json, its checkpoints: an interrupted update resumes
+  when the same command runs again) and the model it made (`model.pt`); `runs/NNN/trial/<recipe>/`
+  the runs of `--recipe auto`'s trial.
+
+An update starts from `--model NAME [--pretrained FILE]` (a new folder), from the folder's own
+latest model (`--out DIR` where DIR is an update folder), or from another update folder
+(`--from PREV --out NEW`: NEW gets PREV's history plus this update; PREV is left as it is, which is
+what a DVC stage per chunk wants).
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+from vlcp.errors import ConfigError, VlcpError
+from vlcp.update.history import entries, load_history, new_history, write_history
+from vlcp.update.recipes import AUTO_CANDIDATES, FOMO_TRAIN, RECIPES, method_section, pick
+
+REPORT = "update_report.ipynb"
+
+
+def _image_size(model: str) -> int:
+    """The image size the architecture was built for (open_clip's model config)."""
+    import open_clip
+
+    from vlcp.models.clip import register_configs
+    register_configs()
+    cfg = open_clip.get_model_config(model)
+    if cfg is None:
+        raise ConfigError(f"--model: unknown open_clip model {model!r}")
+    size = cfg["vision_cfg"].get("image_size", 224)
+    return size[0] if isinstance(size, (list, tuple)) else int(size)
+
+
+def _start(out: Path, start: str | Path | None, model: str | None, pretrained: str | None) -> tuple[dict, str | None]:
+    """(the history this update extends, the weights it starts from)."""
+    if start is not None:
+        prev = load_history(start)
+        if prev is None:
+            raise VlcpError(f"--from: {start} is not an update folder (no history.json)")
+        weights = str(Path(start) / "model.pt")
+    else:
+        prev = load_history(out)
+        weights = str(out / "model.pt") if prev is not None else pretrained
+        if prev is None and out.exists() and any(out.iterdir()):
+            raise VlcpError(f"--out: {out} exists and is not an update folder (no history.json); name a new folder "
+                            "(vlcp writes nothing into a folder it did not make)")
+    if prev is not None:
+        if model is not None and model != prev["model"]["name"]:
+            raise ConfigError(f"--model: {model!r}, but the update folder's model is {prev['model']['name']!r}")
+        if pretrained is not None:
+            raise ConfigError("--pretrained: an update folder continues from its own latest model (model.pt)")
+        if not Path(weights).exists():
+            raise VlcpError(f"{weights}: the update folder's model is missing")
+        return prev, weights
+    if model is None:
+        raise ConfigError("--model: name the open_clip architecture to start from (and --pretrained FILE for its "
+                          "weights), or continue an update folder (--out DIR, --from DIR)")
+    return new_history(model, pretrained), weights
+
+
+def _experiment(history: dict, weights: str | None, chunks: Sequence[str], keep: list[str], recipe_method: dict,
+                seed: int, train: dict, options: dict, data: dict, name: str, overrides: Sequence[str] = ()):
+    from vlcp.config import deep_merge, experiment_from_dict, parse_override
+
+    model = history["model"]["name"]
+    prior = [u["steps"] for u in history["updates"]]
+    raw = {"name": name, "seed": seed, "method": recipe_method,
+           "data": {"benchmark": "user", "stream": "user", "unseen_styles": [], "image_size": _image_size(model),
+                    "transform": "fomo", **data},
+           "model": {"name": model, "pretrained": weights},
+           "train": {**FOMO_TRAIN, **train},
+           "update": {**options, "chunks": list(chunks), "earlier": list(history["chunks"]), "keep": keep,
+                      "prior_steps": prior}}
+    for o in overrides:   # --set KEY=VALUE, over everything (method.r=8, train.warmup_frac=0)
+        raw = deep_merge(raw, parse_override(o))
+    return experiment_from_dict(raw)
+
+
+def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None = None, model: str | None = None,
+           pretrained: str | None = None, keep: Sequence[str] = (), recipe: str = "full",
+           candidates: Sequence[str] = AUTO_CANDIDATES, trial_fraction: float = 0.25, seed: int = 0,
+           train: dict | None = None, options: dict | None = None, data: dict | None = None,
+           overrides: Sequence[str] = (), report: bool = True) -> dict:
+    """Train the model on `chunks` (one task each, in order) and return the updated history.
+
+    `keep`: `[NAME=]PATH` sets to keep (added to the folder's own); `recipe`: a name of
+    `vlcp.update.recipes.RECIPES`, any vlcp method, or `auto` (a trial of `candidates` on
+    `trial_fraction` of the first chunk's training pairs, with that share of the budget; the highest
+    GM wins, `recipes.pick`); `train`, `options`, `data`: the experiment's `train:`, `update:`,
+    `data:` settings (e.g. {"lr": 1e-5, "batch_size": 256}, {"steps": 500, "budget": "mafs"}); `overrides`:
+    `KEY=VALUE` over all of them (as `vlcp run --set`)."""
+    from vlcp.registry import method_names
+    from vlcp.run import run_experiment
+    from vlcp.run.requirements import check_config
+    from vlcp.train.distributed import barrier, broadcast_object, is_main
+
+    if not chunks:
+        raise ConfigError("update: name at least one chunk of data")
+    out = Path(out)
+    history, weights = _start(out, start, model, pretrained)
+    keep_all = list(dict.fromkeys(list(history["keep"]) + list(keep)))
+    train, options, data = dict(train or {}), dict(options or {}), dict(data or {})
+    k = len(history["updates"]) + 1
+    run_dir = out / "runs" / f"{k:03d}"
+
+    def experiment(method: dict, chunk_list, name: str, extra: dict):
+        cfg = _experiment(history, weights, chunk_list, keep_all, method, seed, train, {**options, **extra}, data, name,
+                          overrides)
+        check_config(cfg)
+        return cfg
+
+    trial = None
+    if recipe == "auto":
+        if not 0 < trial_fraction <= 1:
+            raise ConfigError(f"--trial-fraction: must be in (0, 1], got {trial_fraction}")
+        bad = [c for c in candidates if c not in RECIPES]
+        if bad:
+            raise ConfigError(f"--candidates: {bad[0]!r} is not a recipe ({', '.join(RECIPES)})")
+        steps = options.get("steps", 100)
+        trial_opts = {"fraction": trial_fraction, "steps": max(1, math.ceil(steps * trial_fraction))}
+        if options.get("samples"):
+            trial_opts["samples"] = max(1, math.ceil(options["samples"] * trial_fraction))
+        trial = []
+        for c in candidates:
+            cfg = experiment(method_section(c, method_names()), list(chunks[:1]), f"trial-{c}", trial_opts)
+            r = run_experiment(cfg, run_dir / "trial" / c)
+            if is_main():   # (evaluations happen on the main rank)
+                after, row = r["trajectory"][0], r["train"][0]
+                trial.append({"recipe": c, "A_KA": after["A_KA"], "A_ZS": after["A_ZS"], "GM": after["GM"],
+                              "before_GM": r["zero_shot"]["GM"], "steps": row["steps"], "seconds": row["seconds"]})
+        recipe = broadcast_object(pick(trial) if is_main() else None)
+        if is_main():
+            print(f"vlcp update: the trial picks {recipe!r} (highest GM: "
+                  + ", ".join(f"{t['recipe']} {t['GM']:.1f}" if t["GM"] is not None else f"{t['recipe']} -" for t in trial)
+                  + ")", flush=True)
+
+    cfg = experiment(method_section(recipe, method_names()), chunks, f"update-{k:03d}",
+                     {"export": str(run_dir / "model.pt")})
+    results = run_experiment(cfg, run_dir)
+    if not is_main():
+        barrier()
+        return history
+    history = {**history, "keep": keep_all, "chunks": list(history["chunks"]) + list(cfg.update.chunks)}
+    history["updates"] = list(history["updates"]) + entries(results, k, recipe, str(run_dir.relative_to(out)), trial)
+    out.mkdir(parents=True, exist_ok=True)
+    _publish(run_dir / "model.pt", out / "model.pt")
+    write_history(out, history)
+    if report:
+        render_report(out)
+    barrier()
+    return history
+
+
+def _publish(src: Path, dst: Path) -> None:
+    """`dst` becomes a copy of `src`, atomically."""
+    from vlcp.utils import atomic_path
+
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
+def report_notebook() -> Path:
+    """notebooks/update_report.ipynb of this checkout."""
+    path = Path(__file__).resolve().parents[2] / "notebooks" / REPORT
+    if not path.exists():
+        raise VlcpError(f"{path}: the update report notebook is missing (it ships with the vlcp repository)")
+    return path
+
+
+def render_report(folder: str | Path) -> Path:
+    """DIR/report.html (and DIR/report.ipynb, executed) from the folder's history."""
+    from vlcp.report.render import render_notebook
+
+    folder = Path(folder).resolve()
+    _, html = render_notebook(report_notebook(), folder, {"history": str(folder / "history.json")},
+                              cwd=folder, name="report")
+    return html
+
+
+def evaluate(model: str | None = None, pretrained: str | None = None, folder: str | Path | None = None,
+             keep: Sequence[str] = (), chunks: Sequence[str] = (), options: dict | None = None,
+             data: dict | None = None, batch_size: int = 512, device: str = "auto") -> dict:
+    """Score a model on sets: `keep` (retention: ImageFolder zero-shot, caption-set retrieval) and the
+    held-out slices of `chunks` (accumulation); from an update folder, its latest model on its own
+    keep-sets and chunks plus these. Returns {"datasets", "A_KA", "A_ZS", "GM", "roles"}."""
+    from vlcp.config import experiment_from_dict
+    from vlcp.eval.encode import MemoTokenizer
+    from vlcp.run.streams.user import UserStream
+
+    if folder is not None:
+        h = load_history(folder)
+        if h is None:
+            raise VlcpError(f"{folder}: is not an update folder (no history.json)")
+        if model is not None and model != h["model"]["name"]:
+            raise ConfigError(f"--model: {model!r}, but the update folder's model is {h['model']['name']!r}")
+        model, pretrained = h["model"]["name"], str(Path(folder) / "model.pt")
+        keep = list(dict.fromkeys(list(h["keep"]) + list(keep)))
+        chunks = list(dict.fromkeys(list(h["chunks"]) + list(chunks)))
+    if model is None:
+        raise ConfigError("--model: name the open_clip architecture (and --pretrained FILE), or an update folder")
+    if not keep and not chunks:
+        raise ConfigError("eval: name at least one set (--keep PATH or --chunk PATH)")
+    cfg = experiment_from_dict({
+        "name": "eval", "data": {"benchmark": "user", "stream": "user", "unseen_styles": [],
+                                 "image_size": _image_size(model), **(data or {})},
+        "model": {"name": model, "pretrained": pretrained}, "eval": {"batch_size": batch_size},
+        "train": {"device": device},
+        "update": {**(options or {}), "chunks": list(chunks), "earlier": [], "keep": list(keep)}})
+    from vlcp.run.state import pick_device
+    stream = UserStream(cfg, pick_device(cfg.train.device))
+    stream.load_sets(train=False)
+    stream.model, stream.tokenizer = stream.create_model()
+    stream.eval_tokenizer = MemoTokenizer(stream.tokenizer)
+    row = stream.zero_shot(stream.model)
+    return {**row, "roles": {s.name: s.role for s in stream.sets}, "data": stream.data}
+
+
+__all__ = ["update", "evaluate", "render_report", "RECIPES", "AUTO_CANDIDATES"]
