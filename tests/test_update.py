@@ -284,3 +284,38 @@ def test_dvc_example_runs_one_stage_per_chunk(tmp_path, keep_folder):
     assert [u["chunk"] for u in h["updates"]] == ["2026-01", "2026-02"]
     assert (work / "models" / "2026-02" / "report.html").exists()
     assert "up to date" in subprocess.run(["dvc", "repro"], cwd=work, capture_output=True, text=True, env=env).stdout
+
+
+def ddp_update(rank, world, port, chunk, out, keep):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import torch.distributed as dist
+    try:
+        run_update(chunk, out, model="vlcp-tiny", keep=[keep], report=False)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_update_under_two_process_ddp_matches_one_process(tmp_path, keep_folder):
+    """`torchrun -m vlcp update ...`: every rank trains its slice of each batch, the main rank
+    evaluates and writes; the model and the scores are those of one process."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    chunk = make_chunk(tmp_path, "folder", 0)
+    single = run_update(chunk, tmp_path / "single", model="vlcp-tiny", keep=[str(keep_folder)], report=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(ddp_update, args=(2, port, chunk, str(tmp_path / "ddp"), str(keep_folder)), nprocs=2, join=True)
+    ddp = load_history(tmp_path / "ddp")
+    run = json.loads((tmp_path / "ddp" / "runs" / "001" / "results.json").read_text())
+    assert run["world_size"] == 2 and len(ddp["updates"]) == 1
+    a, b = single["updates"][0]["after"]["datasets"], ddp["updates"][0]["after"]["datasets"]
+    assert b == pytest.approx(a, abs=1e-3)
+    wa, wb = (torch.load(tmp_path / d / "model.pt", weights_only=True) for d in ("single", "ddp"))
+    for k, v in wa.items():
+        torch.testing.assert_close(wb[k], v, rtol=1e-3, atol=1e-4, msg=k)
