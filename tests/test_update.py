@@ -80,6 +80,11 @@ def make_chunk(root: Path, layout: str, chunk: int) -> str:
                 "annotations": [{"id": i, "image_id": i, "caption": cap} for i, (_, _, cap) in enumerate(items)]}
         (base / f"coco-{chunk}.json").write_text(json.dumps(coco))
         return str(base / f"coco-{chunk}.json")
+    if layout == "karpathy":
+        data = {"images": [{"filepath": "images", "filename": name, "split": "train",
+                            "sentences": [{"raw": cap}, {"raw": cap + " on white"}]} for name, _, cap in items]}
+        (base / f"karpathy-{chunk}.json").write_text(json.dumps(data))
+        return str(base / f"karpathy-{chunk}.json")
     if layout == "wds":
         base.mkdir(parents=True)
         for s in range(2):
@@ -124,7 +129,7 @@ def exported_features(out: Path):
         return model.encode_image(x), model.encode_text(tok)
 
 
-@pytest.mark.parametrize("layout", ["folder", "csv", "tsv", "wds", "coco"])
+@pytest.mark.parametrize("layout", ["folder", "csv", "tsv", "wds", "coco", "karpathy"])
 def test_two_updates_in_each_layout(tmp_path, keep_folder, layout):
     first, second = make_chunk(tmp_path, layout, 0), make_chunk(tmp_path, layout, 1)
     csv = {"csv_img_key": "path", "csv_caption_key": "caption"} if layout == "tsv" else {}
@@ -154,22 +159,15 @@ def test_two_updates_in_each_layout(tmp_path, keep_folder, layout):
     assert "accumulation" in html and "Traceback" not in html and "<img" in html   # (papermill stops on a cell error)
 
 
-def test_karpathy_json_and_from_another_folder(tmp_path, keep_folder):
-    """A Karpathy captions JSON; `--from PREV --out NEW` leaves PREV as it was (one DVC stage per chunk)."""
-    items = pairs(0, 12)
-    (tmp_path / "k" / "imgs").mkdir(parents=True)
-    for name, im, _ in items:
-        im.save(tmp_path / "k" / "imgs" / name)
-    karpathy = {"images": [{"filepath": "imgs", "filename": name, "split": "train",
-                            "sentences": [{"raw": cap}, {"raw": cap + " on white"}]} for name, _, cap in items]}
-    (tmp_path / "k" / "dataset.json").write_text(json.dumps(karpathy))
+def test_from_another_folder_leaves_it_as_it_was(tmp_path, keep_folder):
+    """`--from PREV --out NEW` continues PREV into NEW and leaves PREV as it was (one DVC stage per chunk)."""
     prev = tmp_path / "prev"
-    run_update(str(tmp_path / "k" / "dataset.json"), prev, model="vlcp-tiny", keep=[str(keep_folder)], report=False)
-    before = (prev / "history.json").read_text()
+    run_update(make_chunk(tmp_path, "karpathy", 0), prev, model="vlcp-tiny", keep=[str(keep_folder)], report=False)
+    before = {p.relative_to(prev): p.read_bytes() for p in prev.rglob("*") if p.is_file()}
     h = run_update(make_chunk(tmp_path, "folder", 1), tmp_path / "new", start=prev, report=False)
-    assert (prev / "history.json").read_text() == before
+    assert {p.relative_to(prev): p.read_bytes() for p in prev.rglob("*") if p.is_file()} == before
     assert len(h["updates"]) == 2 and h["keep"] == [str(keep_folder)]
-    assert h["updates"][0]["data"]["read"] == 12
+    assert h["updates"][0]["data"]["read"] == 24 and load_history(tmp_path / "new") == json.loads(json.dumps(h))
 
 
 def test_corrupt_images_are_skipped_and_counted(tmp_path, keep_folder):
