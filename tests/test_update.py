@@ -214,6 +214,22 @@ def test_budgets(tmp_path, keep_folder):
     assert run["budget"]["full_ft"]["flops"] > 0 and run["budget"]["memory_multiplier"] < 1   # LoRA keeps less than full FT
 
 
+def test_pretraining_replay_and_any_method_by_name(tmp_path, keep_folder):
+    """--pretraining-data mixes pretraining-like pairs into every batch (λP); a vlcp method by name
+    (ER, with its own settings through --set) is a recipe too."""
+    h = run_update(make_chunk(tmp_path, "folder", 0), tmp_path / "m", model="vlcp-tiny", keep=[str(keep_folder)],
+                   report=False, recipe="er", overrides=["method.buffer_size=16"],
+                   options={**OPTIONS, "pretraining": f"pool={make_chunk(tmp_path, 'coco', 1)}",
+                            "mixture": [0.5, 0.5, 0.0]})
+    run = json.loads((tmp_path / "m" / "runs" / "001" / "results.json").read_text())
+    assert run["config"]["method"] == {"name": "er", **run["config"]["method"], "buffer_size": 16}
+    assert run["data"]["pool"]["read"] == 24 and "pool" not in run["datasets"]   # replayed, not scored
+    assert h["updates"][0]["recipe"] == "er" and h["updates"][0]["steps"] == 3
+    with pytest.raises(ConfigError, match="update.pretraining is empty"):
+        run_update(make_chunk(tmp_path, "csv", 0), tmp_path / "m2", model="vlcp-tiny", report=False,
+                   options={**OPTIONS, "mixture": [0.5, 0.5, 0.0]})
+
+
 def test_a_users_folder_is_never_written_into(tmp_path, keep_folder):
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -403,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                      "update folder continues from its latest model")
     upd.add_argument("--from", dest="start", default=None, help="start from another update folder (left unchanged)")
     upd.add_argument("--model", default=None, help="open_clip architecture of a new folder, e.g. ViT-B-32")
-    upd.add_argument("--pretrained", default=None, help="its weights file (or an open_clip tag: that downloads)")
+    upd.add_argument("--pretrained", default=None, help="its weights file (an open_clip tag downloads, and only with "
+                     "HF_HUB_OFFLINE=0)")
     upd.add_argument("--keep", action="append", metavar="[NAME=]PATH", help="a set to keep: an ImageFolder of classes "
                      "(zero-shot; classnames.txt / templates.txt inside are used) or captions in any chunk layout "
                      "(retrieval); repeatable; kept for every later update")
