@@ -237,8 +237,12 @@ def test_a_users_folder_is_never_written_into(tmp_path, keep_folder):
     with pytest.raises(VlcpError, match="not an update folder"):
         run_update(make_chunk(tmp_path, "folder", 0), mine, model="vlcp-tiny", report=False)
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    second = make_chunk(tmp_path, "folder", 1)
+    with pytest.raises(VlcpError, match="not an update folder"):   # nor as the folder a --from update goes to
+        run_update(second, mine, start=tmp_path / "whatever", report=False)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
     with pytest.raises(ConfigError, match="--model"):
-        run_update(make_chunk(tmp_path, "folder", 1), tmp_path / "new", report=False)
+        run_update(second, tmp_path / "new", report=False)
 
 
 def test_eval_scores_a_folder_and_a_weights_file(tmp_path, keep_folder, capsys):

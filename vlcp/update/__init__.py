@@ -45,31 +45,42 @@ def _image_size(model: str) -> int:
     return size[0] if isinstance(size, (list, tuple)) else int(size)
 
 
+def _latest_model(folder: Path, history: dict) -> str:
+    """The update folder's latest model: its last run's own file (which no later update replaces),
+    else the folder's model.pt."""
+    ups = history["updates"]
+    own = folder / ups[-1]["run"] / "model.pt" if ups else None
+    return str(own if own is not None and own.exists() else folder / "model.pt")
+
+
 def _start(out: Path, start: str | Path | None, model: str | None, pretrained: str | None) -> tuple[dict, str | None]:
-    """(the history this update extends, the weights it starts from)."""
+    """(the history this update extends, the weights it starts from). `out` must be new, empty, or
+    (without `start`) an update folder to continue."""
+    here = load_history(out)
+    if start is not None and here is not None and Path(start).resolve() != out.resolve():
+        raise VlcpError(f"--out: {out} is an update folder already; continue it without --from, or name a new folder")
+    if here is None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise VlcpError(f"--out: {out} exists and is not an update folder (no history.json); name a new folder "
+                        "(vlcp writes nothing into a folder it did not make)")
     if start is not None:
-        prev = load_history(start)
+        prev, folder = load_history(start), Path(start)
         if prev is None:
             raise VlcpError(f"--from: {start} is not an update folder (no history.json)")
-        weights = str(Path(start) / "model.pt")
     else:
-        prev = load_history(out)
-        weights = str(out / "model.pt") if prev is not None else pretrained
-        if prev is None and out.exists() and any(out.iterdir()):
-            raise VlcpError(f"--out: {out} exists and is not an update folder (no history.json); name a new folder "
-                            "(vlcp writes nothing into a folder it did not make)")
+        prev, folder = here, out
     if prev is not None:
         if model is not None and model != prev["model"]["name"]:
             raise ConfigError(f"--model: {model!r}, but the update folder's model is {prev['model']['name']!r}")
         if pretrained is not None:
             raise ConfigError("--pretrained: an update folder continues from its own latest model (model.pt)")
+        weights = _latest_model(folder, prev)
         if not Path(weights).exists():
             raise VlcpError(f"{weights}: the update folder's model is missing")
         return prev, weights
     if model is None:
         raise ConfigError("--model: name the open_clip architecture to start from (and --pretrained FILE for its "
                           "weights), or continue an update folder (--out DIR, --from DIR)")
-    return new_history(model, pretrained), weights
+    return new_history(model, pretrained), pretrained
 
 
 def _experiment(history: dict, weights: str | None, chunks: Sequence[str], keep: list[str], recipe_method: dict,
