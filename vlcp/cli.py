@@ -256,14 +256,18 @@ def cmd_update(args) -> None:
     if not is_main():
         return
     last = history["updates"][-1]
-    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     for u in history["updates"][-len(args.chunks):]:
         b, a = u["before"], u["after"]
-        print(f"update {u['update']} ({u['chunk']}, {u['recipe']}): A_KA {fmt(b['A_KA'])} -> {fmt(a['A_KA'])}, "
-              f"A_ZS {fmt(b['A_ZS'])} -> {fmt(a['A_ZS'])}, GM {fmt(b['GM'])} -> {fmt(a['GM'])}")
+        print(f"update {u['update']} ({u['chunk']}, {u['recipe']}): A_KA {_fmt(b['A_KA'])} -> {_fmt(a['A_KA'])}, "
+              f"A_ZS {_fmt(b['A_ZS'])} -> {_fmt(a['A_ZS'])}, GM {_fmt(b['GM'])} -> {_fmt(a['GM'])}")
     print(f"wrote {Path(args.out) / 'model.pt'} and {Path(args.out) / 'history.json'} "
           f"({len(history['updates'])} updates; last: {last['chunk']})"
           + ("" if args.no_report else f"; report: {Path(args.out) / 'report.html'}"))
+
+
+def _fmt(v: float | None) -> str:
+    """A score with one decimal, or - where there is none."""
+    return "-" if v is None else f"{v:.1f}"
 
 
 def _keep_sets(folder: str | None) -> list[str]:
@@ -291,12 +295,11 @@ def cmd_eval(args) -> None:
     train, options, data = _update_options(args)
     row = evaluate(args.model, args.pretrained, args.folder, args.keep or [], args.chunk or [], options, data,
                    device=train.get("device", "auto"))
-    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     width = max(len(n) for n in row["datasets"])
     for name, value in row["datasets"].items():
         role = "accumulation (held-out slice)" if row["roles"][name] == "adaptation" else "retention (keep-set)"
         print(f"{name:<{width}}  {value:6.1f}  {role}")
-    print(f"A_KA {fmt(row['A_KA'])}  A_ZS {fmt(row['A_ZS'])}  GM {fmt(row['GM'])}")
+    print(f"A_KA {_fmt(row['A_KA'])}  A_ZS {_fmt(row['A_ZS'])}  GM {_fmt(row['GM'])}")
     if args.json:
         write_json(args.json, row)
         print(f"wrote {args.json}")

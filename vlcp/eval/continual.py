@@ -61,6 +61,15 @@ def geometric_mean(ka: float, zs: float) -> float:
     return float(np.sqrt(max(ka, 0.0) * max(zs, 0.0)))
 
 
+def trade_off(scores: dict[str, float], adaptation, retention) -> dict:
+    """{"datasets", "A_KA", "A_ZS", "GM"}: the dataset-macro averages of `scores` over the `adaptation`
+    and the `retention` names and their GM; an average over no dataset (and a GM missing one) is None."""
+    ka = dataset_macro({n: scores[n] for n in adaptation}) if adaptation else None
+    zs = dataset_macro({n: scores[n] for n in retention}) if retention else None
+    gm = geometric_mean(ka, zs) if ka is not None and zs is not None else None
+    return {"datasets": dict(scores), "A_KA": ka, "A_ZS": zs, "GM": gm}
+
+
 def above_trade_off_line(point, zero_shot, joint) -> float:
     """Signed distance (in A_ZS units) of an (A_KA, A_ZS) point above the straight line from the
     zero-shot start (A_KA⁰, A_ZS⁰) to the joint-training point: > 0 retains more zero-shot

@@ -47,13 +47,21 @@ def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: 
 
 
 @torch.no_grad()
-def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False) -> dict:
-    """{"datasets": {name: score}, "A_KA", "A_ZS", "GM"} for one model (left in train mode);
-    `progress`: a bar over the datasets."""
+def score_sets(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False
+               ) -> dict[str, float]:
+    """{name: score} of every set for one model (left in train mode); `progress`: a bar over the sets."""
     model.eval()
     scores = {s.name: score(model, tokenizer, s, device, batch_size)
               for s in tqdm(sets, desc="evaluate", unit="dataset", leave=False, disable=not progress)}
     model.train()
+    return scores
+
+
+@torch.no_grad()
+def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False) -> dict:
+    """{"datasets": {name: score}, "A_KA", "A_ZS", "GM"} for one model (left in train mode);
+    `progress`: a bar over the datasets."""
+    scores = score_sets(model, tokenizer, sets, device, batch_size, progress)
     ka = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "adaptation"})
     zs = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "retention"})
     return {"datasets": scores, "A_KA": ka, "A_ZS": zs, "GM": continual.geometric_mean(ka, zs)}

@@ -141,7 +141,8 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
         bad = [c for c in candidates if c not in RECIPES]
         if bad:
             raise ConfigError(f"--candidates: {bad[0]!r} is not a recipe ({', '.join(RECIPES)})")
-        steps = options.get("steps", 100)
+        from vlcp.config import UpdateCfg
+        steps = options.get("steps", UpdateCfg.steps)
         trial_opts = {"fraction": trial_fraction, "steps": max(1, math.ceil(steps * trial_fraction))}
         if options.get("samples"):
             trial_opts["samples"] = max(1, math.ceil(options["samples"] * trial_fraction))
@@ -209,7 +210,6 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
     held-out slices of `chunks` (accumulation); from an update folder, its latest model on its own
     keep-sets and chunks plus these. Returns {"datasets", "A_KA", "A_ZS", "GM", "roles"}."""
     from vlcp.config import experiment_from_dict
-    from vlcp.eval.encode import MemoTokenizer
     from vlcp.run.streams.user import UserStream
 
     if folder is not None:
@@ -234,8 +234,7 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
     from vlcp.run.state import pick_device
     stream = UserStream(cfg, pick_device(cfg.train.device))
     stream.load_sets(train=False)
-    stream.model, stream.tokenizer = stream.create_model()
-    stream.eval_tokenizer = MemoTokenizer(stream.tokenizer)
+    stream.use_model(*stream.create_model())
     row = stream.zero_shot(stream.model)
     return {**row, "roles": {s.name: s.role for s in stream.sets}, "data": stream.data}
 

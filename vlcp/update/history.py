@@ -42,15 +42,6 @@ def new_history(model: str, start: str | None) -> dict:
     return {"format": FORMAT, "model": {"name": model, "start": start}, "keep": [], "chunks": [], "updates": []}
 
 
-def averages(row: dict, adaptation: list[str], retention: list[str]) -> dict:
-    """A row's scores with A_KA over `adaptation`, A_ZS over `retention` (None where a list is empty)."""
-    scores = row["datasets"]
-    ka = continual.dataset_macro({n: scores[n] for n in adaptation}) if adaptation else None
-    zs = continual.dataset_macro({n: scores[n] for n in retention}) if retention else None
-    gm = continual.geometric_mean(ka, zs) if ka is not None and zs is not None else None
-    return {"datasets": dict(scores), "A_KA": ka, "A_ZS": zs, "GM": gm}
-
-
 def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[dict] | None) -> list[dict]:
     """One history entry per chunk of a user-stream run's `results`."""
     roles = results["datasets"]
@@ -66,7 +57,8 @@ def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[
             "seed": results["seed"], "steps": row["steps"], "samples": row["samples"], "seconds": row["seconds"],
             "flops": row["flops_per_step"] * row["steps"] + row["task_pass_flops"],
             "peak_memory_mb": row["peak_memory_mb"], "data": results["data"].get(chunk, {}),
-            "before": averages(before, seen, retention), "after": averages(results["trajectory"][t], seen, retention),
+            "before": continual.trade_off(before["datasets"], seen, retention),
+            "after": continual.trade_off(results["trajectory"][t]["datasets"], seen, retention),
             "trial": trial if t == 0 else None, "run": run, "date": now})
     return out
 

@@ -397,6 +397,16 @@ def holdout_mask(keys: Sequence[str], fraction: float, salt: str = "") -> list[b
     return mask
 
 
+def first_by_hash(records: Sequence[Record], n: int) -> list[Record]:
+    """At most `n` records: those whose keys hash lowest (`holdout_mask`'s hash), in their own order,
+    so the same subset whenever the source is read again."""
+    records = list(records)
+    if len(records) <= n:
+        return records
+    keep = set(sorted(range(len(records)), key=lambda i: _unit_hash(records[i].key, ""))[:n])
+    return [r for i, r in enumerate(records) if i in keep]
+
+
 # ----------------------------------------------------------------------------- ImageFolder keep-sets
 
 @dataclass

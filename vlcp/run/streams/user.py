@@ -18,7 +18,6 @@ counted (`results["data"]`).
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +28,14 @@ from vlcp.config import ExperimentCfg, UpdateCfg
 from vlcp.data.augment import train_transform
 from vlcp.data.fomo import EvalSet
 from vlcp.data.formats import ImageFiles, Record
-from vlcp.data.formats.layouts import (CsvOptions, SourceStats, holdout_mask, is_image_folder, read_checked,
-                                       read_image_folder, read_source)
+from vlcp.data.formats.layouts import (CsvOptions, SourceStats, first_by_hash, holdout_mask, is_image_folder,
+                                       read_checked, read_image_folder, read_source)
 from vlcp.data.mixtures import mixture_sizes, sample_mixture
 from vlcp.data.pairs import PairSet
 from vlcp.errors import ConfigError
 from vlcp.eval import continual
 from vlcp.eval.encode import MemoTokenizer
-from vlcp.eval.fomo import score
+from vlcp.eval.fomo import score_sets
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
@@ -82,18 +81,6 @@ def user_sources(cfg: UpdateCfg) -> tuple[list[Source], list[Source], list[Sourc
     return earlier, chunks, keep
 
 
-def _rank(key: str) -> str:
-    return hashlib.sha1(key.encode("utf-8")).hexdigest()
-
-
-def first_by_hash(records: list[Record], n: int) -> list[Record]:
-    """At most `n` records, the first by key hash (the same subset on every read, in file order)."""
-    if len(records) <= n:
-        return records
-    keep = set(sorted(range(len(records)), key=lambda i: _rank(records[i].key))[:n])
-    return [r for i, r in enumerate(records) if i in keep]
-
-
 def record_pairs(records: list[Record], image_size: int, workers: int, max_captions: int) -> PairSet:
     """The records as a PairSet: one item per image, every item with as many captions as the one
     with the most (cycling its own, at most `max_captions`), images decoded on access."""
@@ -110,16 +97,6 @@ def auto_mixture(has_pretraining: bool) -> tuple[float, float, float]:
     """FoMo-in-Flux's default mixture, without pretraining data its λP moved to the chunk (λD)."""
     p, d, b = FOMO_MIXTURE
     return (p, d, b) if has_pretraining else (0.0, d + p, b)
-
-
-def summary(scores: dict[str, float], sets: list[EvalSet]) -> dict:
-    """{"datasets", "A_KA", "A_ZS", "GM"} (an average without sets is None)."""
-    def macro(role):
-        s = {e.name: scores[e.name] for e in sets if e.role == role}
-        return continual.dataset_macro(s) if s else None
-    ka, zs = macro("adaptation"), macro("retention")
-    gm = continual.geometric_mean(ka, zs) if ka is not None and zs is not None else None
-    return {"datasets": scores, "A_KA": ka, "A_ZS": zs, "GM": gm}
 
 
 class UserStream(Stream):
@@ -178,6 +155,10 @@ class UserStream(Stream):
         cfg = self.cfg
         return create_model(cfg.model.name, cfg.model.pretrained, self.device, cfg.data.image_size)
 
+    def use_model(self, model, tokenizer) -> None:
+        """The model the stream trains and scores (scoring only: `vlcp.update.evaluate`)."""
+        self.model, self.tokenizer, self.eval_tokenizer = model, tokenizer, MemoTokenizer(tokenizer)
+
     def build(self, method: Method) -> None:
         cfg, d = self.cfg, self.cfg.data
         parts = self.load_sets()
@@ -191,13 +172,13 @@ class UserStream(Stream):
         self.task_ids = ids["chunk"]
 
         model, tokenizer = self.create_model()
+        self.use_model(model, tokenizer)
         corpus = [c for caps in train.captions for c in caps]
         tokens = tokenizer(corpus).view(len(train.captions), -1, tokenizer.context_length)
         self.materializer = Materializer(train.images, train.image_text, tokens, self.device, cfg.train.augment,
                                          transform=train_transform(d.transform))
         self.plain = Materializer(train.images, train.image_text, tokens, self.device, augment=False)
-        self.train, self.model, self.tokenizer = train, model, tokenizer
-        self.eval_tokenizer = MemoTokenizer(tokenizer)
+        self.train = train
 
     def _keep_set(self, src: Source) -> EvalSet:
         d, u = self.cfg.data, self.cfg.update
@@ -251,17 +232,14 @@ class UserStream(Stream):
     def records(self) -> dict:
         return {"trajectory": []}
 
-    def _scores(self, model, progress: bool = False) -> dict:
-        from tqdm import tqdm
-
-        model.eval()
-        scores = {s.name: score(model, self.eval_tokenizer, s, self.device, self.cfg.eval.batch_size)
-                  for s in tqdm(self.sets, desc="evaluate", unit="set", leave=False, disable=not progress)}
-        model.train()
-        return summary(scores, self.sets)
+    def _scores(self, model) -> dict:
+        scores = score_sets(model, self.eval_tokenizer, self.sets, self.device, self.cfg.eval.batch_size,
+                            self.cfg.train.progress)
+        return continual.trade_off(scores, [s.name for s in self.sets if s.role == "adaptation"],
+                                   [s.name for s in self.sets if s.role == "retention"])
 
     def zero_shot(self, model) -> dict:
-        return self._scores(model, self.cfg.train.progress)
+        return self._scores(model)
 
     def context(self, t: int) -> TaskContext:
         cfg, u = self.cfg, self.cfg.update
@@ -282,7 +260,7 @@ class UserStream(Stream):
         return self.chunk_names[t]
 
     def evaluate(self, model, t: int) -> dict:
-        return self._scores(model, self.cfg.train.progress)
+        return self._scores(model)
 
     def record(self, results: dict, t: int, row: dict | None) -> None:
         if row:
