@@ -1,9 +1,14 @@
 """Time the default pipeline: `dvc repro` from scratch in a fresh clone, then a no-op `dvc repro`.
 
-    .venv/bin/python benchmarks/pipeline.py [--out benchmarks/results/pipeline.json]
+    .venv/bin/python benchmarks/pipeline.py [--out benchmarks/results/pipeline.json] [--workdir DIR]
+    .venv/bin/python benchmarks/pipeline.py --workdir DIR --resume   # go on with a repro that was stopped
 
 Writes per-stage wall times (from DVC's stage boundaries in the log), the total and the no-op
 time, with the machine's description. The overview report shows the latest file.
+
+A repro that is stopped (a session that ends) can go on with --resume: the stages it finished
+are kept in DIR/pipeline-partial.json as they finish, DVC skips them, and the stage that was
+cut off reruns whole. The total is then the sum of whole stages, and `attempts` says so.
 """
 from __future__ import annotations
 
@@ -32,9 +37,10 @@ class Repro(NamedTuple):
     log: str
 
 
-def timed_repro(cwd: Path, env: dict, echo: str | None = None) -> Repro:
+def timed_repro(cwd: Path, env: dict, echo: str | None = None, on_stage=None) -> Repro:
     """Run `dvc repro` in `cwd`, reading its output as it comes; `echo`: print each stage's seconds
-    and the total, prefixed `[echo]` (tests/test_pipeline.py shows them on failure or with -s)."""
+    and the total, prefixed `[echo]` (tests/test_pipeline.py shows them on failure or with -s);
+    `on_stage(stages)`: called with the finished stages' seconds each time a stage finishes."""
     t0 = time.time()
     proc = subprocess.Popen(["dvc", "repro"], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -45,6 +51,8 @@ def timed_repro(cwd: Path, env: dict, echo: str | None = None) -> Repro:
             stages[current] = round(now - started, 2)
             if echo:
                 print(f"[{echo}] {current}: {stages[current]:.1f} s")
+            if on_stage:
+                on_stage(stages)
     for line in proc.stdout:
         log.append(line)
         m = re.match(r"Running stage '([^']+)'", line)
@@ -53,7 +61,8 @@ def timed_repro(cwd: Path, env: dict, echo: str | None = None) -> Repro:
             close(now)
             current, started = m.group(1), now
     proc.wait()
-    close(time.time())
+    if proc.returncode == 0:      # a failed stage's time is not a stage time
+        close(time.time())
     total = round(time.time() - t0, 2)
     if echo:
         print(f"[{echo}] total: {total:.1f} s")
@@ -79,23 +88,47 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "pipeline.json"))
     ap.add_argument("--workdir", help="clone here and keep it (default: a temporary directory)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on with the stopped repro in --workdir (its finished stages are kept)")
     args = ap.parse_args()
+    if args.resume and not args.workdir:
+        ap.error("--resume needs the --workdir of the repro that was stopped")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(args.workdir) if args.workdir else Path(tmp) / "vlcp"
-        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        partial = clone / "pipeline-partial.json"
+        if args.resume:
+            if not partial.exists():
+                raise SystemExit(f"--resume: {partial} is missing: {clone} holds no stopped repro of this script")
+            done = json.loads(partial.read_text())
+            (clone / ".dvc" / "tmp" / "rwlock").unlink(missing_ok=True)   # the stopped dvc's stale lock
+        else:
+            subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+            done = {"stages": {}, "attempts": []}
+        attempt = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": 0}
+        done["attempts"].append(attempt)
+
+        def keep(stages):
+            done["stages"].update(stages)
+            attempt["stages"] = len(stages)
+            write_json(partial, done)
         env["PYTHONPATH"] = str(clone)
-        full = checked(timed_repro(clone, env))
+        full = checked(timed_repro(clone, env, on_stage=keep))
+        keep(full.stages)
         noop = checked(timed_repro(clone, env))
         measured = git_commit(clone)   # the clone's commit (this checkout may have moved on meanwhile)
         pace = seqf_seconds_per_step(clone)
+    total = round(sum(done["stages"].values()), 2) if args.resume else full.total
     write_json(args.out, {
-        "what": "dvc repro from scratch in a fresh clone (default params.yaml), then a no-op dvc repro",
-        "total_seconds": full.total, "noop_seconds": noop.total, "noop_up_to_date": "up to date" in noop.log,
-        "stages": full.stages, "seqf_seconds_per_step": pace, **provenance(), "commit": measured,
+        "what": "dvc repro from scratch in a fresh clone (default params.yaml), then a no-op dvc repro"
+                + ("; stopped and resumed: the total sums whole stages, a cut-off stage timed on its rerun"
+                   if len(done["attempts"]) > 1 else ""),
+        "total_seconds": total, "noop_seconds": noop.total, "noop_up_to_date": "up to date" in noop.log,
+        "stages": done["stages"], "attempts": done["attempts"], "seqf_seconds_per_step": pace,
+        **provenance(), "commit": measured,
     })
-    print(f"dvc repro {full.total / 60:.1f} min (SeqF {pace} s/step), no-op {noop.total:.1f} s -> {args.out}")
+    print(f"dvc repro {total / 60:.1f} min (SeqF {pace} s/step), no-op {noop.total:.1f} s -> {args.out}")
 
 
 if __name__ == "__main__":
