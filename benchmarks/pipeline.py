@@ -114,16 +114,16 @@ def main() -> None:
             attempt["stages"] = len(stages)
             write_json(partial, done)
         env["PYTHONPATH"] = str(clone)
-        full = checked(timed_repro(clone, env, on_stage=keep))
-        keep(full.stages)
+        full = checked(timed_repro(clone, env, on_stage=keep))   # keep() has every stage by now
         noop = checked(timed_repro(clone, env))
         measured = git_commit(clone)   # the clone's commit (this checkout may have moved on meanwhile)
         pace = seqf_seconds_per_step(clone)
-    total = round(sum(done["stages"].values()), 2) if args.resume else full.total
+    resumed = len(done["attempts"]) > 1
+    total = round(sum(done["stages"].values()), 2) if resumed else full.total
     write_json(args.out, {
         "what": "dvc repro from scratch in a fresh clone (default params.yaml), then a no-op dvc repro"
                 + ("; stopped and resumed: the total sums whole stages, a cut-off stage timed on its rerun"
-                   if len(done["attempts"]) > 1 else ""),
+                   if resumed else ""),
         "total_seconds": total, "noop_seconds": noop.total, "noop_up_to_date": "up to date" in noop.log,
         "stages": done["stages"], "attempts": done["attempts"], "seqf_seconds_per_step": pace,
         **provenance(), "commit": measured,
