@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from vlcp.report.claims import (VERDICTS, Claim, claim_from, combine, effect, equivalent_verdict, greater_verdict,
-                                not_testable, ordered_verdict)
+from vlcp.report.claims import (VERDICTS, Claim, budget_verdict, claim_from, combine, effect, equivalent_verdict,
+                                greater_verdict, interval_target_verdict, not_testable, ordered_verdict)
 
 
 def test_paired_effect_is_the_t_interval_of_the_per_seed_differences():
@@ -89,6 +89,27 @@ def test_combine_and_not_testable():
     assert c.verdict == "not testable" and set(VERDICTS) == {"confirmed", "inconclusive", "not confirmed", "not testable"}
     with pytest.raises(ValueError, match="verdict"):
         Claim("x", "probably", "")
+
+
+@pytest.mark.parametrize("seconds,slowdown,verdict", [
+    (80, 1.0, "confirmed"),
+    (80, 3.0, "confirmed"),             # within the budget as measured, however slow the machine was
+    (200, 3.0, "inconclusive"),         # over as measured, within at the reference pace
+    (200, 1.0, "not confirmed"),        # no slowdown to read it at
+    (300, 3.0, "not confirmed"),        # over even at the reference pace
+])
+def test_budget_returns_each_verdict(seconds, slowdown, verdict):
+    assert budget_verdict(seconds, 90, slowdown) == verdict
+
+
+@pytest.mark.parametrize("estimate,low,high,verdict", [
+    (1.05, 0.98, 1.12, "confirmed"),
+    (0.97, 0.92, 1.03, "inconclusive"),    # the interval straddles the goal
+    (1.02, 0.93, 1.10, "inconclusive"),    # the estimate meets it, the interval dips below the margin
+    (0.90, 0.85, 0.96, "not confirmed"),   # the whole interval is below the goal
+])
+def test_interval_target_returns_each_verdict(estimate, low, high, verdict):
+    assert interval_target_verdict(estimate, low, high, goal=1.0, margin=0.95) == verdict
 
 
 def test_claim_from_carries_the_interval():

@@ -81,3 +81,21 @@ def test_profile_frame_names_the_phase_and_its_ops():
     row = t.loc[("S", "teir")]
     assert row["phase"] == "optimizer" and row["extra ms/step"] == pytest.approx(5.0)
     assert row["its ops (self ms/step)"] == "aten::mul_ 3.0, aten::_fused_adamw_ 2.5"
+
+
+def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
+    pipe = {"stages": {"prepare": 60.0, "run@seqf-0": 240.0, "run_ctp@0": 1800.0, "run_ctp@1": 1200.0,
+                       "ctp_tables": 60.0}, "seqf_seconds_per_step": 0.12}
+    budgets = {"spine": {"minutes": 10, "stages": ["prepare", "run"]},
+               "ctp": {"minutes": 25, "stages": ["run_ctp", "ctp_tables"]},
+               "fomo": {"minutes": 25, "stages": ["run_fomo"]}}
+    slow = pf.pace_slowdown(pipe, {"median_seconds_per_step": {"seqf": 0.04}})
+    assert slow == pytest.approx(3.0)
+    assert pf.pace_slowdown(pipe, None) == pf.pace_slowdown({"stages": {}}, {"median_seconds_per_step": {"seqf": 0.04}}) == 1.0
+    t = pf.budget_table(pipe, budgets, slow)
+    assert t.loc["spine", "measured min"] == pytest.approx(5.0) and t.loc["spine", "verdict"] == "confirmed"
+    assert t.loc["ctp", "stages"] == 3 and t.loc["ctp", "measured min"] == pytest.approx(51.0)
+    assert t.loc["ctp", "at reference pace min"] == pytest.approx(17.0)
+    assert (t.loc["ctp", "verdict"], t.loc["ctp", "status"]) == ("inconclusive", "met at the reference pace only")
+    assert t.loc["fomo", "status"] == "not built" and t["verdict"].isna()["fomo"]
+    assert pf.budget_table(pipe, budgets).loc["ctp", "verdict"] == "not confirmed"    # no slowdown given

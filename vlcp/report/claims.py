@@ -220,6 +220,25 @@ def target_verdict(median: float, slowest: float, goal: float) -> str:
     return "confirmed" if slowest <= goal else "inconclusive" if median <= goal else "not confirmed"
 
 
+def interval_target_verdict(estimate: float, low: float, high: float, goal: float, margin: float) -> str:
+    """"a ratio ≥ `goal`" from paired repeats (an estimate and its interval): confirmed when the
+    estimate meets the goal and the interval's low end stays above `margin` (≤ goal); not confirmed
+    when the whole interval is below the goal; else inconclusive."""
+    if estimate >= goal and low >= margin:
+        return "confirmed"
+    return "not confirmed" if high < goal else "inconclusive"
+
+
+def budget_verdict(seconds: float, budget: float, slowdown: float = 1.0) -> str:
+    """A time budget from one measurement taken while the machine ran `slowdown` × slower than its
+    reference pace (`vlcp.report.performance.pace_slowdown`): confirmed when the measured time is
+    within the budget; inconclusive when only the time scaled back to the reference pace is (one
+    measurement on a slow day cannot tell); else not confirmed."""
+    if seconds <= budget:
+        return "confirmed"
+    return "inconclusive" if slowdown > 1 and seconds / slowdown <= budget else "not confirmed"
+
+
 def engineering_targets(rows: list[dict]) -> "pd.DataFrame":
     """The engineering targets (not paper claims, not in the claims file): each row {target,
     ratio (median), slowest, goal, source, note}; `result` by target_verdict (met = every paired

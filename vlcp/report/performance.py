@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vlcp.report.claims import budget_verdict
 from vlcp.report.results import fill_pass_flops, flops_per_step, run_paths
 from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_json
@@ -194,14 +195,30 @@ def eval_memory_frame(bench: dict) -> pd.DataFrame:
     return df.pivot(index="n", columns="path", values=["seconds", "peak_mb"])
 
 
-def budget_table(pipeline: dict, budgets: dict[str, dict]) -> pd.DataFrame:
-    """Measured minutes of each paper's DVC stages (matched by stage-name prefix) against its budget.
-    A paper with no measured stage yet shows NaN and `status` "not built"."""
+def pace_slowdown(pipeline: dict, spine_cost: dict | None) -> float:
+    """How much slower the machine ran during a pipeline measurement than in its reference
+    measurement: the pipeline's SeqF seconds per training step (`benchmarks/pipeline.py` times one
+    after the repro) ÷ `benchmarks/spine_cost.py`'s median SeqF step on the same machine. 1.0 when
+    either is missing."""
+    pace = pipeline.get("seqf_seconds_per_step")
+    ref = ((spine_cost or {}).get("median_seconds_per_step") or {}).get("seqf")
+    return pace / ref if pace and ref else 1.0
+
+
+BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "not confirmed": "NOT met"}
+
+
+def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float = 1.0) -> pd.DataFrame:
+    """Measured minutes of each paper's DVC stages (matched by stage-name prefix) against its budget,
+    and scaled back to the machine's reference pace (÷ `slowdown`, see `pace_slowdown`); `verdict`
+    by `budget_verdict`. A paper with no measured stage yet shows NaN and `status` "not built"."""
     stages = pipeline["stages"]
     rows = {}
     for paper, b in budgets.items():
         secs = [s for name, s in stages.items() if any(name == p or name.startswith(p + "@") for p in b["stages"])]
         measured = sum(secs) / 60 if secs else float("nan")
-        rows[paper] = {"budget min": b["minutes"], "measured min": measured, "stages": len(secs),
-                       "status": "not built" if not secs else ("met" if measured <= b["minutes"] else "NOT met")}
+        verdict = budget_verdict(measured, b["minutes"], slowdown) if secs else None
+        rows[paper] = {"budget min": b["minutes"], "measured min": measured,
+                       "at reference pace min": measured / slowdown, "stages": len(secs),
+                       "status": BUDGET_STATUS[verdict] if verdict else "not built", "verdict": verdict}
     return pd.DataFrame.from_dict(rows, orient="index")
