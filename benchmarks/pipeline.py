@@ -8,7 +8,9 @@ time, with the machine's description. The overview report shows the latest file.
 
 A repro that is stopped (a session that ends) can go on with --resume: the stages it finished
 are kept in DIR/pipeline-partial.json as they finish, DVC skips them, and the stage that was
-cut off reruns whole. The total is then the sum of whole stages, and `attempts` says so.
+cut off reruns whole: its runs' checkpoints (DIR/checkpoints, which no finished stage needs) are
+removed first, or its runs would resume from them and time only their rest. The total is then the
+sum of whole stages, and `attempts` says so.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -103,6 +106,7 @@ def main() -> None:
                 raise SystemExit(f"--resume: {partial} is missing: {clone} holds no stopped repro of this script")
             done = json.loads(partial.read_text())
             (clone / ".dvc" / "tmp" / "rwlock").unlink(missing_ok=True)   # the stopped dvc's stale lock
+            shutil.rmtree(clone / "checkpoints", ignore_errors=True)   # the cut-off stage's runs start over
         else:
             subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
             done = {"stages": {}, "attempts": []}
