@@ -91,15 +91,15 @@ def test_combine_and_not_testable():
         Claim("x", "probably", "")
 
 
-@pytest.mark.parametrize("seconds,slowdown,verdict", [
+@pytest.mark.parametrize("minutes,slowdown,verdict", [
     (80, 1.0, "confirmed"),
     (80, 3.0, "confirmed"),             # within the budget as measured, however slow the machine was
     (200, 3.0, "inconclusive"),         # over as measured, within at the reference pace
     (200, 1.0, "not confirmed"),        # no slowdown to read it at
     (300, 3.0, "not confirmed"),        # over even at the reference pace
 ])
-def test_budget_returns_each_verdict(seconds, slowdown, verdict):
-    assert budget_verdict(seconds, 90, slowdown) == verdict
+def test_budget_returns_each_verdict(minutes, slowdown, verdict):
+    assert budget_verdict(minutes, 90, slowdown) == verdict
 
 
 @pytest.mark.parametrize("estimate,low,high,verdict", [

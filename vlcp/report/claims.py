@@ -229,14 +229,14 @@ def interval_target_verdict(estimate: float, low: float, high: float, goal: floa
     return "not confirmed" if high < goal else "inconclusive"
 
 
-def budget_verdict(seconds: float, budget: float, slowdown: float = 1.0) -> str:
-    """A time budget from one measurement taken while the machine ran `slowdown` × slower than its
-    reference pace (`vlcp.report.performance.pace_slowdown`): confirmed when the measured time is
-    within the budget; inconclusive when only the time scaled back to the reference pace is (one
-    measurement on a slow day cannot tell); else not confirmed."""
-    if seconds <= budget:
+def budget_verdict(measured: float, budget: float, slowdown: float = 1.0) -> str:
+    """A time budget (`measured` and `budget` in the same unit) from one measurement taken while the
+    machine ran `slowdown` × slower than its reference pace (`vlcp.report.performance.pace_slowdown`):
+    confirmed when the measured time is within the budget; inconclusive when only the time scaled
+    back to the reference pace is (one measurement on a slow day cannot tell); else not confirmed."""
+    if measured <= budget:
         return "confirmed"
-    return "inconclusive" if slowdown > 1 and seconds / slowdown <= budget else "not confirmed"
+    return "inconclusive" if slowdown > 1 and measured / slowdown <= budget else "not confirmed"
 
 
 def engineering_targets(rows: list[dict]) -> "pd.DataFrame":
