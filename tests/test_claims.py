@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vlcp.report.claims import (VERDICTS, Claim, budget_verdict, claim_from, combine, effect, equivalent_verdict,
-                                greater_verdict, interval_target_verdict, not_testable, ordered_verdict)
+                                greater_verdict, interval_target_verdict, not_testable, ordered_verdict, target_verdict)
 
 
 def test_paired_effect_is_the_t_interval_of_the_per_seed_differences():
@@ -110,6 +110,19 @@ def test_budget_returns_each_verdict(minutes, slowdown, verdict):
 ])
 def test_interval_target_returns_each_verdict(estimate, low, high, verdict):
     assert interval_target_verdict(estimate, low, high, goal=1.0, margin=0.95) == verdict
+
+
+@pytest.mark.parametrize("median,worst,at_least,verdict", [
+    (1.02, 1.04, False, "confirmed"),       # a cost ratio: every repeat within 1.05
+    (1.02, 1.08, False, "inconclusive"),    # the median is, the slowest repeat is not
+    (1.07, 1.09, False, "not confirmed"),
+    (1.7, 1.65, True, "confirmed"),         # a speed-up ratio ≥ 1.6 (DDP): every repeat reaches it
+    (1.62, 1.5, True, "inconclusive"),
+    (1.55, 1.48, True, "not confirmed"),    # the DDP measurement of 2026-11 (1.55×, range 1.48–1.58)
+])
+def test_target_returns_each_verdict_in_both_directions(median, worst, at_least, verdict):
+    goal = 1.6 if at_least else 1.05
+    assert target_verdict(median, worst, goal, at_least=at_least) == verdict
 
 
 def test_claim_from_carries_the_interval():

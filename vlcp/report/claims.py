@@ -214,10 +214,12 @@ def ordered(values: dict[str, list[float]], order: list[str], floor: float = 0.0
     return Claim(" > ".join(order), verdict, ev)
 
 
-def target_verdict(median: float, slowest: float, goal: float) -> str:
-    """A cost target (a ratio ≤ `goal`) read from paired repeated measurements: confirmed when
-    every one meets it (`slowest` ≤ goal), inconclusive when the median does but not all."""
-    return "confirmed" if slowest <= goal else "inconclusive" if median <= goal else "not confirmed"
+def target_verdict(median: float, worst: float, goal: float, *, at_least: bool = False) -> str:
+    """A target read from paired repeated measurements: a cost ratio ≤ `goal`, or with `at_least` a
+    speed ratio ≥ `goal`. Confirmed when every measurement meets it (`worst`: the slowest cost, or
+    the lowest speed-up), inconclusive when the median does but not all, else not confirmed."""
+    meets = (lambda x: x >= goal) if at_least else (lambda x: x <= goal)  # noqa: E731
+    return "confirmed" if meets(worst) else "inconclusive" if meets(median) else "not confirmed"
 
 
 def interval_target_verdict(estimate: float, low: float, high: float, goal: float, margin: float) -> str:
