@@ -336,4 +336,12 @@ def test_update_under_two_process_ddp_matches_one_process(tmp_path, keep_folder)
     assert b == pytest.approx(a, abs=1e-3)
     wa, wb = (torch.load(tmp_path / d / "model.pt", weights_only=True) for d in ("single", "ddp"))
     for k, v in wa.items():
-        torch.testing.assert_close(wb[k], v, rtol=1e-3, atol=1e-4, msg=k)
+        w = wb[k]
+        if k.endswith("attn.in_proj_bias"):
+            # its key third gets no gradient but float noise (softmax is invariant to adding q·b_k to each of a
+            # query's scores), which Adam turns into steps of ~lr: arbitrary in both runs (they differed by 2e-4
+            # on an AVX-512 CPU), bounded by Adam's step size; the query and value thirds must agree
+            d = len(v) // 3
+            assert (w[d:2 * d] - v[d:2 * d]).abs().max() <= 3 * TRAIN["lr"] * OPTIONS["steps"], k
+            v, w = torch.cat([v[:d], v[2 * d:]]), torch.cat([w[:d], w[2 * d:]])
+        torch.testing.assert_close(w, v, rtol=1e-3, atol=1e-4, msg=k)
