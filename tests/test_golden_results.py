@@ -11,24 +11,27 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
 from cases import CASES, RESUMED  # noqa: E402
-from golden import META, RESULTS, checkpoint_digest, machine, normalise, run_case  # noqa: E402
+from golden import HERE, checkpoint_digest, machine, normalise, recorded, run_case  # noqa: E402
 
-RECORDED = json.loads(META.read_text())
+SET = recorded()   # the set recorded on this machine's CPU capability
+RECORDED = json.loads((SET / "meta.json").read_text()) if (SET / "meta.json").exists() else None
 
 
 @pytest.fixture(scope="module", autouse=True)
 def same_machine():
-    here, then = machine(), {k: RECORDED[k] for k in machine()}
-    if here != then:
-        pytest.skip(f"golden results were recorded with {then}, this is {here}: floats may differ; "
-                    "re-record on the pre-refactor commit (git worktree) with tests/golden/record.py")
+    here = machine()
+    if RECORDED is None or {k: RECORDED[k] for k in here} != here:
+        sets = {p.name: json.loads((p / "meta.json").read_text())["torch"] for p in (HERE / "recorded").iterdir()}
+        pytest.skip(f"no golden results for this machine ({here}; recorded sets, CPU capability: torch: {sets}): "
+                    "floats may differ; record a set from the pre-refactor commit (git worktree) with "
+                    "tests/golden/record.py")
 
 
 def same_text(got: str, name: str) -> None:
-    want = (RESULTS / f"{name}.json").read_text()
+    want = (SET / "results" / f"{name}.json").read_text()
     if got != want:
         diff = "".join(list(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "golden", "now"))[:60])
-        pytest.fail(f"{name}: results differ from tests/golden/results/{name}.json\n{diff}")
+        pytest.fail(f"{name}: results differ from {SET / 'results' / name}.json\n{diff}")
 
 
 @pytest.mark.parametrize("name", list(CASES))
