@@ -1,7 +1,7 @@
 """vlcp's training step vs open_clip_train's, on the same model, batch and synthetic data.
 
     .venv/bin/python benchmarks/throughput.py [--model vlcp-tiny] [--batch 128] [--steps 30]
-        [--repeats 5] [--threads 2] [--device cpu] [--precision fp32] [--out benchmarks/results/throughput.json]
+        [--repeats 25] [--threads 2] [--device cpu] [--precision fp32] [--out benchmarks/results/throughput.json]
 
 Both loops get the same pre-made batches (normalised images, token ids), so the data path is
 out of the comparison: vlcp runs `vlcp.train.loop.train_task` with SeqF (its per-step schedule,
@@ -12,11 +12,14 @@ so drift hits both. A third loop, open_clip with the fused AdamW
 vlcp uses, separates the optimiser's share of any gap from the rest of the loop: the like-for-like
 comparison. Reports samples/s (median over repeats) and, per repeat, the paired ratio vlcp /
 open_clip (the loops of one repeat run back to back, so the machine's drift between repeats
-cancels): their geometric mean with a 95% t interval.
+cancels): their geometric mean with a 95% t interval. Then the work itself, which no timing noise
+touches: the ATen ops each loop runs (torch.profiler counts) per step and per call, from two
+profiled calls of different lengths, and the ops vlcp's loop runs beyond the like-for-like one.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import logging
 import math
 import statistics
@@ -103,6 +106,33 @@ def time_open_clip(model, batches, cfg: TrainCfg, device, fused: bool = False) -
     return time.perf_counter() - t0
 
 
+def aten_counts(fn, model, batches, cfg: TrainCfg, device) -> collections.Counter:
+    """How many times each ATen op runs in one call of a loop (`fn`) over `batches`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn(model, batches, cfg, device)
+    return collections.Counter({e.key: e.count for e in prof.key_averages() if e.key.startswith("aten::")})
+
+
+def op_work(loops: dict, batches, cfg: TrainCfg, device, short: int = 2, long: int = 6) -> dict:
+    """Per step and per call (start and end of a task), the ATen ops each loop runs: counts from a
+    `short`- and a `long`-step call, so per step = their difference ÷ (long − short). `loops`:
+    name -> (fn, fresh model); the first is compared with each other one (its extra ops)."""
+    per_step, per_call = {}, {}
+    for name, (fn, model) in loops.items():
+        a, b = aten_counts(fn, model, batches[:short], cfg, device), aten_counts(fn, model, batches[:long], cfg, device)
+        step = {k: (b[k] - a[k]) / (long - short) for k in a | b}
+        per_step[name] = {k: v for k, v in step.items() if v}
+        per_call[name] = {k: c for k in a | b if (c := a[k] - short * step[k])}
+    first, *others = loops
+    diff = lambda d, o: {k: d[first].get(k, 0) - d[o].get(k, 0) for k in d[first].keys() | d[o].keys()  # noqa: E731
+                         if d[first].get(k, 0) != d[o].get(k, 0)}
+    return {"aten_ops_per_step": {n: sum(v.values()) for n, v in per_step.items()},
+            "extra_per_step": {o: diff(per_step, o) for o in others},
+            "extra_per_call": {o: diff(per_call, o) for o in others}}
+
+
 def paired(a: list[float], b: list[float]) -> dict:
     """Per-repeat ratios a/b, their geometric mean and its 95% t interval (on the log ratios)."""
     from scipy import stats
@@ -126,7 +156,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
@@ -156,6 +186,9 @@ def main() -> None:
             runs[name].append(args.steps * args.batch / seconds)
             print(f"repeat {rep + 1}/{args.repeats} {name:21s} {runs[name][-1]:8.1f} samples/s", flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
+    batches = synthetic_batches(6, args.batch, args.image_size, fresh(False)[1], seed=args.repeats)
+    work = op_work({"vlcp": (time_vlcp, fresh(False)[0]),
+                    "open_clip_fused_adamw": (partial(time_open_clip, fused=True), fresh(True)[0])}, batches, cfg, device)
     out = {
         "what": "training-step throughput, vlcp loop (SeqF) vs open_clip_train.train_one_epoch, same model/batch/data",
         "model": args.model, "image_size": args.image_size, "batch_size": args.batch, "steps": args.steps,
@@ -168,6 +201,7 @@ def main() -> None:
         "paired_over_open_clip": paired(runs["vlcp"], runs["open_clip"]),
         "paired_over_open_clip_fused_adamw": paired(runs["vlcp"], runs["open_clip_fused_adamw"]),
         "loop_target": 1.0, "loop_margin": 0.95,
+        "ops": work,
         **provenance(), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
     }
     write_json(args.out, out)
@@ -175,6 +209,8 @@ def main() -> None:
     print(f"vlcp {med['vlcp']:.1f} / open_clip {med['open_clip']:.1f} samples/s = "
           f"{out['ratio_vlcp_over_open_clip']:.3f}x; like for like (fused AdamW), paired: {like['geometric_mean']:.3f}x "
           f"[{like['ci95'][0]:.3f}, {like['ci95'][1]:.3f}] -> {args.out}")
+    print(f"ATen ops per step: {work['aten_ops_per_step']}; vlcp's extra per step: "
+          f"{work['extra_per_step']['open_clip_fused_adamw']}")
 
 
 if __name__ == "__main__":
