@@ -98,6 +98,8 @@ def test_tiny_dvc_repro(tmp_path):
     assert "incclip_ablations.html" in index and "IncCLIP beats every baseline" in index
     assert "overview.html" in index and "performance.html" in index and "final Rm orders JointT &gt; ER &gt; SeqF" in index
     assert any(v in index for v in ("confirmed", "inconclusive", "not confirmed"))
+    for page in (tmp_path / "reports").glob("*.html"):            # no library warning tops a report
+        assert "Warning:" not in page.read_text(), page.name
     assert (tmp_path / "dvc.lock").exists()
 
     again = run("dvc", "repro")
