@@ -186,8 +186,9 @@ def main() -> None:
             runs[name].append(args.steps * args.batch / seconds)
             print(f"repeat {rep + 1}/{args.repeats} {name:21s} {runs[name][-1]:8.1f} samples/s", flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
-    batches = synthetic_batches(6, args.batch, args.image_size, fresh(False)[1], seed=args.repeats)
-    work = op_work({"vlcp": (time_vlcp, fresh(False)[0]),
+    model, ctx = fresh(False)
+    batches = synthetic_batches(6, args.batch, args.image_size, ctx, seed=args.repeats)
+    work = op_work({"vlcp": (time_vlcp, model),
                     "open_clip_fused_adamw": (partial(time_open_clip, fused=True), fresh(True)[0])}, batches, cfg, device)
     out = {
         "what": "training-step throughput, vlcp loop (SeqF) vs open_clip_train.train_one_epoch, same model/batch/data",

@@ -15,13 +15,15 @@ from vlcp.utils import config_hash
 HERE = Path(__file__).resolve().parent
 
 
-def recorded(capability: str | None = None) -> Path:
-    """The golden set recorded on CPUs of this kernel capability (default: this machine's): its
+def recorded() -> Path:
+    """The golden set recorded on CPUs of this machine's kernel capability: its
     `results/<case>.json` and `meta.json`. One set per capability, since AVX2 and AVX-512 kernels
     round differently; each recorded from the same pre-refactor code. The floats follow the ISA
     of ATen, MKL and oneDNN together: an AVX-512 machine reproduces the AVX2 set only with all three
     held to AVX2 (ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2)."""
-    return HERE / "recorded" / (capability or torch.backends.cpu.get_cpu_capability())
+    return HERE / "recorded" / torch.backends.cpu.get_cpu_capability()
+
+
 TIMINGS = ("seconds", "eval_seconds", "peak_memory_mb", "phase_seconds")
 
 

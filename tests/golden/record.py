@@ -18,7 +18,8 @@ from vlcp.data.emoji import prepare_emoji  # noqa: E402
 
 
 def main() -> None:
-    results = recorded() / "results"
+    dest = recorded()
+    results = dest / "results"
     results.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "emoji"
@@ -29,7 +30,7 @@ def main() -> None:
             (results / f"{name}.json").write_text(normalise(run_case(case, root, out), root))
             digests[name] = checkpoint_digest(out / "checkpoint.pt")
             print("recorded", name, flush=True)
-    (recorded() / "meta.json").write_text(json.dumps({**machine(), "checkpoints": digests}, indent=1) + "\n")
+    (dest / "meta.json").write_text(json.dumps({**machine(), "checkpoints": digests}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
