@@ -42,10 +42,12 @@ from vlcp.utils import write_json  # noqa: E402
 from common import provenance  # noqa: E402  (benchmarks/common.py)
 
 
-def synthetic_batches(n: int, batch: int, image_size: int, ctx: int, vocab: int = 49408, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(batch, 3, image_size, image_size, generator=g),
-             torch.randint(1, vocab, (batch, ctx), generator=g)) for _ in range(n)]
+def synthetic_batches(n: int, batch: int, image_size: int, ctx: int, vocab: int = 49408, seed: int = 0,
+                      device: torch.device = torch.device("cpu")):
+    """`n` (images, token ids) batches, made on `device` (on a GPU: no host-to-device copy in either loop)."""
+    g = torch.Generator(device).manual_seed(seed)
+    return [(torch.randn(batch, 3, image_size, image_size, generator=g, device=device),
+             torch.randint(1, vocab, (batch, ctx), generator=g, device=device)) for _ in range(n)]
 
 
 def time_vlcp(model, batches, cfg: TrainCfg, device) -> float:
@@ -92,7 +94,8 @@ def time_open_clip(model, batches, cfg: TrainCfg, device, fused: bool = False) -
         {"params": [p for n, p in named if not excl(n, p)], "weight_decay": cfg.weight_decay},
     ], lr=cfg.lr, betas=(0.9, cfg.beta2), eps=1e-6, fused=fused)
     steps = len(batches)
-    args = SimpleNamespace(device=str(device), precision="bf16" if cfg.precision == "bf16" else "fp32",
+    # "amp_bf16": autocast, as vlcp's bf16 (open_clip_train's "bf16" is a bf16 model: pure bf16 weights)
+    args = SimpleNamespace(device=str(device), precision="amp_bf16" if cfg.precision == "bf16" else "fp32",
                            distill=False, accum_freq=1, skip_scheduler=False, grad_clip_norm=cfg.grad_clip,
                            horovod=False, log_every_n_steps=10**9, batch_size=cfg.batch_size, world_size=1,
                            rank=0, local_rank=0, wandb=False, save_logs=False)
@@ -180,14 +183,15 @@ def main() -> None:
     for rep in range(args.repeats):
         for name, fn, od in loops[:: 1 if rep % 2 == 0 else -1]:
             model, ctx = fresh(od)
-            batches = synthetic_batches(args.warmup + args.steps, args.batch, args.image_size, ctx, seed=rep)
+            batches = synthetic_batches(args.warmup + args.steps, args.batch, args.image_size, ctx, seed=rep,
+                                        device=device)
             fn(model, batches[:args.warmup], cfg, device)                 # warm-up (allocator, kernels)
             seconds = fn(model, batches[args.warmup:], cfg, device)
             runs[name].append(args.steps * args.batch / seconds)
             print(f"repeat {rep + 1}/{args.repeats} {name:21s} {runs[name][-1]:8.1f} samples/s", flush=True)
     med = {k: statistics.median(v) for k, v in runs.items()}
     model, ctx = fresh(False)
-    batches = synthetic_batches(6, args.batch, args.image_size, ctx, seed=args.repeats)
+    batches = synthetic_batches(6, args.batch, args.image_size, ctx, seed=args.repeats, device=device)
     work = op_work({"vlcp": (time_vlcp, model),
                     "open_clip_fused_adamw": (partial(time_open_clip, fused=True), fresh(True)[0])}, batches, cfg, device)
     out = {

@@ -194,6 +194,51 @@ def test_nan_loss_is_a_one_line_error(emoji_root, tmp_path, capsys):
     assert not (tmp_path / "runs" / "boom" / "seed0" / "results.json").exists()
 
 
+def _train_tiny(lr: float, steps: int = 10, grad_clip: float = 1.0):
+    """vlcp-tiny, SeqF, `steps` steps on random batches: (stats, the model's weights)."""
+    from vlcp.config import TrainCfg
+    from vlcp.methods import get_method
+    from vlcp.methods.base import Batch, TaskContext
+    from vlcp.models.clip import create_clip
+    from vlcp.train.loop import train_task
+
+    torch.manual_seed(0)
+    model, tok = create_clip("vlcp-tiny")
+    g = torch.Generator().manual_seed(1)
+    images, texts = torch.randn(32, 3, 32, 32, generator=g), torch.randint(1, 49408, (32, tok.context_length), generator=g)
+    pool = torch.arange(32)
+    ctx = TaskContext(task=0, num_tasks=1, train_set=None, task_ids=[pool], pool=pool, generator=torch.Generator().manual_seed(2),
+                      materialize=lambda ids: Batch(images[ids], texts[ids], ids))
+    cfg = TrainCfg(batch_size=8, lr=lr, warmup_steps=0, grad_clip=grad_clip, progress=False)
+    stats = train_task(model, get_method("seqf")(), ctx, steps, cfg, torch.device("cpu"))
+    return stats, {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_the_loss_is_read_every_check_steps_and_a_nan_between_reads_still_stops_the_task(monkeypatch):
+    """Reading a loss on the host waits for an accelerator's queue, so there the loop reads the running
+    sums every `check_every(device)` steps (and at the task's end) instead of every step: the same
+    training, fewer reads, and a NaN loss between two reads still stops the task, naming the steps."""
+    from vlcp.train import loop
+
+    reads = []
+    item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: reads.append(1) or item(self))
+    every_step, weights = _train_tiny(1e-3)
+    n_every_step = len(reads)
+    monkeypatch.setattr(loop, "check_every", lambda device: 4)
+    reads.clear()
+    sparse, sparse_weights = _train_tiny(1e-3)
+    assert n_every_step - len(reads) == 10 - 3          # read at steps 3, 7 and 9 (the last), not at each of 10
+    assert sparse["terms"] == every_step["terms"] and sparse["loss"] == every_step["loss"]
+    for k, v in weights.items():
+        assert torch.equal(sparse_weights[k], v), k
+    with pytest.raises(NonFiniteError, match=r"train: loss is (nan|inf) at a step from 0 to 3 \(lower train.lr\?\)"):
+        _train_tiny(1e30, grad_clip=0.0)
+    monkeypatch.setattr(loop, "check_every", lambda device: 1)
+    with pytest.raises(NonFiniteError, match=r"train: loss is (nan|inf) at step [1-9] "):
+        _train_tiny(1e30, grad_clip=0.0)
+
+
 def test_cli_version_help_and_list(capsys):
     from vlcp import __version__
     from vlcp.cli import main

@@ -91,16 +91,25 @@ def autocast(device: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
-# a step's phases, in order; then the per-task ones (after_task: timed by the loop, vlcp.run)
+# a step's phases (logging: the loss's running sums and their checks, between forward and backward); then the
+# per-task ones (after_task: timed by the loop, vlcp.run)
 PHASES = ("data", "forward", "backward", "after_backward", "optimizer", "after_step", "logging")
 TASK_PHASES = ("before_task", "make_optimizer", "after_task")
+CHECK_EVERY = 50   # steps between the host's reads of the loss on an accelerator (each one waits for its queue)
+
+
+def check_every(device: torch.device) -> int:
+    """Steps between the host's reads of the loss (its finite check, the progress bar): every step on a CPU,
+    where reading a tensor waits for nothing, else `CHECK_EVERY`."""
+    return 1 if device.type == "cpu" else CHECK_EVERY
 
 
 class PhaseClock:
     """Seconds spent in each phase of the loop (`PHASES`, `TASK_PHASES`); each phase also runs
     under the torch.profiler label "vlcp/<phase>" (`budget.PHASE_LABEL`, which
-    `budget.phase_profile` reads). Host time: on a GPU, kernels still running when a phase ends
-    are counted in the phase that waits for them (the loss's `.item()`: forward)."""
+    `budget.phase_profile` reads). Host time: on a GPU the host queues kernels ahead of them,
+    and the time they take falls in the phase that waits for a result (logging, every `CHECK_EVERY`
+    steps, where the loss is read) or in whichever phase the queue fills up."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
@@ -132,7 +141,10 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
     with phase("make_optimizer"):
         opt = method.make_optimizer(model, cfg)
     broadcast_parameters(model)      # under DDP without the wrapper (no-op otherwise)
-    sums: dict[str, float] = {}
+    sums: dict[str, torch.Tensor] = {}
+    # the host reads the loss from the running sums every `check_every` steps and at the end: a non-finite loss
+    # keeps them non-finite, and a step count (not a clock) keeps the ranks of a DDP run checking at the same steps
+    every, checked = check_every(torch.device(device)), -1
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
                leave=False, mininterval=1.0)
     shown = 0.0
@@ -146,9 +158,19 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
         with phase("forward"), autocast(device, cfg.precision):
             terms = method.loss(model, batch, ctx)
             loss = sum(terms.values())
-        if not math.isfinite(loss.item()):
-            raise NonFiniteError(f"{desc}: loss is {loss.item()} at step {step} (lower train.lr?); "
-                                 "the last good checkpoint is kept")
+        with phase("logging"):   # this rank's sums, on the device: no collective
+            for k, v in terms.items():
+                sums[k] = sums.get(k, 0) + v.detach().double()
+            if (step + 1) % every == 0 or step == steps - 1:
+                total = sum(sums.values()).item()
+                if not math.isfinite(total):
+                    at = f"step {step}" if step == checked + 1 else f"a step from {checked + 1} to {step}"
+                    raise NonFiniteError(f"{desc}: loss is {total} at {at} (lower train.lr?); "
+                                         "the last good checkpoint is kept")
+                checked = step
+                if not bar.disable and (time.monotonic() - shown >= bar.mininterval or step == steps - 1):
+                    shown = time.monotonic()   # the task's running mean loss, as often as the bar redraws
+                    bar.set_postfix(loss=f"{total / (step + 1):.3f}", lr=f"{lr:.1e}")
         with phase("backward"):
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -163,12 +185,6 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
                 unwrap(model).logit_scale.clamp_(0, math.log(100))
         with phase("after_step"):
             method.after_step(unwrap(model), batch, ctx)
-        with phase("logging"):   # this rank's sums, on the device: no collective, no host sync per step
-            for k, v in terms.items():
-                sums[k] = sums.get(k, 0) + v.detach().double()
-            if not bar.disable and (time.monotonic() - shown >= bar.mininterval or step == steps - 1):
-                shown = time.monotonic()   # the task's running mean loss, as often as the bar redraws
-                bar.set_postfix(loss=f"{sum(sums.values()).item() / (step + 1):.3f}", lr=f"{lr:.1e}")
     # the mean over ranks of the per-step sums = the sum of the per-step means over ranks (one collective per term)
     method_terms = {k: all_reduce_mean(v).item() / max(steps, 1) for k, v in sums.items()}
     return {"loss": sum(method_terms.values()), "terms": method_terms, "samples": steps * cfg.batch_size,
