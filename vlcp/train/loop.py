@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import contextlib
+import functools
 import math
+import operator
 import time
 
 import torch
@@ -162,7 +164,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
             for k, v in terms.items():
                 sums[k] = sums.get(k, 0) + v.detach().double()
             if (step + 1) % every == 0 or step == steps - 1:
-                total = sum(sums.values()).item()
+                total = functools.reduce(operator.add, sums.values()).item()   # (not sum(): its `0 +` wraps 0 in a tensor, 5 ops)
                 if not math.isfinite(total):
                     at = f"step {step}" if step == checked + 1 else f"a step from {checked + 1} to {step}"
                     raise NonFiniteError(f"{desc}: loss is {total} at {at} (lower train.lr?); "
