@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def decays(name: str, p: torch.Tensor) -> bool:
-    """open_clip's rule: decay matrices; not gains, biases, positional terms, logit scale, class tokens."""
+    """Decay matrices; not gains, biases, positional terms, logit scale, class tokens. (open_clip_train's
+    rule decays the positional embeddings: it exempts only 1-D parameters, biases and the logit scale.)"""
     return not (p.ndim < 2 or "logit_scale" in name or "positional" in name or name.endswith("_token"))
 
 
