@@ -273,3 +273,35 @@ def test_lamb_steps_each_tensor_by_its_trust_ratio(emoji_root, tmp_path):
         run_experiment(replace(cfg, train=replace(cfg.train, optimizer="lamb")), tmp_path / "galore")
     with pytest.raises(ConfigError, match="optimizer: must be one of adamw, lamb"):
         TrainCfg(optimizer="sgd")
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1e3, float("nan")])
+def test_clip_gradients_equals_torchs_clip_and_skips_only_a_multiply_by_one(monkeypatch, scale):
+    """vlcp.train.optim.clip_gradients: the same gradients and norm as torch.nn.utils.clip_grad_norm_,
+    bit for bit, with the multiply by a coefficient of 1 skipped when the host may read it (`read`)."""
+    import torch
+
+    from vlcp.train import optim
+
+    def params():
+        g = torch.Generator().manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(n, generator=g)) for n in (7, 300, 4096)] + [torch.nn.Parameter(torch.ones(3))]
+        for p in ps[:3]:
+            p.grad = torch.randn(p.shape, generator=g) * scale   # the last one has no gradient
+        return ps
+
+    ref = params()
+    ref_norm = torch.nn.utils.clip_grad_norm_(ref, 1.0)
+    calls = []
+    clip = torch.nn.utils.clip_grads_with_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grads_with_norm_", lambda *a: calls.append(1) or clip(*a))
+    for read in (False, True):
+        calls.clear()
+        ps = params()
+        norm = optim.clip_gradients(ps, 1.0, read=read)
+        assert torch.equal(norm, ref_norm) or (norm.isnan() and ref_norm.isnan())
+        for p, r in zip(ps, ref):
+            assert (p.grad is None) == (r.grad is None)
+            if p.grad is not None:
+                assert torch.equal(p.grad, r.grad) or (p.grad.isnan().all() and r.grad.isnan().all())
+        assert len(calls) == (0 if read and scale < 1 else 1)   # skipped: the norm within 1.0, and read

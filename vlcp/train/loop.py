@@ -27,7 +27,7 @@ from vlcp.errors import NonFiniteError
 from vlcp.methods.base import Batch, Method, TaskContext
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 from vlcp.train.budget import PHASE_LABEL
-from vlcp.train.optim import make_optimizer  # noqa: F401  (re-exported)
+from vlcp.train.optim import clip_gradients, make_optimizer  # noqa: F401  (make_optimizer: re-exported)
 from vlcp.train.distributed import all_reduce_mean, average_gradients, broadcast_parameters, is_main, local_slice, unwrap
 from vlcp.train.schedules import lr_fn, plan_for
 
@@ -100,10 +100,15 @@ TASK_PHASES = ("before_task", "make_optimizer", "after_task")
 CHECK_EVERY = 50   # steps between the host's reads of the loss on an accelerator (each one waits for its queue)
 
 
+def reads_are_free(device: torch.device) -> bool:
+    """Whether the host reads a tensor on `device` without waiting for a queue (the CPU)."""
+    return device.type == "cpu"
+
+
 def check_every(device: torch.device) -> int:
-    """Steps between the host's reads of the loss (its finite check, the progress bar): every step on a CPU,
-    where reading a tensor waits for nothing, else `CHECK_EVERY`."""
-    return 1 if device.type == "cpu" else CHECK_EVERY
+    """Steps between the host's reads of the loss (its finite check, the progress bar): every step where
+    reading a tensor waits for nothing (`reads_are_free`), else `CHECK_EVERY`."""
+    return 1 if reads_are_free(device) else CHECK_EVERY
 
 
 class PhaseClock:
@@ -146,7 +151,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
     sums: dict[str, torch.Tensor] = {}
     # the host reads the loss from the running sums every `check_every` steps and at the end: a non-finite loss
     # keeps them non-finite, and a step count (not a clock) keeps the ranks of a DDP run checking at the same steps
-    every, checked = check_every(torch.device(device)), -1
+    every, checked, free = check_every(torch.device(device)), -1, reads_are_free(torch.device(device))
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
                leave=False, mininterval=1.0)
     shown = 0.0
@@ -159,7 +164,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
             batch = method.make_batch(draw_ids(ctx, cfg.batch_size), ctx)
         with phase("forward"), autocast(device, cfg.precision):
             terms = method.loss(model, batch, ctx)
-            loss = sum(terms.values())
+            loss = functools.reduce(operator.add, terms.values())   # (sum()'s `0 +` is one more op and node)
         with phase("logging"):   # this rank's sums, on the device: no collective
             for k, v in terms.items():
                 sums[k] = sums.get(k, 0) + v.detach().double()
@@ -181,7 +186,7 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
             method.after_backward(unwrap(model), ctx)
         with phase("optimizer"):
             if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                clip_gradients(model.parameters(), cfg.grad_clip, read=free)   # on a CPU: no multiply by 1
             opt.step()
             with torch.no_grad():
                 unwrap(model).logit_scale.clamp_(0, math.log(100))

@@ -22,6 +22,19 @@ if TYPE_CHECKING:
     from vlcp.config import TrainCfg
 
 
+def clip_gradients(parameters, max_norm: float, read: bool) -> torch.Tensor:
+    """`torch.nn.utils.clip_grad_norm_` (the same total norm, coefficient and multiply) that skips the
+    multiply by a coefficient of exactly 1 (the norm within `max_norm`) when `read`: x·1 = x, so the
+    gradients are the same floats, one pass over them fewer. torch multiplies unconditionally because
+    reading the coefficient waits for an accelerator's queue; pass `read` where that costs nothing (the
+    CPU). Returns the total norm."""
+    params = [p for p in parameters if p.grad is not None]
+    total = torch.nn.utils.get_total_norm([p.grad for p in params])
+    if not (read and torch.clamp(max_norm / (total + 1e-6), max=1.0).item() == 1.0):
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+    return total
+
+
 def decays(name: str, p: torch.Tensor) -> bool:
     """Decay matrices; not gains, biases, positional terms, logit scale, class tokens. (open_clip_train's
     rule decays the positional embeddings: it exempts only 1-D parameters, biases and the logit scale.)"""
