@@ -178,3 +178,14 @@ def test_one_run_against_a_mean_of_three_uses_the_variance_of_that_difference():
     # sd of a single-run difference 1 (σ = 1/√2): mean of 3 minus one run has sd √((1/3 + 1) / 2)
     e = effect([1.0, 2.0, 3.0], [0.0], sd=1.0)
     assert (e.high - e.low) / 2 == pytest.approx(1.95996 * math.sqrt((1 / 3 + 1) / 2), rel=1e-4)
+
+
+@pytest.mark.parametrize("estimate,low,high,control,verdict", [
+    (1.01, 0.99, 1.02, (0.98, 1.01), "confirmed"),       # the A/A control reads 1.0 within its interval
+    (1.01, 0.99, 1.02, (1.01, 1.04), "inconclusive"),    # the protocol itself favours one side
+    (1.01, 0.99, 1.02, (0.95, 0.99), "inconclusive"),
+    (0.96, 0.94, 0.98, (1.01, 1.04), "not confirmed"),   # below the goal whatever the control
+    (0.99, 0.97, 1.01, (0.98, 1.01), "inconclusive"),
+])
+def test_interval_target_with_an_a_a_control(estimate, low, high, control, verdict):
+    assert interval_target_verdict(estimate, low, high, goal=1.0, margin=0.95, control=control) == verdict

@@ -222,12 +222,15 @@ def target_verdict(median: float, worst: float, goal: float, *, at_least: bool =
     return "confirmed" if meets(worst) else "inconclusive" if meets(median) else "not confirmed"
 
 
-def interval_target_verdict(estimate: float, low: float, high: float, goal: float, margin: float) -> str:
+def interval_target_verdict(estimate: float, low: float, high: float, goal: float, margin: float,
+                            control: tuple[float, float] | None = None) -> str:
     """"a ratio ≥ `goal`" from paired repeats (an estimate and its interval): confirmed when the
     estimate meets the goal and the interval's low end stays above `margin` (≤ goal); not confirmed
-    when the whole interval is below the goal; else inconclusive."""
+    when the whole interval is below the goal; else inconclusive. `control`: the interval the same
+    protocol reads for two identical loops (an A/A control); when it excludes 1.0 the protocol is
+    biased at its own resolution, and a confirmation becomes inconclusive."""
     if estimate >= goal and low >= margin:
-        return "confirmed"
+        return "confirmed" if control is None or control[0] <= 1.0 <= control[1] else "inconclusive"
     return "not confirmed" if high < goal else "inconclusive"
 
 
