@@ -133,7 +133,7 @@ def time_open_clip(model, batches, cfg: TrainCfg, device, fused: bool = False, t
 
 
 class Turns:
-    """Runs loops in turns: each loop (a function of its keyword `turn`, a callback) in its own thread, one at a
+    """Runs loops in turns: each loop (a function of its `turn` callback) in its own thread, one at a
     time, handing over to the next every `every` calls of `turn` (one call per batch drawn). A loop's
     seconds are the sum of its turns (on CUDA each turn ends with a synchronize), so the machine's
     drift between turns falls alike on every loop. The first loop named starts."""
@@ -168,7 +168,7 @@ class Turns:
         def body(name):
             wait(name)
             try:
-                loops[name](turn=partial(turn, name))
+                loops[name](partial(turn, name))
             except BaseException as e:   # re-raised below, after every loop has stopped
                 errors.append(e)
             finally:
@@ -270,7 +270,7 @@ def main() -> None:
                                             device=device)
                 fn(model, batches[:args.warmup], cfg, device)                 # warm-up alone (allocator, kernels)
                 timed[name] = partial(fn, model, batches[args.warmup:], cfg, device)
-            seconds = turns.run(timed)
+            seconds = turns.run({name: (lambda turn, f=f: f(turn=turn)) for name, f in timed.items()})
             for name in names:
                 runs[pair][name].append(args.steps * args.batch / seconds[name])
             print(f"repeat {rep + 1}/{args.repeats} {pair:13s} " + "  ".join(
