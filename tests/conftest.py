@@ -4,10 +4,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+if os.environ.get("PYTEST_XDIST_WORKER"):      # `make test` runs two workers on the two cores: one torch thread
+    os.environ.setdefault("OMP_NUM_THREADS", "1")   # each (read when torch loads), or they slow each other ~20x
 
 import pytest  # noqa: E402
 
 from vlcp.config import DataCfg  # noqa: E402
+
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest tests first: the tiny `dvc repro` (tests/test_pipeline.py), then the other
+    end-to-end tests (marked slow), then the rest in file order. Under `make test` (pytest-xdist,
+    `-n 2 --dist worksteal`) one worker starts on the repro while the other takes the rest, and
+    steals from its queue: the suite lasts about as long as its longest test, not their sum."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, item.path.name != "test_pipeline.py"))
+
 
 SMALL_TASKS = ["Smileys & Emotion", "Animals & Nature", "Activities"]
 

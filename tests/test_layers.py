@@ -116,3 +116,28 @@ def test_registry_names_every_method_module_and_class():
     for name in METHODS:
         cls = load_method(name)
         assert issubclass(cls, Method) and cls.name == name
+
+
+def test_config_validates_methods_through_the_registry_only():
+    """config stands below everything that uses it: it reaches a method's class through
+    vlcp.registry (which imports the one module named), never through vlcp.methods."""
+    known = modules()
+    assert [base for base, _, _ in imports(known["vlcp.config"], "vlcp.config", known)
+            if base.startswith("vlcp.methods")] == []
+
+
+def test_start_up_imports_no_model_library():
+    """`import vlcp.run` (what every `vlcp run` stage starts with) and the CLI load neither open_clip,
+    torchvision nor transformers: those ~3 s are paid where a model is built or an image augmented."""
+    code = ("import sys, vlcp.run, vlcp.cli, vlcp.data.augment, vlcp.train.loop; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'open_clip', 'torchvision', 'transformers'}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_clip_normalisation_constants_are_open_clips():
+    import open_clip
+
+    from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
+
+    assert OPENAI_MEAN == tuple(open_clip.OPENAI_DATASET_MEAN) and OPENAI_STD == tuple(open_clip.OPENAI_DATASET_STD)

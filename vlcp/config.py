@@ -602,18 +602,16 @@ def alias_method_defaults(defaults: dict, method_name: Any, at: str) -> dict:
     fields of the method `method_name`: the profile's scale for the methods that have the setting
     (buffer_size for the memory-buffer methods, queue_size for CTP's), nothing for the others. A
     key no registered method has, or `name`, is an error."""
-    from vlcp.methods import available_methods, get_method
-
     if "name" in defaults:
         raise ConfigError(f"{at}.name: an alias's method settings cannot pick the method (set method.name "
                           "in the experiment)")
-    known = {f.name for m in available_methods() for f in dataclasses.fields(get_method(m).Config)}
+    known = {f.name for m in registry.method_names() for f in dataclasses.fields(registry.load_method(m).Config)}
     unknown = sorted(set(defaults) - known, key=str)
     if unknown:
         raise ConfigError(f"{at}.{unknown[0]}: no method has this field")
     if not isinstance(method_name, str):
         return {}   # experiment_from_dict names the bad method.name
-    fields = {f.name for f in dataclasses.fields(get_method(method_name).Config)}
+    fields = {f.name for f in dataclasses.fields(registry.load_method(method_name).Config)}
     return {k: v for k, v in defaults.items() if k in fields}
 
 
@@ -636,9 +634,7 @@ def experiment_from_dict(raw: dict) -> ExperimentCfg:
     name = method.pop("name", "seqf")
     if not isinstance(name, str):
         raise ConfigError(f"method.name: expected str, got {name!r}")
-    from vlcp.methods import get_method  # validates the name and the method's own fields
-
-    method_cls = get_method(name)
+    method_cls = registry.load_method(name)   # validates the name (the method's own fields: below)
     args = dataclasses.asdict(build(method_cls.Config, method, "method"))
     cfg.method = MethodCfg(name=name, args=args)
     return cfg

@@ -12,7 +12,9 @@
 The crop comes from the decoded original (not the evaluation's centre crop). Every image has its
 own generator seeded from the batch's draw (`TrainTransform.seeds`), so the augmentation is the
 same under any world size and any number of decoding threads. The ops are torchvision's
-(`transforms.v2.functional`); only the parameter draws are ours, to take a generator.
+(`transforms.v2.functional`); only the parameter draws are ours, to take a generator. torchvision is
+imported on a transform's first use, not with this module (its transforms pull in torch._dynamo:
+seconds of start-up that runs without an augmentation never need).
 """
 from __future__ import annotations
 
@@ -22,8 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from PIL import Image
-from torchvision.transforms import InterpolationMode
-from torchvision.transforms.v2 import functional as TF
 
 GREY = [128, 128, 128]
 ALBEF_OPS = ("Identity", "AutoContrast", "Equalize", "Brightness", "Sharpness",
@@ -59,6 +59,9 @@ def resized_crop_box(width: int, height: int, scale, ratio, gen: torch.Generator
 
 def albef_op(img: Image.Image, name: str, level: float, gen: torch.Generator) -> Image.Image:
     """One of ALBEF's RandomAugment ops at `level` (of MAX_LEVEL) with ALBEF's argument mapping."""
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as TF
+
     sign = -1.0 if _uniform(gen) > 0.5 else 1.0
     if name == "Identity":
         return img
@@ -107,6 +110,9 @@ class TrainTransform:
 
     def __call__(self, img: Image.Image, size: int, seed: int) -> np.ndarray:
         """The augmented image as uint8 [size, size, 3]."""
+        from torchvision.transforms import InterpolationMode
+        from torchvision.transforms.v2 import functional as TF
+
         gen = torch.Generator().manual_seed(int(seed))
         top, left, h, w = resized_crop_box(img.width, img.height, self.scale, self.ratio, gen)
         img = TF.resized_crop(img, top, left, h, w, [size, size], InterpolationMode.BICUBIC, antialias=True)

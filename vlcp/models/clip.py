@@ -1,6 +1,10 @@
 """CLIP models through open_clip: vlcp's tiny configs (random init) or any open_clip name
 with a pretrained tag or a local weights file. Nothing is downloaded unless the user asks for a
-tag and has not set HF_HUB_OFFLINE."""
+tag and has not set HF_HUB_OFFLINE.
+
+open_clip is imported on first use, not with this module: it pulls in torchvision's detection ops
+(and through them torch._dynamo) and transformers, about 3 s that `import vlcp.run`, the CLI's
+other commands and a report need not pay."""
 from __future__ import annotations
 
 import contextlib
@@ -10,18 +14,19 @@ import os
 import sys
 from pathlib import Path
 
-import open_clip
 import torch
 
 from vlcp.errors import VlcpError
 
 CONFIG_DIR = Path(__file__).parent / "configs"
-OPENAI_MEAN = open_clip.OPENAI_DATASET_MEAN
-OPENAI_STD = open_clip.OPENAI_DATASET_STD
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)   # open_clip.OPENAI_DATASET_MEAN (a test holds them equal)
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)    # open_clip.OPENAI_DATASET_STD
 
 
 def register_configs() -> None:
     """Make vlcp's model configs (`vlcp-tiny`, `vlcp-small`) known to open_clip (idempotent)."""
+    import open_clip
+
     if "vlcp-tiny" not in open_clip.list_models():
         open_clip.add_model_config(CONFIG_DIR)
 
@@ -35,6 +40,8 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
     """Return (model, tokenizer). `pretrained`: None (random init), a tag, or a local file.
     `image_size`: build the image tower for this input size (open_clip's `force_image_size`;
     pretrained ViT position embeddings are interpolated by open_clip on load)."""
+    import open_clip
+
     register_configs()
     if name not in open_clip.list_models():
         raise VlcpError(f"model.name: unknown open_clip model {name!r}")
