@@ -86,7 +86,8 @@ def test_combine_and_not_testable():
     assert combine(["confirmed", "not testable"]) == "inconclusive"
     assert combine(["not testable"]) == "not testable"
     c = not_testable("CTP costs 1.18x SeqF", "our tiny ALBEF's extra forwards alone cost more")
-    assert c.verdict == "not testable" and set(VERDICTS) == {"confirmed", "inconclusive", "not confirmed", "not testable"}
+    assert c.verdict == "not testable" and set(VERDICTS) == {"confirmed", "refuted", "underpowered", "inconclusive",
+                                                                   "not confirmed", "not testable"}
     with pytest.raises(ValueError, match="verdict"):
         Claim("x", "probably", "")
 
@@ -142,8 +143,8 @@ def test_index_counts_every_verdict_and_shows_the_interval(tmp_path):
     write_claims(tmp_path / "b_claims.json", "Paper B", [Claim("c", "not confirmed", "x 1 vs 2")])
     (tmp_path / "a.html").write_text("<html></html>")
     page = write_index(tmp_path).read_text()
-    assert "<tr><td>Paper A</td><td>1</td><td>0</td><td>0</td><td>1</td><td>2</td></tr>" in page
-    assert "<tr><td>Paper B</td><td>0</td><td>0</td><td>1</td><td>0</td><td>1</td></tr>" in page
+    assert "<tr><td>Paper A</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td><td>2</td></tr>" in page
+    assert "<tr><td>Paper B</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td><td>0</td><td>1</td></tr>" in page
     assert f"{e.diff:+.2f} [{e.low:+.2f}, {e.high:+.2f}]" in page and "§5.2" in page and "not testable" in page
     assert "href='a.html'" in page and "class=\"sortable\"" in page
 

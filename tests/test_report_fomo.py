@@ -301,7 +301,8 @@ def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
     spread = fm.subset_spread(subset_of({"fomo-ft": [20, 21, 22]}))
     ns = {"report": True, "fm": fm, "runs": runs, "study": {"reference": "fomo-ft", "studies": {}}, "orders": ORDERS,
           "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "write_claims": write_claims, "Path": Path,
-          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread}
+          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread,
+          "study_power_table": None}   # (the power cell, earlier in the notebook)
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
     merging = next(c for c in out["claims"] if c["claim"].startswith("Model merging gives the best"))

@@ -256,7 +256,7 @@ def ledger_ns(tmp_path, sds, ic_module=ic):
     return {"report": True, "runs": runs, "study": {"fig1": {"fine_tuning": "ic4-seqf", "offline": "ic4-joint"}}, "methods": methods, "splits": {"ic4": "4 steps", "ic8": "8 steps", "ici": "instance"},
             "sds": sds, "ic": ic_module, "paper_table": paper_table, "mem": mem, "np": np, "Path": Path,
             "claims_frame": claims_frame, "write_claims": write_claims, "reports_dir": str(tmp_path),
-            "display": lambda *a, **k: None}
+            "display": lambda *a, **k: None, "study_power_table": None}   # (the power cell, earlier in the notebook)
 
 
 def test_ledger_cell_holds_only_paper_claims(tmp_path):

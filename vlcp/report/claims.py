@@ -1,13 +1,28 @@
 """The claims ledger: each claim is a check over our runs, with its numbers and spread.
 
-Verdicts (`VERDICTS`): "confirmed" (the evidence shows it: the interval of the effect clears the
-claim), "inconclusive" (our runs cannot tell), "not confirmed" (it does not hold in our runs), and
-"not testable" (this study cannot test it, and says why). Claims that our runs do not confirm are
-shown as such; hiding them is a defect. Every claim's verdict comes from the functions here:
+Verdicts (`VERDICTS`):
+
+- "confirmed": the evidence shows it (the interval of the effect clears the claim);
+- "refuted": the interval excludes the paper's effect scaled to our headroom: the effect here is
+  clearly smaller, or of the other sign (`powered`, `vlcp.report.power`);
+- "underpowered": the minimum detectable effect at our seeds is above that scaled effect: this study
+  could not have seen it; the row says how many seeds would decide it;
+- "inconclusive": otherwise (our runs cannot tell);
+- "not confirmed": the older verdict of a claim that carries no paper effect to judge power
+  against (it does not hold in our runs, by its point estimate); a ledger moves off it claim by
+  claim as its claims get their paper effects;
+- "not testable": this study cannot test it, and says why.
+
+Claims that our runs do not confirm are shown as such; hiding them is a defect. Every claim's
+verdict comes from the functions here:
 
 - `effect(a, b, ...)`: the difference a − b with its confidence interval, paired by seed (same seed
   = same data order) when both have the same seeds, else Welch; with one run each, from `sd`, the
   standard deviation of one difference measured elsewhere (a seed subset, a test-set noise floor).
+  The Effect keeps the sd of one single-run difference it used (`sd`, on `dof` degrees of freedom).
+- `powered(text, pairs, scaled, ...)`: "a > b" for one or several (a, b) pairs (all must hold),
+  judged against the paper's effect scaled to our headroom: the four verdicts above, with the
+  scaled effect, σ_d, the MDE and the seeds that would decide it on the row.
 - `greater_verdict` ("a > b"), `equivalent_verdict` (|a − b| < margin, two one-sided tests: the
   90 % interval inside the margin), `ordered` (a chain of "greater"), `not_testable`.
 - `greater(a, b, floor)`: the older single-number form, kept for the ledgers not yet moved:
@@ -23,9 +38,11 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from vlcp.report import power as pw
 from vlcp.utils import write_json
 
-VERDICTS = ("confirmed", "inconclusive", "not confirmed", "not testable")
+VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not confirmed", "not testable")
+DECIDED = ("confirmed", "refuted")
 
 
 @dataclass
@@ -38,6 +55,12 @@ class Claim:
     low: float | None = None         # ... and its confidence interval
     high: float | None = None
     seeds: int | None = None         # runs per arm behind it
+    paper_effect: str | None = None  # the paper's effect, as the paper gives it (numbers and where)
+    scaled_effect: float | None = None   # that effect carried to our headroom (vlcp.report.power.scaled_effect)
+    sigma_d: float | None = None     # the sd of one single-run difference behind the interval
+    mde: float | None = None         # the minimum detectable effect at these seeds (80 % power)
+    seeds_to_decide: int | None = None   # seeds per arm at which the scaled effect is detectable
+    comparisons: int | None = None   # comparisons that must all hold (an intersection-union claim)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -61,6 +84,16 @@ class Effect:
     high: float
     n: int            # runs per arm
     how: str          # "paired by seed (n=3, t)", "Welch", "one run each, sd 0.8 (seed subset)"
+    sd: float | None = None     # the sd of ONE single-run difference the interval rests on
+    dof: float | None = None    # its degrees of freedom (None: known, the normal quantile)
+    paired: bool = False
+
+    def mde(self, comparisons: int = 1) -> float:
+        """The minimum detectable effect of this comparison's design (its seeds, its sd): inf
+        without a measured spread."""
+        if self.sd is None or not math.isfinite(self.sd) or not self.sd > 0:
+            return math.inf
+        return pw.mde(self.sd, self.n, comparisons=comparisons, dof=self.dof, paired=self.paired)
 
     def __str__(self) -> str:
         return f"{self.diff:+.2f} [{self.low:+.2f}, {self.high:+.2f}] ({self.how})"
@@ -87,7 +120,8 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
         if sd is not None:   # a measured floor: never claim less spread than it
             se = max(se, sd / math.sqrt(len(d)))
         t = stats.t.ppf(1 - alpha / 2, len(d) - 1)
-        return Effect(diff, float(diff - t * se), float(diff + t * se), len(d), f"paired by seed, n={len(d)}")
+        return Effect(diff, float(diff - t * se), float(diff + t * se), len(d), f"paired by seed, n={len(d)}",
+                      float(se * math.sqrt(len(d))), len(d) - 1, True)
     if len(a) >= 2 and len(b) >= 2:
         va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
         se = math.sqrt(va + vb)
@@ -95,7 +129,9 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
             se = max(se, sd * math.sqrt(1 / len(a) + 1 / len(b)) / math.sqrt(2))
         dof = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1) if va else 0) + (vb ** 2 / (len(b) - 1) if vb else 0) or 1e-300)
         t = stats.t.ppf(1 - alpha / 2, max(dof, 1))
-        return Effect(diff, float(diff - t * se), float(diff + t * se), min(len(a), len(b)), "Welch")
+        # the sd of one single-run difference: se² = sd² (1/n_a + 1/n_b) / 2
+        return Effect(diff, float(diff - t * se), float(diff + t * se), min(len(a), len(b)), "Welch",
+                      float(se / math.sqrt((1 / len(a) + 1 / len(b)) / 2)), float(max(dof, 1)))
     if sd is None:
         return Effect(diff, -math.inf, math.inf, min(len(a), len(b)), "one run each, no spread measured")
     z = stats.norm.ppf(1 - alpha / 2) if not sd_dof else stats.t.ppf(1 - alpha / 2, sd_dof)
@@ -103,7 +139,7 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
     # variance σ² (1/n_a + 1/n_b) = sd² (1/n_a + 1/n_b) / 2
     se = sd * math.sqrt((1 / len(a) + 1 / len(b)) / 2)
     return Effect(diff, float(diff - z * se), float(diff + z * se), min(len(a), len(b)),
-                  f"one run each, sd {sd:.2f} ({sd_source})")
+                  f"one run each, sd {sd:.2f} ({sd_source})", float(sd), sd_dof or None)
 
 
 def runs_where(seeds_of: dict) -> str:
@@ -192,6 +228,52 @@ def claim_from(claim: str, verdict: str, e: Effect, evidence: str = "", source: 
                  e.diff, e.low, e.high, e.n)
 
 
+def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, paper: str, evidence: str = "",
+            source: str = "", sd: float | None = None, sd_source: str = "given sd", sd_dof: int | None = None,
+            labels: list[str] | None = None) -> Claim:
+    """"a > b" for every (a, b) of `pairs` (per-seed values, as `effect` takes them), judged against
+    `scaled`, the paper's effect carried to our headroom (one number, or one per pair; `paper`: the
+    paper's numbers, cited on the row). One pair: its 95 % interval. Several: all must clear 0 (an
+    intersection-union test, each at 95 %); a refutation needs one comparison's Bonferroni interval
+    below its scaled effect; the MDE asks each comparison for power 0.8^(1/k), and the claim is
+    underpowered when one comparison's MDE exceeds its scaled effect. The row carries the weakest
+    comparison's effect (the lowest low end), the smallest scaled effect, σ_d, the MDE, and, unless
+    decided, the seeds per arm that would decide it. `labels`: a name per pair for the evidence."""
+    if not pairs:
+        raise ValueError(f"claim {claim!r}: no comparisons")
+    k = len(pairs)
+    targets = [float(x) for x in scaled] if isinstance(scaled, (list, tuple)) else [float(scaled)] * k
+    if len(targets) != k:
+        raise ValueError(f"claim {claim!r}: {len(targets)} scaled effects for {k} comparisons")
+    kw = dict(sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+    effects = [effect(a, b, **kw) for a, b in pairs]
+    adjusted = effects if k == 1 else [effect(a, b, level=pw.bonferroni_level(k), **kw) for a, b in pairs]
+    mdes = [e.mde(k) for e in effects]
+    weakest = min(effects, key=lambda e: e.low)
+    if weakest.low > 0:
+        verdict = "confirmed"
+    elif any(e.high < t for e, t in zip(adjusted, targets)):
+        verdict = "refuted"
+    elif any(m > t for m, t in zip(mdes, targets)):
+        verdict = "underpowered"
+    else:
+        verdict = "inconclusive"
+    sigma = max((e.sd for e in effects if e.sd is not None), default=None)
+    target, mde = min(targets), max(mdes)
+    decide = None if verdict in DECIDED or sigma is None else pw.seeds_to_decide(target, sigma, comparisons=k)
+    parts = ([f"{(labels or [''] * k)[i]}{': ' if labels else ''}{e} (scaled paper effect {t:+.2f})"
+              for i, (e, t) in enumerate(zip(effects, targets))] if k > 1 else [])
+    what = (f"{k} comparisons, all must hold (each at 95 %; refuted by a Bonferroni interval at "
+            f"{100 * pw.bonferroni_level(k):.2f} %)" if k > 1 else "")
+    power_note = (f"scaled paper effect {target:+.2f}; MDE {mde:.2f} at {weakest.n} seed{'s' if weakest.n > 1 else ''}"
+                  + ("" if decide is None or verdict in DECIDED else f"; {decide} seeds per arm would decide it")
+                  + ("" if verdict in DECIDED or decide is not None or sigma is None
+                     else f"; more than {pw.MAX_SEEDS} seeds per arm would be needed: a larger headroom decides it"))
+    ev = "; ".join(x for x in (evidence, what, "; ".join(parts), power_note, f"weakest effect {weakest}") if x)
+    return Claim(claim, verdict, ev, source, weakest.diff, weakest.low, weakest.high, weakest.n, paper,
+                 target, sigma, mde, decide, k)
+
+
 def greater(a, b, floor: float = 0.0) -> str:
     """Verdict for "a > b" from per-seed values of a and b. `floor`: the smallest spread to
     assume (a noise floor; with one seed there is no spread to measure)."""
@@ -265,8 +347,11 @@ def combine(verdicts: list[str]) -> str:
             else "inconclusive" if any(v in ("inconclusive", "not testable") for v in verdicts) else "confirmed")
 
 
-def write_claims(path: str | Path, report: str, claims: list[Claim]) -> None:
-    write_json(path, {"report": report, "claims": [asdict(c) for c in claims]})
+def write_claims(path: str | Path, report: str, claims: list[Claim], power: "pw.StudyPower | None" = None) -> None:
+    """`reports/<report>_claims.json`: every claim, and with `power` the study's power table
+    ({"headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds", ...})."""
+    write_json(path, {"report": report, "claims": [asdict(c) for c in claims],
+                      **({"power": power.to_dict()} if power is not None else {})})
 
 
 def claims_frame(claims: list[Claim]):

@@ -1,0 +1,149 @@
+"""Power: the MDE is what the ledger's own rule detects 80 % of the time (checked by simulating that
+rule), the scaling rule, the seeds that decide, and every verdict of `power_verdict` / `powered`."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from vlcp.report import power as pw
+from vlcp.report.claims import VERDICTS, Claim, effect, powered, write_claims
+
+
+def test_mde_of_one_run_each_with_a_known_sd_is_z_plus_z():
+    # the normal case by hand: (z_0.975 + z_0.8) × σ_d
+    assert pw.mde(1.0, 1) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    assert pw.mde(2.0, 1) == pytest.approx(2 * (1.959964 + 0.841621), abs=1e-5)
+    assert pw.mde(1.0, 4, paired=False) == pytest.approx((1.959964 + 0.841621) / 2, abs=1e-5)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_mde_is_what_the_ledgers_paired_rule_confirms_80_percent_of_the_time(n):
+    sigma = 1.7
+    d = pw.mde(sigma, n)
+    rng = np.random.default_rng(n)
+    diffs = rng.normal(d, sigma, size=(20000, n))       # per-seed differences a − b, paired by seed
+    se = diffs.std(axis=1, ddof=1) / math.sqrt(n)
+    low = diffs.mean(axis=1) - stats.t.ppf(0.975, n - 1) * se
+    assert (low > 0).mean() == pytest.approx(0.8, abs=0.015)
+    a = list(rng.normal(d, sigma, n))                   # and `effect` is that rule
+    e = effect(a, [0.0] * n)
+    assert e.paired and e.dof == n - 1 and e.sd == pytest.approx(np.std(a, ddof=1))
+    assert e.mde() == pytest.approx(pw.mde(e.sd, n))
+
+
+def test_mde_shrinks_with_seeds_and_grows_with_comparisons():
+    ms = [pw.mde(1.0, n) for n in (2, 3, 5, 10, 30)]
+    assert all(x > y for x, y in zip(ms, ms[1:]))
+    ks = [pw.mde(1.0, 5, comparisons=k) for k in (1, 2, 10, 80)]
+    assert all(x < y for x, y in zip(ks, ks[1:]))
+    assert pw.detection_power(pw.mde(1.0, 5, comparisons=10), 1.0, 5) == pytest.approx(0.8 ** 0.1, abs=1e-6)
+
+
+def test_seeds_to_decide_is_the_fewest_that_detect_the_effect():
+    n = pw.seeds_to_decide(1.0, 1.0)
+    assert pw.mde(1.0, n) <= 1.0 < pw.mde(1.0, n - 1)
+    assert pw.seeds_to_decide(0.01, 1.0) is None         # more than MAX_SEEDS
+    assert pw.seeds_to_decide(-1.0, 1.0) is None         # no positive effect to detect
+    assert pw.seeds_to_decide(1.0, 1.0, comparisons=10) > n
+
+
+def test_scaled_effect_is_the_papers_share_of_its_headroom_times_ours():
+    assert pw.scaled_effect(2.0, 10.0, 5.0) == pytest.approx(1.0)
+    assert pw.scaled_effect(-3.0, 12.0, 4.0) == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="headroom"):
+        pw.scaled_effect(1.0, 0.0, 5.0)
+
+
+@pytest.mark.parametrize("low,high,scaled,mde,refute_high,verdict", [
+    (0.5, 3.0, 2.0, 1.0, None, "confirmed"),        # the interval clears 0
+    (-1.0, 1.5, 2.0, 1.0, None, "refuted"),         # ... excludes the scaled effect
+    (-1.0, 3.0, 2.0, 2.5, None, "underpowered"),    # the MDE is above it
+    (-1.0, 3.0, 2.0, 1.5, None, "inconclusive"),
+    (-1.0, 3.0, 2.0, 1.5, 1.9, "refuted"),          # one comparison's Bonferroni interval excludes it
+    (-1.0, 1.5, 2.0, 9.0, None, "refuted"),         # an interval that excludes it refutes, however weak the study
+])
+def test_power_verdict_returns_each_verdict(low, high, scaled, mde, refute_high, verdict):
+    assert pw.power_verdict(low, high, scaled, mde, refute_high=refute_high) == verdict
+
+
+def test_powered_claims_reach_every_verdict_and_carry_their_power():
+    strong = powered("a > b", [([5.1, 6.0, 5.5], [1.0, 1.2, 0.9])], 2.0, paper="Table 1: +4.0 of H 10")
+    assert strong.verdict == "confirmed" and strong.seeds_to_decide is None
+    assert strong.scaled_effect == 2.0 and strong.paper_effect == "Table 1: +4.0 of H 10" and strong.comparisons == 1
+    assert strong.mde == pytest.approx(pw.mde(strong.sigma_d, 3))
+    smaller = powered("a > b", [([1.1, 1.0, 1.2], [1.0, 1.1, 1.0])], 2.0, paper="p")
+    assert smaller.verdict == "refuted"
+    weak = powered("a > b", [([1.0], [0.5])], 2.0, paper="p", sd=1.0)
+    assert weak.verdict == "underpowered" and weak.seeds_to_decide == pw.seeds_to_decide(2.0, 1.0)
+    assert f"{weak.seeds_to_decide} seeds per arm would decide it" in weak.evidence
+    middle = powered("a > b", [([1.0], [0.0])], 2.9, paper="p", sd=1.0)     # MDE 2.80 ≤ 2.9 ≤ high 2.96
+    assert middle.verdict == "inconclusive"
+    assert {c.verdict for c in (strong, smaller, weak, middle)} == {"confirmed", "refuted", "underpowered", "inconclusive"}
+
+
+def test_a_claim_of_many_comparisons_confirms_when_the_papers_effect_is_true():
+    """With every one of k comparisons at the scaled effect and the study powered for it (MDE for k
+    comparisons ≤ the effect), the claim confirms about 80 % of the time and is refuted rarely (the
+    rest read "underpowered": the MDE from the spread those seeds happened to show). The old rule
+    (any negative point estimate sinks it) confirmed a paper-sized effect 1 % of the time."""
+    k, n, sigma = 8, 5, 1.0
+    scaled = pw.mde(sigma, n, comparisons=k)
+    rng = np.random.default_rng(0)
+    verdicts = []
+    for _ in range(300):
+        pairs = [(list(rng.normal(scaled, sigma, n)), [0.0] * n) for _ in range(k)]
+        verdicts.append(powered("a beats every b", pairs, scaled, paper="p").verdict)
+    share = {v: verdicts.count(v) / len(verdicts) for v in set(verdicts)}
+    assert share.get("confirmed", 0) == pytest.approx(0.8, abs=0.08)
+    assert share.get("refuted", 0) <= 0.05
+
+
+def test_power_rows_reach_the_claims_file(tmp_path):
+    import json
+
+    c = powered("a > b", [([5.1, 6.0, 5.5], [1.0, 1.2, 0.9])], 2.0, paper="p")
+    sp = pw.StudyPower("Rm", headroom=6.0, sigma_d=0.5, tasks_teaching=6, tasks=9, seeds=3,
+                       headroom_from="JointT − SeqF", noise_from="paired by seed")
+    write_claims(tmp_path / "x_claims.json", "x", [c, Claim("c", "not testable", "why")], power=sp)
+    data = json.loads((tmp_path / "x_claims.json").read_text())
+    assert data["power"]["headroom_over_noise"] == pytest.approx(12.0)
+    assert {"headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds"} <= set(data["power"])
+    assert data["claims"][0]["scaled_effect"] == 2.0 and data["claims"][0]["mde"] > 0
+    assert set(VERDICTS) >= {"confirmed", "refuted", "underpowered", "inconclusive"}
+    frame = pw.power_frame({"spine": sp})
+    assert frame.loc[0, "H/σ_d"] == pytest.approx(12.0) and frame.loc[0, "tasks that teach"] == "6/9"
+
+
+def test_each_comparison_is_judged_against_its_own_scaled_effect():
+    a = [5.0, 5.4, 4.8]
+    close, far = [5.1, 5.2, 4.6], [1.0, 1.2, 0.9]      # a − close: −0.1, +0.2, +0.2
+    # against the close baseline the paper's effect was small (0.3): this study cannot tell
+    c = powered("a beats b and c", [(a, far), (a, close)], [3.5, 0.3], paper="p", labels=["far", "close"])
+    assert c.scaled_effect == 0.3 and c.comparisons == 2 and c.verdict == "underpowered"
+    assert "close: " in c.evidence and "(scaled paper effect +0.30)" in c.evidence
+    # the same data against a paper effect of 3.5 over the close one: refuted
+    c = powered("a beats b and c", [(a, far), (a, close)], [3.5, 3.5], paper="p")
+    assert c.verdict == "refuted"
+    with pytest.raises(ValueError, match="2 scaled effects for 1 comparisons"):
+        powered("x", [(a, far)], [1.0, 2.0], paper="p")
+
+
+def test_study_power_from_paired_seeds_or_a_subset_spread_and_its_line():
+    from vlcp.report.claims import seed_spread
+
+    gains = pd.DataFrame({"teaches": [True, True, False]})
+    p = pw.study_power("Rm", [10.0, 12.0, 11.0], [2.0, 3.0, 2.5], gains, headroom_from="JointT − SeqF")
+    assert p.headroom == pytest.approx(8.5) and p.sigma_d == pytest.approx(np.std([8, 9, 8.5], ddof=1))
+    assert (p.tasks_teaching, p.tasks, p.seeds) == (2, 3, 3)
+    assert "meets both power goals" in pw.power_line(p)
+    sd, how = pw.spread_sigma(seed_spread({"Rm": {"a": [1.0, 3.0], "b": [2.0, 4.0]}}, "a, b"), "Rm")
+    assert sd == pytest.approx(2.0) and "2 dof" in how
+    assert pw.spread_sigma(None, "Rm")[0] is None
+    one = pw.study_power("Rm", [10.0], [2.0], None, headroom_from="x", sigma_d=sd, noise_from=how)
+    assert one.headroom_over_noise == pytest.approx(4.0) and one.tasks == 0
+    line = pw.power_line(one)
+    assert "falls short of H/σ_d ≥ 10 and teaching" in line and "no per-task scores" in line
+    with pytest.raises(ValueError, match="≥ 2 seeds"):
+        pw.study_power("Rm", [10.0], [2.0], gains, headroom_from="x")

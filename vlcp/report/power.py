@@ -1,0 +1,202 @@
+"""Power: can a study see an effect of the paper's size? The numbers every ledger row and every
+report's power table carry, and the verdicts they allow.
+
+A study's headline metric has a *headroom* H: the upper bound minus the lower bound (e.g. JointT −
+SeqF on final Rm, or a fine-tuned model's gain over θ0), and a noise σ_d: the sd of the difference
+of two single runs (√2 × the pooled seed std, or the sd of per-seed paired differences). H/σ_d is
+how many single-comparison noises fit in the room a method has to show anything.
+
+A paper's effect is carried over by one rule, stated per study and fixed before the runs: the
+effect as a share of the paper's own headroom, times ours (`scaled_effect`). The *minimum
+detectable effect* (`mde`) is the smallest true effect that the ledger's rule (the 95 % interval's
+low end above 0) confirms with 80 % power at the seeds used: from the noncentral t on the seeds'
+degrees of freedom (paired by seed), or the normal with a known σ_d for one run each. A claim made
+of k comparisons that must all hold (an intersection-union test: "beats every baseline") is
+confirmed when every one of its intervals clears 0, which keeps the 5 % error without correction;
+its power is the product of the k powers, so each comparison needs power 0.8^(1/k) (`mde` with
+`comparisons=k`); it is refuted when one comparison's Bonferroni interval (level 1 − 0.05/k)
+excludes the scaled effect.
+
+`power_verdict` turns these into the ledger's verdicts:
+
+- **confirmed**: the interval clears the claim (every interval, for k comparisons);
+- **refuted**: the interval (Bonferroni for k) excludes the scaled paper effect: the effect here is
+  clearly smaller, or of the other sign;
+- **underpowered**: the MDE at these seeds is above the scaled effect: this study could not have
+  seen it; `seeds_to_decide` says how many seeds would;
+- **inconclusive**: otherwise.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import optimize, stats
+
+LEVEL = 0.95
+POWER = 0.8
+MAX_SEEDS = 100
+
+
+def scaled_effect(paper_effect: float, paper_headroom: float, headroom: float) -> float:
+    """The paper's effect carried to our scale: its share of the paper's headroom times ours."""
+    if not paper_headroom > 0:
+        raise ValueError(f"scaled_effect: the paper's headroom must be > 0, got {paper_headroom}")
+    return paper_effect / paper_headroom * headroom
+
+
+def _critical(level: float, dof: float | None) -> float:
+    q = 1 - (1 - level) / 2
+    return stats.norm.ppf(q) if dof is None else stats.t.ppf(q, dof)
+
+
+def detection_power(effect: float, sigma_d: float, n: int = 1, *, level: float = LEVEL, dof: float | None = None,
+                    paired: bool = True) -> float:
+    """The probability that the ledger's rule confirms a true effect `effect` (> 0) of one comparison:
+    the `level` interval's low end above 0. `n` runs per arm, `sigma_d` the sd of one single-run
+    difference. Paired by seed with n ≥ 2: noncentral t on n − 1 degrees of freedom (the seed spread
+    is estimated); otherwise (n = 1, or `paired=False`) the interval uses a known σ_d (normal), or
+    Student's t on `dof` when σ_d was estimated on that few."""
+    if not sigma_d > 0:
+        raise ValueError(f"detection_power: sigma_d must be > 0, got {sigma_d}")
+    if paired and n >= 2:
+        dof = n - 1
+    se = sigma_d / math.sqrt(n)    # a mean of n runs per arm minus another: variance σ_d² (1/n + 1/n) / 2
+    crit = _critical(level, dof)
+    nc = effect / se
+    return float(stats.norm.sf(crit - nc) if dof is None else stats.nct.sf(crit, dof, nc))
+
+
+def mde(sigma_d: float, n: int = 1, *, level: float = LEVEL, power: float = POWER, comparisons: int = 1,
+        dof: float | None = None, paired: bool = True) -> float:
+    """The minimum detectable effect: the smallest true effect that the ledger's rule confirms with
+    probability `power` (each of `comparisons` must, so each gets power^(1/comparisons))."""
+    if comparisons < 1:
+        raise ValueError(f"mde: comparisons must be >= 1, got {comparisons}")
+    target = power ** (1 / comparisons)
+    f = lambda d: detection_power(d, sigma_d, n, level=level, dof=dof, paired=paired) - target  # noqa: E731
+    hi = sigma_d
+    while f(hi) < 0:
+        hi *= 2
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-9 * sigma_d))
+
+
+def seeds_to_decide(effect: float, sigma_d: float, *, level: float = LEVEL, power: float = POWER,
+                    comparisons: int = 1, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds per arm (paired by seed, ≥ 2) at which `effect` is detectable with `power`;
+    None when even `max_seeds` are not enough (or the effect is not positive)."""
+    if not effect > 0:
+        return None
+    for n in range(2, max_seeds + 1):
+        if mde(sigma_d, n, level=level, power=power, comparisons=comparisons) <= effect:
+            return n
+    return None
+
+
+def bonferroni_level(comparisons: int, level: float = LEVEL) -> float:
+    """The per-comparison interval level that keeps a family of `comparisons` at `level`."""
+    return 1 - (1 - level) / comparisons
+
+
+def power_verdict(low: float, high: float, scaled: float, mde_: float, *, refute_high: float | None = None) -> str:
+    """The verdict of a claim "effect > 0" whose paper effect, scaled to our headroom, is `scaled`:
+    `low`, `high` its interval (the lowest low end over its comparisons, for k of them: each must
+    clear 0), `refute_high` the interval's high end used to refute (the Bonferroni interval's, lowest
+    over the k comparisons; default `high`), `mde_` the MDE at the seeds used (for k comparisons)."""
+    if low > 0:
+        return "confirmed"
+    if (high if refute_high is None else refute_high) < scaled:
+        return "refuted"
+    if mde_ > scaled:
+        return "underpowered"
+    return "inconclusive"
+
+
+@dataclass(frozen=True)
+class StudyPower:
+    """A study's power table: its headline metric's headroom H and noise σ_d, and how many of its
+    fine-tune baseline's tasks teach (`vlcp.report.teach`)."""
+    metric: str
+    headroom: float
+    sigma_d: float
+    tasks_teaching: int
+    tasks: int
+    seeds: int
+    headroom_from: str = ""     # e.g. "JointT − SeqF, final Rm"
+    noise_from: str = ""        # e.g. "paired by seed (3 seeds)"
+
+    @property
+    def headroom_over_noise(self) -> float:
+        return self.headroom / self.sigma_d if self.sigma_d > 0 else math.inf
+
+    def mde(self, seeds: int | None = None, comparisons: int = 1) -> float:
+        if not self.sigma_d > 0:
+            return 0.0 if self.sigma_d == 0 else math.nan
+        return mde(self.sigma_d, seeds or self.seeds, comparisons=comparisons)
+
+    def to_dict(self) -> dict:
+        """The claims file's "power" entry (the keys the reports and the index read)."""
+        return {"metric": self.metric, "headroom": self.headroom, "sigma_d": self.sigma_d,
+                "headroom_over_noise": self.headroom_over_noise, "tasks_teaching": self.tasks_teaching,
+                "tasks": self.tasks, "seeds": self.seeds, "mde": self.mde(),
+                "headroom_from": self.headroom_from, "noise_from": self.noise_from}
+
+
+def power_frame(powers: dict[str, StudyPower]):
+    """The power table at the top of a report: one row per study (or setting)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"study": k, "metric": p.metric, "H": p.headroom, "σ_d": p.sigma_d,
+                          "H/σ_d": p.headroom_over_noise,
+                          "tasks that teach": f"{p.tasks_teaching}/{p.tasks}", "seeds": p.seeds,
+                          "MDE": p.mde(), "MDE / H": p.mde() / p.headroom if p.headroom > 0 else math.nan,
+                          "H is": p.headroom_from, "σ_d from": p.noise_from}
+                         for k, p in powers.items()])
+
+
+def study_power(metric: str, upper: list[float], lower: list[float], gains, *, headroom_from: str,
+                sigma_d: float | None = None, noise_from: str = "") -> StudyPower:
+    """A study's power table from its runs: H = mean(`upper`) − mean(`lower`) (per-seed values of the
+    headline `metric`, e.g. JointT's and SeqF's final Rm); σ_d = `sigma_d` when given (a seed
+    subset's √2 × pooled std, `claims.seed_spread`), else the sd of the per-seed differences upper −
+    lower (paired by seed: needs ≥ 2 seeds each); `gains`: the fine-tune baseline's
+    `vlcp.report.teach.task_gains` frame (its `teaches` column), None when its runs hold no per-task
+    scores (0 of 0 tasks)."""
+    import numpy as np
+
+    up, lo = np.asarray(upper, float), np.asarray(lower, float)
+    seeds = int(min(len(up), len(lo)))
+    if sigma_d is None:
+        if len(up) != len(lo) or seeds < 2:
+            raise ValueError(f"study_power: σ_d of {metric} needs ≥ 2 seeds paired (got {len(up)} and {len(lo)}), "
+                             "or a sigma_d measured elsewhere")
+        sigma_d, noise_from = float((up - lo).std(ddof=1)), noise_from or f"sd of the per-seed differences ({seeds} seeds)"
+    teaching, tasks = (0, 0) if gains is None else (int(gains["teaches"].sum()), len(gains))
+    return StudyPower(metric, float(up.mean() - lo.mean()), float(sigma_d), teaching, tasks, seeds, headroom_from,
+                      noise_from)
+
+
+def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
+    """σ_d of `metric` from a seed subset's spread (`vlcp.report.claims.seed_spread`: √2 × the pooled
+    seed std), with where it comes from; (None, why) when the subset has not measured it."""
+    m = ((spread or {}).get("metrics") or {}).get(metric)
+    if not m:
+        return None, f"no seed subset measured {metric}"
+    return float(m["difference_spread"]), f"seed subset: √2 × pooled seed std, {m['dof']} dof"
+
+
+def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) -> str:
+    """One sentence under a power table: whether the study meets the power goals (H/σ_d ≥ `goal`,
+    the fine-tune baseline teaching on ≥ `teach_share` of its tasks), and its MDE as a share of H."""
+    ok_h, ok_t = p.headroom_over_noise >= goal, p.tasks > 0 and p.tasks_teaching >= teach_share * p.tasks
+    verdict = ("meets both power goals" if ok_h and ok_t else
+               "falls short of " + " and ".join(x for x, ok in ((f"H/σ_d ≥ {goal:g}", ok_h),
+                                                                (f"teaching on ≥ {teach_share:.0%} of its tasks", ok_t))
+                                                if not ok))
+    return (f"**Power.** H = {p.headroom:.2f} ({p.headroom_from}), σ_d = {p.sigma_d:.2f} ({p.noise_from}): "
+            f"H/σ_d = {p.headroom_over_noise:.1f}; "
+            + (f"the fine-tune baseline teaches on {p.tasks_teaching} of {p.tasks} tasks" if p.tasks
+               else "no per-task scores to tell whether the stream teaches")
+            + f"; at {p.seeds} seed{'s' if p.seeds != 1 else ''} the smallest effect the ledger confirms with 80 % "
+            f"power is {p.mde():.2f}" + (f" ({p.mde() / p.headroom:.2f} H)" if p.headroom > 0 else " (no headroom)")
+            + f". The study {verdict}.")
