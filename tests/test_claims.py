@@ -138,13 +138,18 @@ def test_index_counts_every_verdict_and_shows_the_interval(tmp_path):
     from vlcp.report.index import write_index
 
     e = effect([5.0, 5.2, 4.9], [1.0, 1.1, 0.9])
+    from vlcp.report.power import StudyPower
+
+    power = StudyPower("Rm", headroom=6.0, sigma_d=0.5, tasks_teaching=6, tasks=9, seeds=3)
     write_claims(tmp_path / "a_claims.json", "Paper A", [claim_from("a > b", "confirmed", e, source="§5.2"),
-                                                         not_testable("1.18x", "FLOPs", "Table 1")])
+                                                         not_testable("1.18x", "FLOPs", "Table 1")], power=power)
     write_claims(tmp_path / "b_claims.json", "Paper B", [Claim("c", "not confirmed", "x 1 vs 2")])
     (tmp_path / "a.html").write_text("<html></html>")
     page = write_index(tmp_path).read_text()
-    assert "<tr><td>Paper A</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td><td>2</td></tr>" in page
-    assert "<tr><td>Paper B</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td><td>0</td><td>1</td></tr>" in page
+    assert ("<tr><td>Paper A</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td><td>2</td>"
+            "<td>12.0</td><td>6/9</td><td>3</td></tr>") in page
+    assert ("<tr><td>Paper B</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td><td>0</td><td>1</td>"
+            "<td></td><td></td><td></td></tr>") in page
     assert f"{e.diff:+.2f} [{e.low:+.2f}, {e.high:+.2f}]" in page and "§5.2" in page and "not testable" in page
     assert "href='a.html'" in page and "class=\"sortable\"" in page
 

@@ -72,7 +72,9 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "overview_claims.json").write_text(json.dumps({"report": "overview", "claims": [
         {"claim": "a", "verdict": "confirmed"}, {"claim": "b", "verdict": "inconclusive"},
-        {"claim": "c", "verdict": "confirmed"}]}))
+        {"claim": "c", "verdict": "confirmed"}, {"claim": "d", "verdict": "underpowered"}],
+        "power": {"headroom": 9.0, "sigma_d": 0.9, "headroom_over_noise": 10.0, "tasks_teaching": 6, "tasks": 9,
+                  "seeds": 3, "mde": 3.1, "metric": "final Rm"}}))
     params = {"report": {"overview": {"experiments": ["seqf", "er"]}}}
     paths = write_metrics(params, tmp_path)
     assert sorted(p.name for p in paths) == ["cllclip.json", "ctp.json", "fomo.json", "incclip.json", "overview.json"]
@@ -80,7 +82,10 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
     final = [r["cumulative"][-1]["test"]["Rm"] for r in runs["seqf"]]
     assert m["runs"] == 3 and m["experiments"]["seqf"]["Rm"] == pytest.approx(sum(final) / 2, abs=1e-4)
     assert m["experiments"]["er"]["mAP@1"] == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["mAP@1"], abs=1e-4)
-    assert m["claims"] == {"confirmed": 2, "not confirmed": 0, "inconclusive": 1, "not testable": 0, "other": 0}
+    assert m["claims"] == {"confirmed": 2, "refuted": 0, "underpowered": 1, "inconclusive": 1, "not confirmed": 0,
+                           "not testable": 0, "other": 0}
+    assert m["power"] == {"headroom": 9.0, "sigma_d": 0.9, "headroom_over_noise": 10.0, "tasks_teaching": 6, "tasks": 9,
+                          "seeds": 3}
     assert json.loads((tmp_path / "metrics" / "ctp.json").read_text()) == {"runs": 0, "experiments": {}, "claims": {}}
     rows = list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))
     assert [r["task"] for r in rows] == ["1", "2", "3"] and list(rows[0]) == ["task", "seqf", "er"]

@@ -1,6 +1,7 @@
 """A tiny end-to-end `dvc repro` of the real pipeline (3 groups, few steps, one seed) in a scratch
 git repo: data prepare -> runs (spine, CTP, IncCLIP, CLL-CLIP and FoMo-in-Flux studies) -> papermill notebooks -> HTML -> index;
 then a no-op, and which stages an edit of params.yaml invalidates."""
+import copy
 import json
 import os
 import shutil
@@ -16,24 +17,28 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from pipeline import timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds)
 
 
-@pytest.mark.slow
-def test_tiny_dvc_repro(tmp_path):
-    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "scripts", "benchmarks/results"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)  # results only: no bench stages
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
+    """params.yaml sized for CI: one seed, three groups, a few rows of each study's tables, and every
+    step count small whatever the default profile's calibration sets: the tiny profile's own steps,
+    every model alias's and every experiment's `train.steps` are capped (`language_steps` for the
+    CLL-CLIP streams), and the FoMo stream runs 3 tasks of 2 steps."""
+    params = copy.deepcopy(params)
+    for layer in [params["profiles"]["tiny"], *params["profiles"]["tiny"].get("model_aliases", {}).values(),
+                  *(e or {} for e in params["experiments"].values())]:
+        if isinstance(layer.get("train"), dict) and "steps" in layer["train"]:
+            layer["train"] = {**layer["train"], "steps": min(layer["train"]["steps"], steps)}
     params["seeds"] = [0]
     params["defaults"]["data"]["styles"] = ["twemoji", "noto-mono", "openmoji"]
-    params["profiles"]["tiny"]["train"].update(steps=12, batch_size=16, num_threads=1, progress=False)
+    params["profiles"]["tiny"]["train"].update(steps=steps, batch_size=16, num_threads=1, progress=False)
     params["profiles"]["tiny"]["data"]["tasks"] = ["Smileys & Emotion", "Activities", "Flags"]
     params["profiles"]["tiny"]["data"]["num_languages"] = 3           # the CLL-CLIP stream: en + 2
     for name, exp in params["experiments"].items():
         if name.startswith("cll"):                                     # cll-* and the 36-language cll36-*
-            exp["train"] = {**(exp.get("train") or {}), "steps": 12 if name == "cll-base" else 6, "batch_size": 16}
+            exp["train"] = {**(exp.get("train") or {}), "steps": steps if name == "cll-base" else language_steps, "batch_size": 16}
         if name.startswith("cll36-"):
             exp["data"] = {**exp["data"], "num_languages": 3}
-    params["experiments"]["ctp-base"]["train"] = {"steps": 12, "batch_size": 16}   # the CTP study's initialisation
-    params["profiles"]["tiny"]["model_aliases"]["albef"]["train"] = {"steps": 12, "batch_size": 16}
+    params["experiments"]["ctp-base"]["train"] = {"steps": steps, "batch_size": 16}   # the CTP study's initialisation
+    params["profiles"]["tiny"]["model_aliases"]["albef"]["train"] = {"steps": steps, "batch_size": 16}
     ctp = params["report"]["ctp"]                                      # the CTP study: a few rows of each table
     ctp.update(seeds=[0], experiments=["ctp-seqf", "ctp-ctp", "ctp-er", "ctp-jointt"],
                ablation_experiments=["ctp-abl-cmc", "ctp-rev-seqf", "ctp-rev-ctp"])
@@ -46,11 +51,20 @@ def test_tiny_dvc_repro(tmp_path):
         if name.startswith("fomo-") and name != "fomo-base":
             exp["data"] = {**(exp.get("data") or {}), "tasks": []}
     for base in params["report"]["fomo"]["bases"]:                   # θ0 and the model-scaling study's two bases
-        params["experiments"][base]["train"] = {"steps": 12, "batch_size": 16}
+        params["experiments"][base]["train"] = {"steps": steps, "batch_size": 16}
     params["profiles"]["tiny"]["fomo"] = {"steps_per_task": 2, "num_tasks": 3}
     fomo = params["report"]["fomo"]
     fomo["studies"] = {"methods": ["fomo-ft", "fomo-joint", "fomo-lora4", "fomo-ema-merge"], "orderings": ["fomo-o-sim"]}
     fomo["spread"] = {"experiments": ["fomo-ft"], "seeds": [1]}
+    return params
+
+
+@pytest.mark.slow
+def test_tiny_dvc_repro(tmp_path):
+    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "scripts", "benchmarks/results"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)  # results only: no bench stages
+    params = ci_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path), GIT_AUTHOR_NAME="vlcp",

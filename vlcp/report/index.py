@@ -1,6 +1,8 @@
 """`reports/index.html`: links to every report, and one sortable table of every claim of every
 paper (claim, the paper's section, our verdict, the effect with its interval, seeds), after a
-count of the verdicts per paper: how much of each paper holds at this scale, at a glance."""
+count of the verdicts per paper and its study's power (H/σ_d, tasks that teach, seeds, where the
+claims file carries a power table): how much of each paper holds at this scale, and whether the
+study could have seen it, at a glance."""
 from __future__ import annotations
 
 import html
@@ -34,6 +36,14 @@ def _effect(c: dict) -> tuple[str, str]:
     return f"{c['effect']:+.2f} [{fmt(lo)}, {fmt(hi)}]", f"{c['effect']:.6f}"
 
 
+def _power_cells(p: dict | None) -> str:
+    """The summary row's power columns: H/σ_d, the tasks that teach, the seeds (empty without a power table)."""
+    if not p:
+        return "<td></td><td></td><td></td>"
+    return (f"<td>{p['headroom_over_noise']:.1f}</td><td>{p['tasks_teaching']}/{p['tasks']}</td>"
+            f"<td>{p['seeds']}</td>")
+
+
 def claim_rows(reports: Path) -> tuple[list[str], list[str]]:
     """(table rows of every claim, one summary row per report)."""
     rows, summary = [], []
@@ -51,7 +61,8 @@ def claim_rows(reports: Path) -> tuple[list[str], list[str]]:
                         f"<td data-sort='{key}'>{html.escape(shown)}</td><td>{c.get('seeds') or ''}</td>"
                         f"<td>{html.escape(c['evidence'])}</td></tr>")
         summary.append(f"<tr><td>{html.escape(data['report'])}</td>"
-                       + "".join(f"<td>{counts[v]}</td>" for v in VERDICTS) + f"<td>{len(data['claims'])}</td></tr>")
+                       + "".join(f"<td>{counts[v]}</td>" for v in VERDICTS) + f"<td>{len(data['claims'])}</td>"
+                       + _power_cells(data.get("power")) + "</tr>")
     return rows, summary
 
 
@@ -69,8 +80,11 @@ vertical-align:top}}table{{border-collapse:collapse}}th{{cursor:pointer}}</style
 only as labelled references inside the reports.</p>
 <h2>Reports</h2><ul>{links}</ul>
 <h2>How much of each paper holds here</h2>
-<table><tr><th>report</th>{heads}<th>claims</th></tr>
-{''.join(summary) or f'<tr><td colspan={len(VERDICTS) + 2}>no claims yet</td></tr>'}</table>
+<p>Power (from each report's power table): <i>H/σ_d</i>, the headline metric's headroom over the noise of one
+comparison (10 or more lets a study see effects of the papers' size); <i>teach</i>, the tasks on which the
+fine-tune baseline learns beyond twice its noise; <i>seeds</i> behind the headline comparison.</p>
+<table><tr><th>report</th>{heads}<th>claims</th><th>H/σ_d</th><th>teach</th><th>seeds</th></tr>
+{''.join(summary) or f'<tr><td colspan={len(VERDICTS) + 5}>no claims yet</td></tr>'}</table>
 <h2>Claims ledger</h2>
 <p>Every claim of every paper (click a column to sort). <i>Effect</i>: the claim's difference with its confidence
 interval, where its check has one; <i>evidence</i>: the numbers behind the verdict (mean ± std over seeds).</p>

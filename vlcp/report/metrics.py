@@ -119,10 +119,21 @@ def claim_counts(path: str | Path) -> dict[str, int]:
     return counts
 
 
-def study_metrics(runs: dict[str, list[dict]], claims: dict[str, int]) -> dict:
+POWER_KEYS = ("headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds")
+
+
+def claim_power(path: str | Path) -> dict | None:
+    """The study's power table as its claims file carries it (`vlcp.report.power`), rounded; None
+    when the file is absent or has none."""
+    path = Path(path)
+    p = read_json(path).get("power") if path.exists() else None
+    return {k: round(float(p[k]), 4) for k in POWER_KEYS if k in p} if p else None
+
+
+def study_metrics(runs: dict[str, list[dict]], claims: dict[str, int], power: dict | None = None) -> dict:
     return {"runs": sum(map(len, runs.values())),
             "experiments": {e: mean_over_seeds([headline(r) for r in rs]) for e, rs in runs.items()},
-            "claims": claims}
+            "claims": claims, **({"power": power} if power else {})}
 
 
 def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None) -> str:
@@ -154,7 +165,7 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
         for study, src in study_sources(params).items():
             runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
             path = root / metrics_dir / f"{study}.json"
-            write_json(path, study_metrics(runs, claim_counts(root / src["claims"])))
+            write_json(path, study_metrics(runs, claim_counts(root / src["claims"]), claim_power(root / src["claims"])))
             written.append(path)
             (plots / f"{study}.csv").write_text(curves_csv(runs, src["experiments"]))
             if study == "fomo":
