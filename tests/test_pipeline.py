@@ -65,6 +65,7 @@ def test_tiny_dvc_repro(tmp_path):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)  # results only: no bench stages
     params = ci_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    ctp, fomo = params["report"]["ctp"], params["report"]["fomo"]   # the studies' CI-sized lists, checked below
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path), GIT_AUTHOR_NAME="vlcp",
