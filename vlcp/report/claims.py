@@ -250,14 +250,10 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
     adjusted = effects if k == 1 else [effect(a, b, level=pw.bonferroni_level(k), **kw) for a, b in pairs]
     mdes = [e.mde(k) for e in effects]
     weakest = min(effects, key=lambda e: e.low)
-    if weakest.low > 0:
-        verdict = "confirmed"
-    elif any(e.high < t for e, t in zip(adjusted, targets)):
-        verdict = "refuted"
-    elif any(m > t for m, t in zip(mdes, targets)):
-        verdict = "underpowered"
-    else:
-        verdict = "inconclusive"
+    # each comparison against its own scaled effect: the verdict of the margins (interval high end − effect,
+    # MDE − effect), the closest comparison deciding each (the same rule as one comparison against 0)
+    verdict = pw.power_verdict(weakest.low, min(e.high - t for e, t in zip(adjusted, targets)), 0.0,
+                               max(m - t for m, t in zip(mdes, targets)))
     sigma = max((e.sd for e in effects if e.sd is not None), default=None)
     target, mde = min(targets), max(mdes)
     decide = None if verdict in DECIDED or sigma is None else pw.seeds_to_decide(target, sigma, comparisons=k)
