@@ -12,7 +12,6 @@ import pytest  # noqa: E402
 from vlcp.config import DataCfg  # noqa: E402
 
 
-
 def pytest_collection_modifyitems(config, items):
     """The longest tests first: the tiny `dvc repro` (tests/test_pipeline.py), then the other
     end-to-end tests (marked slow), then the rest in file order. Under `make test` (pytest-xdist,

@@ -108,12 +108,17 @@ def mean_over_seeds(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: round(float(np.mean([row[k] for row in rows])), 4) for k in keys}
 
 
-def claim_counts(path: str | Path) -> dict[str, int]:
-    """{verdict: count} of a claims file (an empty dict when the notebook has not written one)."""
+def claims_file(path: str | Path) -> dict | None:
+    """A report's claims file, None when the notebook has not written one."""
     path = Path(path)
-    if not path.exists():
+    return read_json(path) if path.exists() else None
+
+
+def claim_counts(ledger: dict | None) -> dict[str, int]:
+    """{verdict: count} of a claims file's contents (`claims_file`; an empty dict without one)."""
+    if ledger is None:
         return {}
-    claims = read_json(path).get("claims", [])
+    claims = ledger.get("claims", [])
     counts = {v: sum(c.get("verdict") == v for c in claims) for v in VERDICTS}
     counts["other"] = len(claims) - sum(counts.values())
     return counts
@@ -122,11 +127,10 @@ def claim_counts(path: str | Path) -> dict[str, int]:
 POWER_KEYS = ("headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds")
 
 
-def claim_power(path: str | Path) -> dict | None:
+def claim_power(ledger: dict | None) -> dict | None:
     """The study's power table as its claims file carries it (`vlcp.report.power`), rounded; None
-    when the file is absent or has none."""
-    path = Path(path)
-    p = read_json(path).get("power") if path.exists() else None
+    without a file or a table in it."""
+    p = (ledger or {}).get("power")
     return {k: round(float(p[k]), 4) for k in POWER_KEYS if k in p} if p else None
 
 
@@ -165,7 +169,8 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
         for study, src in study_sources(params).items():
             runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
             path = root / metrics_dir / f"{study}.json"
-            write_json(path, study_metrics(runs, claim_counts(root / src["claims"]), claim_power(root / src["claims"])))
+            ledger = claims_file(root / src["claims"])
+            write_json(path, study_metrics(runs, claim_counts(ledger), claim_power(ledger)))
             written.append(path)
             (plots / f"{study}.csv").write_text(curves_csv(runs, src["experiments"]))
             if study == "fomo":

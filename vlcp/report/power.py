@@ -146,12 +146,14 @@ def power_frame(powers: dict[str, StudyPower]):
     """The power table at the top of a report: one row per study (or setting)."""
     import pandas as pd
 
-    return pd.DataFrame([{"study": k, "metric": p.metric, "H": p.headroom, "σ_d": p.sigma_d,
-                          "H/σ_d": p.headroom_over_noise,
-                          "tasks that teach": f"{p.tasks_teaching}/{p.tasks}", "seeds": p.seeds,
-                          "MDE": p.mde(), "MDE / H": p.mde() / p.headroom if p.headroom > 0 else math.nan,
-                          "H is": p.headroom_from, "σ_d from": p.noise_from}
-                         for k, p in powers.items()])
+    rows = []
+    for k, p in powers.items():
+        m = p.mde()
+        rows.append({"study": k, "metric": p.metric, "H": p.headroom, "σ_d": p.sigma_d,
+                     "H/σ_d": p.headroom_over_noise, "tasks that teach": f"{p.tasks_teaching}/{p.tasks}",
+                     "seeds": p.seeds, "MDE": m, "MDE / H": m / p.headroom if p.headroom > 0 else math.nan,
+                     "H is": p.headroom_from, "σ_d from": p.noise_from})
+    return pd.DataFrame(rows)
 
 
 def study_power(metric: str, upper: list[float], lower: list[float], gains, *, headroom_from: str,
@@ -193,10 +195,11 @@ def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) ->
                "falls short of " + " and ".join(x for x, ok in ((f"H/σ_d ≥ {goal:g}", ok_h),
                                                                 (f"teaching on ≥ {teach_share:.0%} of its tasks", ok_t))
                                                 if not ok))
+    m = p.mde()
     return (f"**Power.** H = {p.headroom:.2f} ({p.headroom_from}), σ_d = {p.sigma_d:.2f} ({p.noise_from}): "
             f"H/σ_d = {p.headroom_over_noise:.1f}; "
             + (f"the fine-tune baseline teaches on {p.tasks_teaching} of {p.tasks} tasks" if p.tasks
                else "no per-task scores to tell whether the stream teaches")
             + f"; at {p.seeds} seed{'s' if p.seeds != 1 else ''} the smallest effect the ledger confirms with 80 % "
-            f"power is {p.mde():.2f}" + (f" ({p.mde() / p.headroom:.2f} H)" if p.headroom > 0 else " (no headroom)")
+            f"power is {m:.2f}" + (f" ({m / p.headroom:.2f} H)" if p.headroom > 0 else " (no headroom)")
             + f". The study {verdict}.")
