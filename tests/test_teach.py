@@ -56,6 +56,14 @@ def test_one_seed_noise_is_the_sampling_se_of_a_difference_of_two_proportions():
     assert none["noise_source"].iloc[0].startswith("unknown")
 
 
+def test_recorded_gains_are_task_gains_where_runs_hold_per_task_scores():
+    runs = [matrix_run([40.0 + d, 12.0 + d, 10.0], seed=s) for s, d in enumerate((0.0, 2.0, 4.0))]
+    pd.testing.assert_frame_equal(teach.recorded_gains(runs, "Rm"), teach.task_gains(runs, "Rm", "test"))
+    older = [{k: v for k, v in r.items() if k != "matrix"} for r in runs]   # results written before the matrix was
+    assert teach.recorded_gains(older, "Rm") is None and teach.recorded_gains(runs, "Rm", "unseen_style") is None
+    assert teach.recorded_gains([], "Rm") is None
+
+
 def test_three_seeds_noise_is_the_seed_std_of_the_gain():
     runs = [matrix_run([40.0 + d, 12.0 + d, 10.0], seed=s) for s, d in enumerate((0.0, 2.0, 4.0))]
     g = teach.task_gains(runs, "Rm", "test", [10, 10, 10])   # pool sizes are not used with >= 2 seeds

@@ -175,6 +175,18 @@ def task_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str | Non
     return out[["task", "baseline", "before", "after", "gain_mean", "noise", "noise_source", "n", "n_seeds", "teaches"]]
 
 
+def recorded_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str = "test") -> pd.DataFrame | None:
+    """`task_gains` of one experiment's matrix runs (the spine, CTP, IncCLIP) on `eval_set`, None when
+    a run holds no per-task scores there (no `zero_shot` or `matrix` row: results written before
+    they were recorded). With one seed the noise needs the pools' sizes, read from the run's data
+    (`pool_sizes`)."""
+    if not results_by_seed or not all((r.get("zero_shot") or {}).get(eval_set) and (r.get("matrix") or {}).get(eval_set)
+                                      for r in results_by_seed):
+        return None
+    sizes = pool_sizes(results_by_seed[0], eval_set) if len(results_by_seed) < 2 else None
+    return task_gains(results_by_seed, metric, eval_set, sizes)
+
+
 def teach_sentence(gains: pd.DataFrame, who: str = "") -> str:
     """"<who>: training teaches on k of T tasks (gain > 2 × noise); median gain x points" (the
     noise named), from `task_gains`' frame."""
