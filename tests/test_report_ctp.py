@@ -522,8 +522,8 @@ def test_ledger_runs_on_partial_results_and_study_config_reads_params(tmp_path):
     assert ctp.list_mismatch(flat) == "`experiments` lacks ctp-jointt and adds ctp-x"
     runs1 = runs_of({"ctp-seqf": (10, -1, 1), "ctp-ctp": (20, -1, 1), "ctp-jointt": (40, -1, 1)}, seeds=(0, 1))
     claims = ctp.ledger(study, runs1, {}, 1.0)
-    assert len(claims) == 19 and len({c.claim for c in claims}) == 19
-    assert {c.verdict for c in claims} <= {"confirmed", "inconclusive", "not confirmed"}
+    assert len(claims) == 18 and len({c.claim for c in claims}) == 18
+    assert {c.verdict for c in claims} <= {"confirmed", "inconclusive", "not confirmed", "refuted"}
     assert all("missing runs" in c.evidence for c in claims if c.verdict == "inconclusive")
     assert all(c.source for c in claims)
     assert _ledger_claim(claims, "CTP's training time over SeqF is ≤ 1.18×").verdict == "confirmed"
@@ -568,6 +568,89 @@ def test_notebook_executes_on_synthetic_runs(tmp_path):
                                parameters={"params_file": str(params), "reports_dir": str(reports)},
                                cwd=str(root), progress_bar=False, kernel_name="python3")
     ledger = json.loads((reports / "ctp_tables_claims.json").read_text())
-    assert ledger["report"].startswith("CTP") and len(ledger["claims"]) == 19
+    assert ledger["report"].startswith("CTP") and len(ledger["claims"]) == 18
     text = (reports / "ctp_tables.ipynb").read_text()
-    assert "ctp-afec" in text and "missing" in text
+    assert "ctp-afec" in text and "missing" in text and "Engineering target" in text
+    first = ledger["claims"][0]   # scaled by Table 1's own JointT − SeqF: this params file calibrates none
+    assert first["scaled_effect"] is not None and "measured on this ledger's own Table 1 runs" in first["paper_effect"]
+
+
+# ---------------------------------------------------------------------------------------------
+# powered claims (issue 48): the paper's effect scaled to our headroom, and the four verdicts
+
+
+def test_paper_rm_reads_every_table_and_the_prose_implied_row():
+    rm = ctp.paper_rm(ctp.DEFAULT_STUDY)
+    assert rm["ctp-ctp"] == 64.87 and rm["ctp-seqf"] == 56.86 and rm["ctp-rev-ctp-er"] == 71.97
+    assert rm["ctp-abl-cmc-lc"] == pytest.approx(64.38)      # §5.3: L_c alone 62.50 + 1.88
+    assert rm["ctp-only-prev"] == 63.57 and rm["ctp-no-selfmask"] == 63.12
+    assert ctp.paper_headroom() == pytest.approx(23.22) and ctp.paper_headroom("ctp_supp_table3") == pytest.approx(20.99)
+    assert ctp.Scale(10.0, 20.0)(4.0) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("diff, sd, verdict", [(4.0, 1.5, "confirmed"), (1.0, 1.5, "refuted"),
+                                               (2.5, 1.5, "inconclusive"), (2.5, 3.0, "underpowered")])
+def test_beats_all_against_the_scaled_paper_effect_has_four_verdicts(diff, sd, verdict):
+    """One run each, sd given: interval diff ± 1.96 sd, MDE (80 %) = 2.80 sd; the paper's effect 10 at
+    half its headroom's scale is 5: 4 ± 2.94 clears 0; 1 ± 2.94 excludes 5; 2.5 ± 2.94 holds both
+    with MDE 4.2 ≤ 5; with sd 3 the MDE is 8.4 > 5."""
+    runs = runs_of({"a": (10.0 + diff,), "b": (10.0,)}, seeds=(0,))
+    c = ctp.claim_beats_all(runs, "a", ["b"], sd=sd, sd_source=SRC, paper={"a": 30.0, "b": 20.0},
+                            scale=ctp.Scale(10.0, 20.0, "test"))
+    assert c.verdict == verdict and c.scaled_effect == pytest.approx(5.0) and c.sigma_d == pytest.approx(sd)
+    assert c.mde == pytest.approx(2.8016 * sd, rel=1e-3) and "a 30.00 vs b 20.00" in c.paper_effect
+    assert (c.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
+
+
+def test_beats_all_one_comparison_refutes_and_missing_runs_keep_a_refutation():
+    """Two comparisons, paired by seed: vs b the gain is large; vs c it is ~0 with a tight spread, so
+    its Bonferroni interval (97.5 %) excludes its scaled effect 5 even though the other would confirm."""
+    runs = runs_of({"a": (20.0, -1, 0, 1), "b": (10.0, -1, 0.5, 1), "c": (20.0, -1, 0.2, 0.9)})
+    paper, scale = {"a": 30.0, "b": 20.0, "c": 20.0}, ctp.Scale(10.0, 20.0)
+    c = ctp.claim_beats_all(runs, "a", ["b", "c"], paper=paper, scale=scale)
+    assert c.verdict == "refuted" and c.comparisons == 2 and "a − c" in c.evidence
+    c = ctp.claim_beats_all(runs, "a", ["b", "c", "d"], paper=paper | {"d": 0.0}, scale=scale)
+    assert c.verdict == "refuted" and c.evidence.startswith("missing runs: d")
+    c = ctp.claim_beats_all(runs, "a", ["b", "d"], paper=paper | {"d": 0.0}, scale=scale)
+    assert c.verdict == "inconclusive" and c.evidence.startswith("missing runs: d")
+
+
+def test_ledger_scales_by_the_calibrated_headroom_or_says_it_measured_its_own():
+    study = ctp.DEFAULT_STUDY | {"power": {"headroom": 11.61, "calibrated": "test, seeds 10-12"}}
+    runs1 = runs_of({"ctp-seqf": (10, -1, 0, 1), "ctp-ctp": (20, -1, 0, 1.2), "ctp-jointt": (40, -1, 0, 1)})
+    claims = ctp.ledger(study, runs1, {}, 1.0)
+    first = _ledger_claim(claims, "CTP beats every memory-free baseline")
+    # 11.61 of the paper's 23.22 = half: CTP − SeqF's 8.01 -> 4.005
+    assert first.verdict == "inconclusive" and first.evidence.startswith("missing runs")
+    assert "calibrated test, seeds 10-12" in first.paper_effect and first.scaled_effect == pytest.approx(8.01 / 2)
+    measured = ctp.ledger(ctp.DEFAULT_STUDY, runs1, {}, 1.0)
+    assert "measured on this ledger's own Table 1 runs" in _ledger_claim(measured, "CTP beats").paper_effect
+    assert not any("FLOP ratio ×" in c.claim for c in claims)     # the cost check is an engineering target
+
+
+def test_components_groups_and_reversed_leaders_are_judged_against_their_paper_effects():
+    """Table 2's L_CMC pairs (paper +3.00 and +1.88 Rm), the group means (paper +7.15) and the
+    reversed order's leaders, each scaled by H 23.22 / 23.22 = 1 (20.99 / 20.99 for supp. Table 3)."""
+    study = ctp.DEFAULT_STUDY | {"power": {"headroom": 23.22}}
+    t2 = study["table2"]
+    # one run each: L_CMC adds 10 in both pairs (sd 1) -> confirmed; adds 0.1 (sd 1): the first pair's
+    # Bonferroni interval (k = 2: 97.5 %, ± 2.24) ends at 2.34 < its paper +3.00 -> refuted; with sd 3 no
+    # interval excludes its effect and the MDE (k = 2: (1.96 + 1.25) × 3 = 9.6) exceeds 1.88 -> underpowered
+    runs = runs_of({t2[0]: (10,), t2[1]: (20,), t2[2]: (10,), t2[3]: (20,)}, seeds=(0,))
+    c = ctp.claim_component(runs, t2, "L_CMC", sd=1.0, sd_source=SRC, paper_rm=ctp.paper_rm(study),
+                            scale=ctp.study_scale(study, {}))
+    assert c.verdict == "confirmed" and c.comparisons == 2 and c.scaled_effect == pytest.approx(1.88)
+    runs = runs_of({t2[0]: (10,), t2[1]: (10.1,), t2[2]: (10,), t2[3]: (10.1,)}, seeds=(0,))
+    c = ctp.claim_component(runs, t2, "L_CMC", sd=1.0, sd_source=SRC, paper_rm=ctp.paper_rm(study),
+                            scale=ctp.study_scale(study, {}))
+    assert c.verdict == "refuted" and c.seeds_to_decide is None and "64.38" in c.paper_effect
+    c = ctp.claim_component(runs, t2, "L_CMC", sd=3.0, sd_source=SRC, paper_rm=ctp.paper_rm(study),
+                            scale=ctp.study_scale(study, {}))
+    assert c.verdict == "underpowered" and c.seeds_to_decide is not None and c.mde == pytest.approx(9.63, abs=0.05)
+    # group means, paired by seed: memory-buffer ahead by 7.15 ± small on every seed
+    t1 = study["table1"]
+    spec = {e: (10, -1, 0, 1) for e in t1["memory-free"]} | {e: (17.2, -1, 0.05, 1) for e in t1["memory-buffer"]}
+    c = ctp.claim_groups(runs_of(spec), t1["memory-buffer"], t1["memory-free"][1:], paper=ctp.paper_rm(study),
+                         scale=ctp.study_scale(study, {}))
+    assert c.verdict == "confirmed" and c.scaled_effect == pytest.approx(7.15, abs=0.01)
+    assert ctp.study_scale(study | {"power": {"headroom": -1.0}}, {}) is None   # no headroom: older verdicts

@@ -34,6 +34,8 @@ PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
 PAPER_HOURS_RESOLUTION = round(0.1 / PAPER_SEQF_HOURS, 2)
 PAPER_GAP = {"Rm": 23.22, "mAP@1": 1.65}                          # JointT - SeqF, §5.2
 PAPER_JOINTT = {"Rm": 80.08, "mAP@1": 63.79}                      # Table 1
+# Table 2's (L_CMC, L_c) row lost its Rm in our copy; §5.3's prose ("+1.88 Rm over L_c alone") implies it
+PAPER_TABLE2_IMPLIED_RM = {3: 62.50 + 1.88}
 
 DEFAULT_STUDY = {
     "runs": "runs-ctp",
@@ -230,6 +232,30 @@ def reversed_rows(study: dict) -> dict[tuple, str]:
             if key in study["reversed"]:
                 out[(g, method_label(e))] = REV_PREFIX + key
     return out
+
+
+def paper_rm(study: dict) -> dict[str, float]:
+    """The paper's final Rm of each of our experiments that has a row in its tables: Table 1
+    (`ctp-<method>`), Table 2 (the ablation rows, the (L_CMC, L_c) row from §5.3's prose), Table 3
+    and supp. Table 3 (`ctp-rev-<method>`). The ledger's paper effects are differences of these."""
+    out = {}
+    for name, prefix in (("ctp_table1", PREFIX), ("ctp_supp_table3", REV_PREFIX)):
+        by_label = paper_table(name).set_index("method")["Rm"]
+        out |= {prefix + k: float(by_label[v]) for k, v in LABELS.items() if v in by_label.index}
+    t2 = paper_table("ctp_table2")["Rm"].tolist()
+    for i, e in enumerate(study["table2"]):
+        rm = PAPER_TABLE2_IMPLIED_RM.get(i, t2[i])
+        if not np.isnan(rm):
+            out.setdefault(e, float(rm))
+    t3 = paper_table("ctp_table3").set_index("row")["Rm"]
+    out |= {e: float(t3[k]) for k, e in study["table3"].items() if k in t3.index and e not in out}
+    return out
+
+
+def paper_headroom(name: str = "ctp_table1") -> float:
+    """JointT − SeqF final Rm in the paper's Table 1 (23.22) or supp. Table 3 (reversed order: 20.99)."""
+    rm = paper_table(name).set_index("method")["Rm"]
+    return float(rm["JointT"] - rm["SeqF"])
 
 
 def component_pairs(component: str) -> list[tuple[int, int]]:
