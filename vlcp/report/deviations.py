@@ -79,9 +79,10 @@ PAPER_VALUES: dict[str, tuple[PaperValue, ...]] = {
         PaperValue("ctp-ctp", "train.batch_size", 512, "CTP §5.1 (4 GPUs × 128)", "every table",
                    why="scale: 64 on 2 CPU cores"),
         PaperValue("ctp-ctp", "train.steps", 9908, "CTP §5.1 (5 epochs per task: 1,014,599 P9D pairs × 5 / 512)",
-                   "every table", why="scale: 160 steps of 64 over the stream (≈ 4 passes over the 2,464 emoji pairs)"),
+                   "every table", why="scale: 320 steps of 64 over the stream (≈ 8 passes over the 2,464 emoji pairs; 2 × the "
+                       "earlier 160, for power: report.ctp.power)"),
         PaperValue("ctp-ctp", "train.lr", 1e-4, "CTP §5.1", "every table",
-                   why="tiny: vlcp's 1e-3 for the tiny ALBEF's 160 steps"),
+                   why="tiny: vlcp's 1e-3 for the tiny ALBEF's 320 steps"),
         PaperValue("ctp-ctp", "train.min_lr_ratio", 0.01, "CTP §5.1 (cosine 1e-4 → 1e-6 per task)", "every table"),
         PaperValue("ctp-ctp", "train.warmup_steps", 0, "CTP §5.1 (cosine from 1e-4; the code: no warmup)", "every table",
                    why="tiny: vlcp's 10 warmup steps per task"),
@@ -292,6 +293,12 @@ DEVIATIONS: dict[str, tuple[Deviation, ...]] = {
         Deviation("original code", "Herding buffers (MoF, iCaRL, LUCIR) keep each old task's best-ranked exemplars "
                   "on reduce", "the code's update_memory returned them in dataset order",
                   "Table 1: MoF, iCaRL, LUCIR rows", "CTP code models/exemplar.py"),
+        Deviation("scale", "LUCIR's cosine projections take the initialisation's trained Linear weights, normalised, "
+                  "without their bias, so LUCIR starts from a slightly different model than every other row",
+                  "CTP's projections start random for every method (the swap changes nothing there); ours start "
+                  "trained (ctp-base). Size (seed 0, 320 steps, 2026-11-27): the starting model's Rm over the 9 task "
+                  "pools is 24.96 against 24.97 for every other row; per task −2.2 to +2.1",
+                  "Table 1: LUCIR row; supp. Table 3: LUCIR row", "CTP code models/clip_pretrain.py (mode 'LUCIR')"),
     ),
     "incclip": (
         # -- IncCLIP deviations --
