@@ -83,6 +83,19 @@ def test_powered_claims_reach_every_verdict_and_carry_their_power():
     assert {c.verdict for c in (strong, smaller, weak, middle)} == {"confirmed", "refuted", "underpowered", "inconclusive"}
 
 
+def test_exploratory_rows_read_only_underpowered_or_inconclusive():
+    """A row below the study's depth (issue 48: one seed per arm) cannot decide: what its interval
+    alone would read is said, and the seeds that would decide it are given."""
+    kw = dict(paper="p", sd=0.2, exploratory=True)
+    up = powered("a > b", [([1.0], [0.0])], 0.5, **kw)          # 1.0 ± 0.39 clears 0
+    down = powered("a > b", [([0.0], [0.0])], 2.0, **kw)        # 0 ± 0.39 excludes 2.0
+    assert (up.verdict, down.verdict) == ("inconclusive", "inconclusive")
+    assert "its interval alone would read confirmed" in up.evidence and "would read refuted" in down.evidence
+    assert up.seeds_to_decide == pw.seeds_to_decide(0.5, 0.2)
+    weak = powered("a > b", [([1.0], [0.5])], 2.0, paper="p", sd=1.0, exploratory=True)
+    assert weak.verdict == "underpowered" and "exploratory" not in weak.evidence
+
+
 def test_a_claim_of_many_comparisons_confirms_when_the_papers_effect_is_true():
     """With every one of k comparisons at the scaled effect and the study powered for it (MDE for k
     comparisons ≤ the effect), the claim confirms about 80 % of the time and is refuted rarely (the

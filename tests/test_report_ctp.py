@@ -595,11 +595,18 @@ def test_beats_all_against_the_scaled_paper_effect_has_four_verdicts(diff, sd, v
     half its headroom's scale is 5: 4 ± 2.94 clears 0; 1 ± 2.94 excludes 5; 2.5 ± 2.94 holds both
     with MDE 4.2 ≤ 5; with sd 3 the MDE is 8.4 > 5."""
     runs = runs_of({"a": (10.0 + diff,), "b": (10.0,)}, seeds=(0,))
-    c = ctp.claim_beats_all(runs, "a", ["b"], sd=sd, sd_source=SRC, paper={"a": 30.0, "b": 20.0},
-                            scale=ctp.Scale(10.0, 20.0, "test"))
+    kw = dict(sd=sd, sd_source=SRC, paper={"a": 30.0, "b": 20.0}, scale=ctp.Scale(10.0, 20.0, "test"))
+    c = ctp.claim_beats_all(runs, "a", ["b"], exploratory=False, **kw)
     assert c.verdict == verdict and c.scaled_effect == pytest.approx(5.0) and c.sigma_d == pytest.approx(sd)
     assert c.mde == pytest.approx(2.8016 * sd, rel=1e-3) and "a 30.00 vs b 20.00" in c.paper_effect
     assert (c.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
+    # one run per arm is below the study's depth by default: exploratory rows read only underpowered or
+    # inconclusive, and say what their interval alone would read
+    auto = ctp.claim_beats_all(runs, "a", ["b"], **kw)
+    assert auto.verdict == {"confirmed": "inconclusive", "refuted": "inconclusive"}.get(verdict, verdict)
+    assert (f"exploratory (below the study's depth): its interval alone would read {verdict}" in auto.evidence) == \
+        (verdict in ("confirmed", "refuted"))
+    assert auto.seeds_to_decide is not None
 
 
 def test_beats_all_one_comparison_refutes_and_missing_runs_keep_a_refutation():
@@ -637,15 +644,14 @@ def test_components_groups_and_reversed_leaders_are_judged_against_their_paper_e
     # Bonferroni interval (k = 2: 97.5 %, ± 2.24) ends at 2.34 < its paper +3.00 -> refuted; with sd 3 no
     # interval excludes its effect and the MDE (k = 2: (1.96 + 1.25) × 3 = 9.6) exceeds 1.88 -> underpowered
     runs = runs_of({t2[0]: (10,), t2[1]: (20,), t2[2]: (10,), t2[3]: (20,)}, seeds=(0,))
-    c = ctp.claim_component(runs, t2, "L_CMC", sd=1.0, sd_source=SRC, paper_rm=ctp.paper_rm(study),
-                            scale=ctp.study_scale(study, {}))
+    kw = dict(sd_source=SRC, paper_rm=ctp.paper_rm(study), scale=ctp.study_scale(study, {}), exploratory=False)
+    c = ctp.claim_component(runs, t2, "L_CMC", sd=1.0, **kw)
     assert c.verdict == "confirmed" and c.comparisons == 2 and c.scaled_effect == pytest.approx(1.88)
+    assert ctp.claim_component(runs, t2, "L_CMC", sd=1.0, **(kw | {"exploratory": None})).verdict == "inconclusive"
     runs = runs_of({t2[0]: (10,), t2[1]: (10.1,), t2[2]: (10,), t2[3]: (10.1,)}, seeds=(0,))
-    c = ctp.claim_component(runs, t2, "L_CMC", sd=1.0, sd_source=SRC, paper_rm=ctp.paper_rm(study),
-                            scale=ctp.study_scale(study, {}))
+    c = ctp.claim_component(runs, t2, "L_CMC", sd=1.0, **kw)
     assert c.verdict == "refuted" and c.seeds_to_decide is None and "64.38" in c.paper_effect
-    c = ctp.claim_component(runs, t2, "L_CMC", sd=3.0, sd_source=SRC, paper_rm=ctp.paper_rm(study),
-                            scale=ctp.study_scale(study, {}))
+    c = ctp.claim_component(runs, t2, "L_CMC", sd=3.0, **kw)
     assert c.verdict == "underpowered" and c.seeds_to_decide is not None and c.mde == pytest.approx(9.63, abs=0.05)
     # group means, paired by seed: memory-buffer ahead by 7.15 ± small on every seed
     t1 = study["table1"]

@@ -230,7 +230,7 @@ def claim_from(claim: str, verdict: str, e: Effect, evidence: str = "", source: 
 
 def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, paper: str, evidence: str = "",
             source: str = "", sd: float | None = None, sd_source: str = "given sd", sd_dof: int | None = None,
-            labels: list[str] | None = None) -> Claim:
+            labels: list[str] | None = None, exploratory: bool = False) -> Claim:
     """"a > b" for every (a, b) of `pairs` (per-seed values, as `effect` takes them), judged against
     `scaled`, the paper's effect carried to our headroom (one number, or one per pair; `paper`: the
     paper's numbers, cited on the row). One pair: its 95 % interval. Several: all must clear 0 (an
@@ -238,7 +238,10 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
     below its scaled effect; the MDE asks each comparison for power 0.8^(1/k), and the claim is
     underpowered when one comparison's MDE exceeds its scaled effect. The row carries the weakest
     comparison's effect (the lowest low end), the smallest scaled effect, σ_d, the MDE, and, unless
-    decided, the seeds per arm that would decide it. `labels`: a name per pair for the evidence."""
+    decided, the seeds per arm that would decide it. `labels`: a name per pair for the evidence.
+    `exploratory`: a row run below the study's depth (e.g. one seed per arm): it can read only
+    "underpowered" or "inconclusive"; the decision its interval alone would give is said in the
+    evidence."""
     if not pairs:
         raise ValueError(f"claim {claim!r}: no comparisons")
     k = len(pairs)
@@ -256,6 +259,10 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
                                max(m - t for m, t in zip(mdes, targets)))
     sigma = max((e.sd for e in effects if e.sd is not None), default=None)
     target, mde = min(targets), max(mdes)
+    explored = ""
+    if exploratory and verdict in DECIDED:
+        explored, verdict = (f"exploratory (below the study's depth): its interval alone would read {verdict}; "
+                             "deciding it takes the seeds per arm given below"), "inconclusive"
     decide = None if verdict in DECIDED or sigma is None else pw.seeds_to_decide(target, sigma, comparisons=k)
     parts = ([f"{(labels or [''] * k)[i]}{': ' if labels else ''}{e} (scaled paper effect {t:+.2f})"
               for i, (e, t) in enumerate(zip(effects, targets))] if k > 1 else [])
@@ -265,7 +272,8 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
                   + ("" if decide is None or verdict in DECIDED else f"; {decide} seeds per arm would decide it")
                   + ("" if verdict in DECIDED or decide is not None or sigma is None
                      else f"; more than {pw.MAX_SEEDS} seeds per arm would be needed: a larger headroom decides it"))
-    ev = "; ".join(x for x in (evidence, what, "; ".join(parts), power_note, f"weakest effect {weakest}") if x)
+    ev = "; ".join(x for x in (explored, evidence, what, "; ".join(parts), power_note, f"weakest effect {weakest}")
+                   if x)
     return Claim(claim, verdict, ev, source, weakest.diff, weakest.low, weakest.high, weakest.n, paper,
                  target, sigma, mde, decide, k)
 

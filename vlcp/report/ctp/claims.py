@@ -95,15 +95,18 @@ def _pair(a: dict, b: dict) -> tuple[list[float], list[float]]:
 
 def powered_claim(text: str, comparisons: list[tuple[str, dict, dict, float]], scale: Scale, paper: str, *,
                   evidence: str = "", source: str = "", sd: float | None = None, sd_source: str = "",
-                  missing=()) -> Claim:
+                  missing=(), exploratory: bool | None = None) -> Claim:
     """`vlcp.report.claims.powered` over named comparisons (label, {seed: a}, {seed: b}, the paper's
     a − b): each paper effect scaled by `scale`; `sd` (the noise floor) only where a side has one
-    run (Table 1's seeds measure their own spread); missing runs as `_with_missing`."""
+    run (Table 1's seeds measure their own spread); missing runs as `_with_missing`. `exploratory`
+    (None: when a side has one run, below the depth of Table 1's seeds): the row can read only
+    underpowered or inconclusive (`powered`)."""
     pairs = [_pair(a, b) for _, a, b, _ in comparisons]
     single = any(min(len(x), len(y)) < 2 for x, y in pairs)
     c = powered(text, pairs, [scale(p) for *_, p in comparisons], paper=f"{paper}; scaled {scale.cite()}",
                 evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
-                labels=[lab for lab, *_ in comparisons] if len(comparisons) > 1 else None)
+                labels=[lab for lab, *_ in comparisons] if len(comparisons) > 1 else None,
+                exploratory=single if exploratory is None else exploratory)
     c.verdict, c.evidence = _with_missing(c.verdict, c.evidence, list(dict.fromkeys(missing)))
     return c
 
@@ -134,7 +137,7 @@ def weakest(effects: list[Effect]) -> Effect | None:
 def claim_beats_all(runs, winner: str, others: list[str], metric: str = "Rm", sd: float | None = None,
                     text: str = "", source: str = "", names: dict[str, str] | None = None,
                     sd_source: str = "Table 1 seed spread", paper: dict[str, float] | None = None,
-                    scale: Scale | None = None) -> Claim:
+                    scale: Scale | None = None, exploratory: bool | None = None) -> Claim:
     """`winner` beats every one of `others` on `metric`: each pair's effect (winner − other, paired
     by seed, or one run each with `sd`). With the paper's values (`paper`: {experiment: the paper's
     `metric`}) and `scale`, judged against the paper's effects scaled to our headroom (`powered`:
@@ -158,7 +161,7 @@ def claim_beats_all(runs, winner: str, others: list[str], metric: str = "Rm", sd
                 + f" (effects {min(p for *_, p in comps):+.2f} to {max(p for *_, p in comps):+.2f})")
         ev = ", ".join([_ev(label(winner), list(w.values()))] + [_ev(label(e), values(runs[e], metric)) for e in present])
         return powered_claim(text, comps, scale, cite, evidence=ev, source=source, sd=sd, sd_source=sd_source,
-                             missing=missing)
+                             missing=missing, exploratory=exploratory)
     effects = [paired_effect(w, seed_values(runs[e], metric), sd, sd_source) for e in present]
     verdicts = [greater_verdict(e) for e in effects]
     lost = [label(e) for e, v in zip(present, verdicts) if v == "not confirmed"]
@@ -246,7 +249,7 @@ def claim_gap(runs, jointt: str, seqf: str, rm_min_frac: float = 0.5, map_max_fr
 
 def claim_component(runs, experiments: list[str], component: str, metric: str = "Rm", sd: float | None = None,
                     sd_source: str = "Table 1 seed spread", paper_rm: dict[str, float] | None = None,
-                    scale: Scale | None = None) -> Claim:
+                    scale: Scale | None = None, exploratory: bool | None = None) -> Claim:
     """Adding `component` improves `metric` in every pair of Table 2 rows that differ only in it:
     each pair's effect (with − without) by `greater_verdict`, combined; the claim carries the
     smallest one. With `paper_rm` ({experiment: the paper's Rm}) and `scale`: every pair against its
@@ -274,7 +277,8 @@ def claim_component(runs, experiments: list[str], component: str, metric: str = 
         ev = [x.split(" (")[0] for x in ev]
         return powered_claim(text, comps, scale, cite + (" (the (L_CMC, L_c) row's 64.38 from §5.3's prose)"
                                                          if any("ctp-abl-cmc-lc" in c[0] for c in comps) else ""),
-                             evidence="; ".join(ev), source="Table 2", sd=sd, sd_source=sd_source, missing=missing)
+                             evidence="; ".join(ev), source="Table 2", sd=sd, sd_source=sd_source, missing=missing,
+                             exploratory=exploratory)
     return _claim(text, combine(verdicts) if verdicts else "inconclusive", weakest(effects), "; ".join(ev), "Table 2",
                   missing)
 
@@ -526,7 +530,7 @@ def claim_ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm", 
 
 def claim_first_in_groups(runs_reversed, study: dict, metric: str = "Rm", sd: float | None = None,
                           sd_source: str = "Table 1 seed spread", paper: dict[str, float] | None = None,
-                          scale: Scale | None = None) -> Claim:
+                          scale: Scale | None = None, exploratory: bool | None = None) -> Claim:
     """CTP / CTP+ER stay first among the memory-free / memory-buffer methods of the reversed runs:
     each pair's effect (`greater_verdict`; one run each: `sd`), combined. With `paper` (supp. Table
     3's Rm per `ctp-rev-` experiment) and `scale`: every pair against its paper effect, scaled
@@ -554,7 +558,8 @@ def claim_first_in_groups(runs_reversed, study: dict, metric: str = "Rm", sd: fl
                   f"{method_label(others[es.index(weakest(es))])}): {verdicts[-1]}")
     if comps and scale is not None:
         cite = f"{src} {metric}: " + ", ".join(f"{lab} {p:+.2f}" for lab, *_, p in comps)
-        return powered_claim(text, comps, scale, cite, source=src, sd=sd, sd_source=sd_source, missing=missing)
+        return powered_claim(text, comps, scale, cite, source=src, sd=sd, sd_source=sd_source, missing=missing,
+                             exploratory=exploratory)
     return _claim(text, combine(verdicts), weakest(effects), "; ".join(ev), src, missing)
 
 
