@@ -160,3 +160,20 @@ def test_study_power_from_paired_seeds_or_a_subset_spread_and_its_line():
     assert "falls short of H/σ_d ≥ 10 and teaching" in line and "no per-task scores" in line
     with pytest.raises(ValueError, match="≥ 2 seeds"):
         pw.study_power("Rm", [10.0], [2.0], gains, headroom_from="x")
+
+
+def test_the_noise_of_a_few_seeds_is_itself_uncertain():
+    """σ from 2 dof (3 seeds): chi-square 97.5 % / 2.5 % points 7.378 and 0.0506, so σ ∈ [√(2/7.378),
+    √(2/0.0506)] = [0.521, 6.29] × the estimate; a study's H/σ_d carries that interval."""
+    lo, hi = pw.sigma_interval(1.0, 2)
+    assert lo == pytest.approx(0.5207, abs=1e-3) and hi == pytest.approx(6.285, abs=1e-2)
+    p = pw.study_power("Rm", [10.0, 12.0, 11.0], [2.0, 3.0, 2.5], None, headroom_from="x")
+    assert p.sigma_dof == 2
+    a, b = p.headroom_over_noise_interval()
+    assert a == pytest.approx(p.headroom / (p.sigma_d * hi)) and b == pytest.approx(p.headroom / (p.sigma_d * lo))
+    assert "95 % interval" in pw.power_line(p) and p.to_dict()["headroom_over_noise_interval"] == (a, b)
+    assert pw.power_frame({"s": p}).loc[0, "H/σ_d 95 % interval"] == f"{a:.1f}–{b:.1f}"
+    given = pw.study_power("Rm", [10.0], [2.0], None, headroom_from="x", sigma_d=2.0)
+    assert given.headroom_over_noise_interval() is None and "95 % interval" not in pw.power_line(given)
+    with pytest.raises(ValueError, match="dof"):
+        pw.sigma_interval(1.0, 0)

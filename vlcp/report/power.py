@@ -98,6 +98,17 @@ def bonferroni_level(comparisons: int, level: float = LEVEL) -> float:
     return 1 - (1 - level) / comparisons
 
 
+def sigma_interval(sigma_d: float, dof: int, level: float = LEVEL) -> tuple[float, float]:
+    """The `level` confidence interval of a standard deviation estimated as `sigma_d` on `dof`
+    degrees of freedom (chi-square): with 3 seeds (2 dof) it spans 0.52-6.3 × the estimate, with 5
+    (4 dof) 0.60-2.9 ×. A study's H/σ_d from so few seeds is that uncertain."""
+    if dof < 1:
+        raise ValueError(f"sigma_interval: dof must be >= 1, got {dof}")
+    a = 1 - level
+    return (sigma_d * math.sqrt(dof / stats.chi2.ppf(1 - a / 2, dof)),
+            sigma_d * math.sqrt(dof / stats.chi2.ppf(a / 2, dof)))
+
+
 def power_verdict(low: float, high: float, scaled: float, mde_: float, *, refute_high: float | None = None) -> str:
     """The verdict of a claim "effect > 0" whose paper effect, scaled to our headroom, is `scaled`:
     `low`, `high` its interval (the lowest low end over its comparisons, for k of them: each must
@@ -124,10 +135,19 @@ class StudyPower:
     seeds: int
     headroom_from: str = ""     # e.g. "JointT − SeqF, final Rm"
     noise_from: str = ""        # e.g. "paired by seed (3 seeds)"
+    sigma_dof: int | None = None   # the degrees of freedom σ_d was estimated on (None: not known)
 
     @property
     def headroom_over_noise(self) -> float:
         return self.headroom / self.sigma_d if self.sigma_d > 0 else math.inf
+
+    def headroom_over_noise_interval(self, level: float = LEVEL) -> tuple[float, float] | None:
+        """The `level` interval of H/σ_d from σ_d's chi-square interval (H taken as known); None
+        without σ_d's degrees of freedom."""
+        if not self.sigma_dof or not self.sigma_d > 0:
+            return None
+        lo, hi = sigma_interval(self.sigma_d, self.sigma_dof, level)
+        return self.headroom / hi, self.headroom / lo
 
     def mde(self, seeds: int | None = None, comparisons: int = 1) -> float:
         if not self.sigma_d > 0:
@@ -139,7 +159,8 @@ class StudyPower:
         return {"metric": self.metric, "headroom": self.headroom, "sigma_d": self.sigma_d,
                 "headroom_over_noise": self.headroom_over_noise, "tasks_teaching": self.tasks_teaching,
                 "tasks": self.tasks, "seeds": self.seeds, "mde": self.mde(),
-                "headroom_from": self.headroom_from, "noise_from": self.noise_from}
+                "headroom_from": self.headroom_from, "noise_from": self.noise_from, "sigma_dof": self.sigma_dof,
+                "headroom_over_noise_interval": self.headroom_over_noise_interval()}
 
 
 def power_frame(powers: dict[str, StudyPower]):
@@ -149,19 +170,23 @@ def power_frame(powers: dict[str, StudyPower]):
     rows = []
     for k, p in powers.items():
         m = p.mde()
+        ci = p.headroom_over_noise_interval()
         rows.append({"study": k, "metric": p.metric, "H": p.headroom, "σ_d": p.sigma_d,
-                     "H/σ_d": p.headroom_over_noise, "tasks that teach": f"{p.tasks_teaching}/{p.tasks}",
+                     "H/σ_d": p.headroom_over_noise,
+                     "H/σ_d 95 % interval": f"{ci[0]:.1f}–{ci[1]:.1f}" if ci else "—",
+                     "tasks that teach": f"{p.tasks_teaching}/{p.tasks}",
                      "seeds": p.seeds, "MDE": m, "MDE / H": m / p.headroom if p.headroom > 0 else math.nan,
                      "H is": p.headroom_from, "σ_d from": p.noise_from})
     return pd.DataFrame(rows)
 
 
 def study_power(metric: str, upper: list[float], lower: list[float], gains, *, headroom_from: str,
-                sigma_d: float | None = None, noise_from: str = "") -> StudyPower:
+                sigma_d: float | None = None, noise_from: str = "", sigma_dof: int | None = None) -> StudyPower:
     """A study's power table from its runs: H = mean(`upper`) − mean(`lower`) (per-seed values of the
     headline `metric`, e.g. JointT's and SeqF's final Rm); σ_d = `sigma_d` when given (a seed
     subset's √2 × pooled std, `claims.seed_spread`), else the sd of the per-seed differences upper −
-    lower (paired by seed: needs ≥ 2 seeds each); `gains`: the fine-tune baseline's
+    lower (paired by seed: needs ≥ 2 seeds each; its dof: seeds − 1; a given `sigma_d`'s dof:
+    `sigma_dof`, when known); `gains`: the fine-tune baseline's
     `vlcp.report.teach.task_gains` frame (its `teaches` column), None when its runs hold no per-task
     scores (0 of 0 tasks)."""
     import numpy as np
@@ -173,9 +198,10 @@ def study_power(metric: str, upper: list[float], lower: list[float], gains, *, h
             raise ValueError(f"study_power: σ_d of {metric} needs ≥ 2 seeds paired (got {len(up)} and {len(lo)}), "
                              "or a sigma_d measured elsewhere")
         sigma_d, noise_from = float((up - lo).std(ddof=1)), noise_from or f"sd of the per-seed differences ({seeds} seeds)"
+        sigma_dof = seeds - 1
     teaching, tasks = (0, 0) if gains is None else (int(gains["teaches"].sum()), len(gains))
     return StudyPower(metric, float(up.mean() - lo.mean()), float(sigma_d), teaching, tasks, seeds, headroom_from,
-                      noise_from)
+                      noise_from, sigma_dof)
 
 
 def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
@@ -195,9 +221,11 @@ def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) ->
                "falls short of " + " and ".join(x for x, ok in ((f"H/σ_d ≥ {goal:g}", ok_h),
                                                                 (f"teaching on ≥ {teach_share:.0%} of its tasks", ok_t))
                                                 if not ok))
-    m = p.mde()
+    m, ci = p.mde(), p.headroom_over_noise_interval()
     return (f"**Power.** H = {p.headroom:.2f} ({p.headroom_from}), σ_d = {p.sigma_d:.2f} ({p.noise_from}): "
-            f"H/σ_d = {p.headroom_over_noise:.1f}; "
+            f"H/σ_d = {p.headroom_over_noise:.1f}"
+            + (f" (95 % interval {ci[0]:.1f}–{ci[1]:.1f} from σ_d's {p.sigma_dof} degrees of freedom)" if ci else "")
+            + "; "
             + (f"the fine-tune baseline teaches on {p.tasks_teaching} of {p.tasks} tasks" if p.tasks
                else "no per-task scores to tell whether the stream teaches")
             + f"; at {p.seeds} seed{'s' if p.seeds != 1 else ''} the smallest effect the ledger confirms with 80 % "
