@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
-
-from typing import NamedTuple
 
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
                                 not_testable, powered, target_verdict)
@@ -65,7 +64,8 @@ def _with_missing(verdict: str, evidence: str, missing: list[str]) -> tuple[str,
     if not missing:
         return verdict, evidence
     note = f"missing runs: {', '.join(missing)}"
-    return (verdict if verdict in ("not confirmed", "refuted") else "inconclusive"), (note + ("; " + evidence if evidence else ""))
+    return ((verdict if verdict in ("not confirmed", "refuted") else "inconclusive"),
+            note + ("; " + evidence if evidence else ""))
 
 
 class Scale(NamedTuple):
@@ -84,13 +84,13 @@ class Scale(NamedTuple):
         return f"× our H {self.headroom:.2f} / the paper's {self.paper_headroom:.2f}" + (f" ({self.how})" if self.how else "")
 
 
-def _pair(a: dict, b: dict) -> tuple[list[float], list[float]]:
-    """Two {seed: value} dicts as `effect` takes them: paired by seed over the seeds both have when
-    there are >= 2, else every value of each side."""
+def _pair(a: dict, b: dict) -> tuple[list[float], list[float], bool]:
+    """Two {seed: value} dicts as `effect` takes them, and whether they are paired: by seed over the
+    seeds both have when there are >= 2, else every value of each side (unpaired)."""
     common = [s for s in a if s in b]
     if len(common) >= 2:
-        return [a[s] for s in common], [b[s] for s in common]
-    return list(a.values()), list(b.values())
+        return [a[s] for s in common], [b[s] for s in common], True
+    return list(a.values()), list(b.values()), False
 
 
 def powered_claim(text: str, comparisons: list[tuple[str, dict, dict, float]], scale: Scale, paper: str, *,
@@ -101,7 +101,7 @@ def powered_claim(text: str, comparisons: list[tuple[str, dict, dict, float]], s
     run (Table 1's seeds measure their own spread); missing runs as `_with_missing`. `exploratory`
     (None: when a side has one run, below the depth of Table 1's seeds): the row can read only
     underpowered or inconclusive (`powered`)."""
-    pairs = [_pair(a, b) for _, a, b, _ in comparisons]
+    pairs = [_pair(a, b)[:2] for _, a, b, _ in comparisons]
     single = any(min(len(x), len(y)) < 2 for x, y in pairs)
     c = powered(text, pairs, [scale(p) for *_, p in comparisons], paper=f"{paper}; scaled {scale.cite()}",
                 evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
@@ -121,10 +121,9 @@ def paired_effect(a: dict, b: dict, sd: float | None = None, sd_source: str = "g
     """a − b from {seed: value} dicts: paired by seed over the seeds both have when there are >= 2
     (no floor: the seed spread is measured); otherwise every value of each side, with `sd` (the std
     of one difference) where a side has a single value (`effect`'s one-run interval)."""
-    common = [s for s in a if s in b]
-    if len(common) >= 2:
-        return effect([a[s] for s in common], [b[s] for s in common], paired=True)
-    va, vb = list(a.values()), list(b.values())
+    va, vb, paired = _pair(a, b)
+    if paired:
+        return effect(va, vb, paired=True)
     single = min(len(va), len(vb)) < 2
     return effect(va, vb, sd=sd if single else None, paired=False, sd_source=sd_source)
 
@@ -267,20 +266,19 @@ def claim_component(runs, experiments: list[str], component: str, metric: str = 
         effects.append(e)
         verdicts.append(greater_verdict(e))
         p = "" if pd.isna(paper[i]) or pd.isna(paper[j]) else f"; paper {paper[i]:.2f} → {paper[j]:.2f}"
-        ev.append(f"{a} {np.mean(values(runs[a], metric)):.2f} → {b} {np.mean(values(runs[b], metric)):.2f} "
-                  f"({verdicts[-1]}{p})")
+        ev.append((f"{a} {np.mean(values(runs[a], metric)):.2f} → {b} {np.mean(values(runs[b], metric)):.2f}",
+                   f" ({verdicts[-1]}{p})"))
         if paper_rm is not None:
             comps.append((f"{a} → {b}", seed_values(runs[b], metric), seed_values(runs[a], metric),
                           paper_rm[b] - paper_rm[a]))
     if comps and scale is not None:
         cite = "Table 2 Rm: " + ", ".join(f"{lab.replace(' → ', ' ')} {p:+.2f}" for lab, *_, p in comps)
-        ev = [x.split(" (")[0] for x in ev]
         return powered_claim(text, comps, scale, cite + (" (the (L_CMC, L_c) row's 64.38 from §5.3's prose)"
                                                          if any("ctp-abl-cmc-lc" in c[0] for c in comps) else ""),
-                             evidence="; ".join(ev), source="Table 2", sd=sd, sd_source=sd_source, missing=missing,
+                             evidence="; ".join(pair for pair, _ in ev), source="Table 2", sd=sd, sd_source=sd_source, missing=missing,
                              exploratory=exploratory)
-    return _claim(text, combine(verdicts) if verdicts else "inconclusive", weakest(effects), "; ".join(ev), "Table 2",
-                  missing)
+    return _claim(text, combine(verdicts) if verdicts else "inconclusive", weakest(effects),
+                  "; ".join(pair + verdict for pair, verdict in ev), "Table 2", missing)
 
 
 # the paper's spread of Rm over the compatible momentum m (supp. Table 2, m = 0.7 ... 0.995: 64.74 to
@@ -325,9 +323,7 @@ def claim_momentum_insensitive(runs, momentum: dict[float, str], metric: str = "
     for m, e in sorted(momentum.items()):
         if m == default_m or not runs.get(e):
             continue
-        a = seed_values(runs[e], metric)
-        common = [s for s in a if s in r]
-        xa, xb = ([a[s] for s in common], [r[s] for s in common]) if len(common) >= 2 else (list(a.values()), list(r.values()))
+        xa, xb, _ = _pair(seed_values(runs[e], metric), r)
         single = min(len(xa), len(xb)) < 2
         v, eff = equivalent_verdict(xa, xb, margin, sd=sd if single else None, sd_source=sd_source)
         verdicts.append(v)
