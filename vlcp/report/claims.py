@@ -67,6 +67,24 @@ class Claim:
             raise ValueError(f"claim {self.claim!r}: verdict {self.verdict!r} is not one of {VERDICTS}")
 
 
+class Scale(NamedTuple):
+    """The one rule that carries a paper's effects to our headroom (issue 48): an effect of the
+    paper's, as a share of the paper's headroom (`paper_headroom`: its upper bound − lower bound on
+    the claim's metric), times ours (`headroom`: the same bounds in our runs, fixed on calibration
+    seeds before the ledger's runs; `how` says where it comes from). A headroom of ours that is not
+    positive (the upper bound does not bound) carries every effect to 0: no share of it is visible,
+    so a claim is confirmed only by an interval above 0, refuted only by one below it."""
+    headroom: float
+    paper_headroom: float
+    how: str = ""
+
+    def __call__(self, paper_effect: float) -> float:
+        return pw.scaled_effect(paper_effect, self.paper_headroom, max(self.headroom, 0.0))
+
+    def cite(self) -> str:
+        return f"× our H {self.headroom:.2f} / the paper's {self.paper_headroom:.2f}" + (f" ({self.how})" if self.how else "")
+
+
 class Noise(NamedTuple):
     """The noise of ONE single-run comparison: its sd (of the difference), where it comes from,
     and the degrees of freedom it was estimated on (a seed subset's, `seed_spread`; None: known or

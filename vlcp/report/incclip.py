@@ -15,8 +15,9 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
-                                equivalent_verdict, greater_verdict, Noise, ordered_verdict, seed_spread,
-                                spread_frame)
+                                equivalent_verdict, greater_verdict, Noise, ordered_verdict, powered, Scale,
+                                seed_spread, spread_frame)
+from vlcp.report.refs import paper_table
 from vlcp.report.results import complete, load_subset
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
@@ -175,6 +176,120 @@ def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict]
                                        "Δ mean R@1", "noise mean R@1", "reading"])
 
 
+# ----------------------------------------------------------------------------------------------
+# power (issue 48): the paper's effects, carried to our headroom by one rule (`claims.Scale`): an
+# effect's share of the paper's Joint − ER on the claim's metric, times our Joint − ER on it
+# (BWT: ER's forgetting, −BWT(ER), the distance to a model that forgets nothing). The paper's Joint
+# is its upper bound and ER its plainest baseline (Tables 1, 2, 6, 7; naive fine-tuning has no
+# numbers, Fig. 1 only). Ours is fixed on calibration seeds (`report.incclip.power.headroom`).
+
+PAPER_R1 = {"Flickr30K I2T R@1", "Flickr30K T2I R@1", "MSCOCO I2T R@1", "MSCOCO T2I R@1"}   # Table 2's R@1 columns
+
+
+def paper_scores(metric: str, split: str = "ic4") -> dict[str, float]:
+    """The paper's final value per method (joint, er, ucir, geodl, co2l, incclip) of a ledger metric
+    (`SPREAD_METRICS`) on one of our splits: "average" (Table 1's Average at 4 / 8 steps, Table 6's
+    for the instance split), "r1_mean" (the mean of the four R@1 columns, Table 2 / Table 6),
+    "bwt_rm" (Table 7, the 4-step class split, no joint row)."""
+    if metric == "bwt_rm":
+        if split != "ic4":
+            raise VlcpError(f"paper_scores: the paper's BWT (Table 7) is for the 4-step class split, not {split!r}")
+        t = paper_table("incclip_table7")
+        return {str(m): float(v) for m, v in zip(t["method"], t["BWT"])}
+    if split == "ici":
+        t = paper_table("incclip_table6").set_index("method")
+        cols = ["Average"] if metric == "average" else ["Flickr30K I2T", "Flickr30K T2I", "MSCOCO I2T", "MSCOCO T2I"]
+    else:
+        steps = {"ic4": "4", "ic8": "8"}.get(split)
+        if steps is None:
+            raise VlcpError(f"paper_scores: unknown split {split!r}; known: ic4, ic8, ici")
+        t = paper_table("incclip_table1" if metric == "average" else "incclip_table2")
+        t = t[t["steps"].astype(str).isin([steps, "joint"])].set_index("method")
+        cols = ["Average"] if metric == "average" else sorted(PAPER_R1)
+    if metric not in ("average", "r1_mean"):
+        raise VlcpError(f"paper_scores: unknown metric {metric!r}; known: {', '.join(SPREAD_METRICS)}")
+    return {str(m): float(np.mean([float(row[c]) for c in cols])) for m, row in t.iterrows()}
+
+
+def paper_headroom(metric: str, split: str = "ic4") -> float:
+    """The paper's headroom on `metric`: Joint − ER (bwt_rm: −BWT(ER), Table 7)."""
+    p = paper_scores(metric, split)
+    return -p["er"] if metric == "bwt_rm" else p["joint"] - p["er"]
+
+
+def paper_ablation(metric: str) -> dict[str, float]:
+    """Table 3's rows (and ER's from Tables 1-2, 4 steps) as our experiments: "average" reads the
+    ImageNet column (Table 3 gives no Average), "r1_mean" the mean of its four R@1 columns."""
+    t = paper_table("incclip_table3")
+    names = {("yes", "no", "no"): "ic4-incclip-wnc", ("yes", "yes", "no"): "ic4-incclip-wnc-kd",
+             ("yes", "yes", "yes"): "ic4-incclip"}
+    cols = ["ImageNet"] if metric == "average" else ["Flickr30K I2T", "Flickr30K T2I", "MSCOCO I2T", "MSCOCO T2I"]
+    out = {names[(r["wnc"], r["dist"], r["hntg"])]: float(np.mean([float(r[c]) for c in cols])) for _, r in t.iterrows()}
+    if metric == "average":
+        t1 = paper_table("incclip_table1")
+        out["ic4-er"] = float(t1.loc[(t1["steps"].astype(str) == "4") & (t1["method"] == "er"), "ImageNet"].iloc[0])
+    else:
+        out["ic4-er"] = paper_scores("r1_mean", "ic4")["er"]
+    return out
+
+
+def paper_ablation_headroom(metric: str) -> float:
+    """Joint − ER at 4 steps on Table 3's columns (ImageNet; mean R@1)."""
+    if metric != "average":
+        return paper_headroom(metric, "ic4")
+    t1 = paper_table("incclip_table1").set_index("method")
+    return float(t1.loc["joint", "ImageNet"]) - float(t1[t1["steps"].astype(str) == "4"].loc["er", "ImageNet"])
+
+
+def paper_memory() -> dict[int, float]:
+    """Tables 4-5: the Average at each memory size (% of the data), 4 steps."""
+    t = paper_table("incclip_table4_5")
+    return {int(p): float(v) for p, v in zip(t["memory_pct"], t["Average"])}
+
+
+def measured_headroom(metric: str, upper: list[dict], lower: list[dict]) -> float:
+    """Our headroom on `metric` from runs of Joint (`upper`) and ER (`lower`): the difference of
+    their means (bwt_rm: −BWT of ER)."""
+    fn = SPREAD_METRICS[metric]
+    if metric == "bwt_rm":
+        return -float(np.mean([fn(r) for r in lower]))
+    return float(np.mean([fn(r) for r in upper]) - np.mean([fn(r) for r in lower]))
+
+
+def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[str, Scale]:
+    """The ledger's `Scale` per metric (`SPREAD_METRICS`): our headroom from
+    `report.incclip.power.headroom` ({metric: value}, fixed on calibration seeds before the
+    ledger's runs), else measured on this ledger's own ic4-joint and ic4-er runs (the scale says
+    so); a metric with neither is left out (its claims keep the older verdicts)."""
+    cfg = study.get("power") or {}
+    fixed = cfg.get("headroom") or {}
+    if not isinstance(fixed, dict):
+        raise VlcpError(f"report.incclip.power.headroom: expected {{metric: value}}, got {fixed!r}")
+    out = {}
+    for m in SPREAD_METRICS:
+        if m in fixed:
+            h, how = float(fixed[m]), (f"calibrated {cfg['calibrated']}" if cfg.get("calibrated") else "report.incclip.power")
+        elif runs.get("ic4-joint") and runs.get("ic4-er"):
+            h = measured_headroom(m, runs["ic4-joint"], runs["ic4-er"])
+            how = "measured on this ledger's own ic4-joint and ic4-er runs: report.incclip.power sets none"
+        else:
+            continue
+        out[m] = Scale(h, paper_headroom(m), how)
+    return out
+
+
+def _judge(claim: str, pairs: list[tuple], paper_effects: list[float], scale: Scale, cite: str, *,
+           labels: list[str] | None, evidence: str, source: str, sd: float | None, sd_source: str,
+           sd_dof: int | None) -> Claim:
+    """`claims.powered` over (a, b) pairs of per-seed lists against the paper's effects carried by
+    `scale`. Where every side has ≥ 2 seeds the pairs measure their own spread (no floor); a side
+    with one run uses `sd` and makes the row exploratory (below the study's depth)."""
+    single = any(min(len(a), len(b)) < 2 for a, b in pairs)
+    return powered(claim, pairs, [scale(p) for p in paper_effects], paper=f"{cite}; scaled {scale.cite()}",
+                   evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
+                   sd_dof=sd_dof if single else None, labels=labels if len(pairs) > 1 else None, exploratory=single)
+
+
 def fmt(v: list[float]) -> str:
     return f"{np.mean(v):.1f}" + (f" ± {np.std(v, ddof=1):.1f}" if len(v) > 1 else "")
 
@@ -184,20 +299,37 @@ def _weakest(effects: list[Effect]) -> Effect:
     return min(effects, key=lambda e: (e.low, e.diff))
 
 
+def _cite(paper: dict, winner: str, others: list[str], where: str) -> str:
+    return f"{where}: {winner} {paper[winner]:.2f}; " + ", ".join(f"{o} {paper[o]:.2f}" for o in others)
+
+
 def beats_all(claim: str, values: dict[str, list[float]], winner: str, others: list[str],
-              sd: float | None, sd_source: str, source: str, *, sd_dof: int | None = None) -> Claim:
-    """"`winner` > each of `others`": greater_verdict per rival, combined; the effect shown is
-    the closest rival's. `sd`, `sd_source`, `sd_dof`: a `Noise` (single-seed comparisons)."""
-    effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source, sd_dof=sd_dof) for o in others]
+              sd: float | None, sd_source: str, source: str, *, sd_dof: int | None = None,
+              paper: dict[str, float] | None = None, scale: Scale | None = None) -> Claim:
+    """"`winner` > each of `others`". With the paper's values (`paper`: {method: value}) and
+    `scale`: judged against the paper's effects carried to our headroom (`claims.powered`, every
+    rival at once); without them greater_verdict per rival, combined. The effect shown is the
+    closest rival's. `sd`, `sd_source`, `sd_dof`: a `Noise` (single-seed comparisons)."""
     ev = f"{winner} {fmt(values[winner])}; " + ", ".join(f"{o} {fmt(values[o])}" for o in others)
+    if paper is not None and scale is not None:
+        return _judge(claim, [(values[winner], values[o]) for o in others], [paper[winner] - paper[o] for o in others],
+                      scale, _cite(paper, winner, others, source), labels=[f"vs {o}" for o in others], evidence=ev,
+                      source=source, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+    effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source, sd_dof=sd_dof) for o in others]
     return claim_from(claim, combine([greater_verdict(e) for e in effects]), _weakest(effects), ev, source)
 
 
 def greater_claim(claim: str, a: list[float], b: list[float], sd: float | None, sd_source: str,
-                  source: str, names: tuple[str, str] = ("a", "b"), *, sd_dof: int | None = None) -> Claim:
-    """"a > b" by greater_verdict."""
+                  source: str, names: tuple[str, str] = ("a", "b"), *, sd_dof: int | None = None,
+                  paper: tuple[float, str] | None = None, scale: Scale | None = None) -> Claim:
+    """"a > b": with `paper` (the paper's a − b, and where it comes from) and `scale`, by
+    `claims.powered` against it carried to our headroom; else by greater_verdict."""
+    ev = f"{names[0]} {fmt(a)}, {names[1]} {fmt(b)}"
+    if paper is not None and scale is not None:
+        return _judge(claim, [(a, b)], [paper[0]], scale, paper[1], labels=None, evidence=ev, source=source,
+                      sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     e = effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
-    return claim_from(claim, greater_verdict(e), e, f"{names[0]} {fmt(a)}, {names[1]} {fmt(b)}", source)
+    return claim_from(claim, greater_verdict(e), e, ev, source)
 
 
 def gains(values: dict[str, list[float]], winner: str, others: list[str]) -> list[float]:
@@ -206,17 +338,24 @@ def gains(values: dict[str, list[float]], winner: str, others: list[str]) -> lis
 
 
 def gain_grows(values4: dict[str, list[float]], values8: dict[str, list[float]], winner: str, others: list[str],
-               sd: float | None, sd_source: str, *, sd_dof: int | None = None) -> Claim:
+               sd: float | None, sd_source: str, *, sd_dof: int | None = None,
+               paper: tuple[dict[str, float], dict[str, float]] | None = None, scale: Scale | None = None) -> Claim:
     """§4.2.1 "when the number of steps increases, the average gain from our method increases":
     gain(8 steps) > gain(4 steps), gain = IncCLIP − the baselines' mean. One run each: a gain has
     (1 + 1/#baselines) × one run's variance, so the sd of a difference of gains is
     sd × √(1 + 1/#baselines) (on the same `sd_dof`: a scaled estimate keeps its dof)."""
     g4, g8 = gains(values4, winner, others), gains(values8, winner, others)
     k = np.sqrt(1 + 1 / len(others))
-    e = effect(g8, g4, sd=None if sd is None else sd * k, sd_source=f"{sd_source}, × √(1 + 1/{len(others)})",
-               sd_dof=sd_dof)
-    return claim_from("IncCLIP's average gain over the baselines grows from 4 to 8 steps", greater_verdict(e), e,
-                      f"gain at 4 steps {np.mean(g4):+.1f}, at 8 steps {np.mean(g8):+.1f} (Average)", "§4.2.1, Table 1")
+    text, ev = ("IncCLIP's average gain over the baselines grows from 4 to 8 steps",
+                f"gain at 4 steps {np.mean(g4):+.1f}, at 8 steps {np.mean(g8):+.1f} (Average)")
+    sd_k, src_k = None if sd is None else sd * k, f"{sd_source}, × √(1 + 1/{len(others)})"
+    if paper is not None and scale is not None:   # (the paper's values at 4 steps, at 8 steps)
+        p4, p8 = (float(p[winner] - np.mean([p[o] for o in others])) for p in paper)
+        return _judge(text, [(g8, g4)], [p8 - p4], scale,
+                      f"Table 1: gain {p4:+.2f} at 4 steps, {p8:+.2f} at 8", labels=None, evidence=ev,
+                      source="§4.2.1, Table 1", sd=sd_k, sd_source=src_k, sd_dof=sd_dof)
+    e = effect(g8, g4, sd=sd_k, sd_source=src_k, sd_dof=sd_dof)
+    return claim_from(text, greater_verdict(e), e, ev, "§4.2.1, Table 1")
 
 
 def slight_margin(table1: pd.DataFrame, methods=("ucir", "co2l"), reference: str = "er") -> tuple[float, str]:
@@ -254,10 +393,20 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
 
 
 def ordered_claim(claim: str, values: dict[str, list[float]], order: list[str], sd: float | None,
-                  sd_source: str, source: str, *, sd_dof: int | None = None) -> Claim:
-    """"order[0] > order[1] > ..." by ordered_verdict; the effect shown is the weakest link."""
+                  sd_source: str, source: str, *, sd_dof: int | None = None,
+                  paper: dict[str, float] | None = None, scale: Scale | None = None) -> Claim:
+    """"order[0] > order[1] > ...": with the paper's values (`paper`, keyed as `values`) and
+    `scale`, every adjacent pair at once by `claims.powered` against the paper's steps carried to
+    our headroom; else by ordered_verdict. The effect shown is the weakest link."""
+    ev = ", ".join(f"{k} {fmt(values[k])}" for k in order)
+    if paper is not None and scale is not None:
+        links = list(zip(order, order[1:]))
+        return _judge(claim, [(values[a], values[b]) for a, b in links], [paper[a] - paper[b] for a, b in links],
+                      scale, f"{source}: " + ", ".join(f"{k} {paper[k]:.2f}" for k in order),
+                      labels=[f"{a} > {b}" for a, b in links], evidence=ev, source=source, sd=sd,
+                      sd_source=sd_source, sd_dof=sd_dof)
     verdict, effects = ordered_verdict(values, order, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
-    return claim_from(claim, verdict, _weakest(effects), ", ".join(f"{k} {fmt(values[k])}" for k in order), source)
+    return claim_from(claim, verdict, _weakest(effects), ev, source)
 
 
 def step_values(rs: list[dict], fn=average) -> list[list[float]]:
@@ -266,19 +415,31 @@ def step_values(rs: list[dict], fn=average) -> list[list[float]]:
 
 
 def above_at_every_step(curves: dict[str, dict[str, list[list[float]]]], winner: str, others: list[str],
-                        sd: float | None, sd_source: str, first: int = 1, *, sd_dof: int | None = None) -> Claim:
+                        sd: float | None, sd_source: str, first: int = 1, *, sd_dof: int | None = None,
+                        paper: dict[str, dict[str, float]] | None = None, scale: Scale | None = None) -> Claim:
     """Fig. 3 / §4.2.1 "our method consistently outperforms the comparison methods at different
-    steps": `curves` {split: {method: [seed][step]}}; greater_verdict of `winner` over each rival
-    after every step from `first` (0-based; step 1 is left out by default: before any replay or
-    previous model the methods train alike), combined."""
-    effects, ev = [], []
+    steps": `curves` {split: {method: [seed][step]}}; `winner` over each rival after every step
+    from `first` (0-based; step 1 is left out by default: before any replay or previous model the
+    methods train alike). With `paper` ({split: {method: the paper's final value}}: Fig. 3 gives no
+    numbers, so the final step's effect of Table 1 stands in at every step) and `scale`: every
+    comparison at once by `claims.powered` (an intersection-union test whose power accounts for
+    their number); else greater_verdict per comparison, combined."""
+    pairs, labels, targets, ev = [], [], [], []
     for split, c in curves.items():
         steps = range(first, len(c[winner][0]))
         for o in others:
-            es = [effect([s[i] for s in c[winner]], [s[i] for s in c[o]], sd=sd, sd_source=sd_source, sd_dof=sd_dof)
-                  for i in steps]
-            effects += es
-            ev.append(f"{split} vs {o}: " + " ".join(f"{e.diff:+.1f}" for e in es))
-    return claim_from("IncCLIP stays above every baseline after every step (Average)",
-                      combine([greater_verdict(e) for e in effects]), _weakest(effects),
-                      f"per step from step {first + 1}: " + "; ".join(ev), "Fig. 3, §4.2.1")
+            for i in steps:
+                pairs.append(([s[i] for s in c[winner]], [s[i] for s in c[o]]))
+                labels.append(f"{split} step {i + 1} vs {o}")
+                targets.append(paper[split][winner] - paper[split][o] if paper is not None else 0.0)
+            ev.append(f"{split} vs {o}: " + " ".join(f"{np.mean(pairs[j][0]) - np.mean(pairs[j][1]):+.1f}"
+                                                      for j in range(len(pairs) - len(steps), len(pairs))))
+    text, evidence = ("IncCLIP stays above every baseline after every step (Average)",
+                      f"per step from step {first + 1}: " + "; ".join(ev))
+    if paper is not None and scale is not None:
+        cite = "Table 1 (Fig. 3 has no numbers: the final step's effect at every step): " + "; ".join(
+            f"{split} {winner} {p[winner]:.2f} vs " + ", ".join(f"{o} {p[o]:.2f}" for o in others) for split, p in paper.items())
+        return _judge(text, pairs, targets, scale, cite, labels=labels, evidence=evidence, source="Fig. 3, §4.2.1",
+                      sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+    effects = [effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof) for a, b in pairs]
+    return claim_from(text, combine([greater_verdict(e) for e in effects]), _weakest(effects), evidence, "Fig. 3, §4.2.1")

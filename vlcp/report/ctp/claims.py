@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, equivalent_verdict, greater_verdict,
+from vlcp.report.claims import (Claim, Effect, Scale, claim_from, combine, effect, equivalent_verdict, greater_verdict,
                                 not_testable, powered, target_verdict)
 from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT,
                                    PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, by_seed, component_pairs,
@@ -66,22 +65,6 @@ def _with_missing(verdict: str, evidence: str, missing: list[str]) -> tuple[str,
     note = f"missing runs: {', '.join(missing)}"
     return ((verdict if verdict in ("not confirmed", "refuted") else "inconclusive"),
             note + ("; " + evidence if evidence else ""))
-
-
-class Scale(NamedTuple):
-    """The one rule that carries the paper's effects to our headroom (issue 48): an effect of the
-    paper's, as a share of the paper's headroom (JointT − SeqF final Rm: 23.22 in Table 1, 20.99 in
-    supp. Table 3), times ours (`headroom`: JointT − SeqF final Rm, measured on calibration seeds
-    before the ledger's runs, `report.ctp.power`)."""
-    headroom: float
-    paper_headroom: float
-    how: str = ""
-
-    def __call__(self, paper_effect: float) -> float:
-        return paper_effect / self.paper_headroom * self.headroom
-
-    def cite(self) -> str:
-        return f"× our H {self.headroom:.2f} / the paper's {self.paper_headroom:.2f}" + (f" ({self.how})" if self.how else "")
 
 
 def _pair(a: dict, b: dict) -> tuple[list[float], list[float], bool]:
