@@ -154,6 +154,8 @@ def test_study_power_from_paired_seeds_or_a_subset_spread_and_its_line():
     sd, how = pw.spread_sigma(seed_spread({"Rm": {"a": [1.0, 3.0], "b": [2.0, 4.0]}}, "a, b"), "Rm")
     assert sd == pytest.approx(2.0) and "2 dof" in how
     assert pw.spread_sigma(None, "Rm")[0] is None
+    assert pw.spread_dof(seed_spread({"Rm": {"a": [1.0, 3.0], "b": [2.0, 4.0]}}, "a, b"), "Rm") == 2   # Σ (seeds − 1)
+    assert pw.spread_dof(None, "Rm") is None
     one = pw.study_power("Rm", [10.0], [2.0], None, headroom_from="x", sigma_d=sd, noise_from=how)
     assert one.headroom_over_noise == pytest.approx(4.0) and one.tasks == 0
     line = pw.power_line(one)

@@ -136,11 +136,11 @@ def test_engineering_targets_table_is_shared():
     assert t.loc["TEIR costs at most 1.05× CLL-CLIP's training time", "result"] == "met by the median only"
 
 
-@pytest.mark.parametrize("spread_ar", [None, 20.0])
-def test_ledger_cell_runs_on_fake_runs_and_keeps_the_cost_target_out(tmp_path, spread_ar):
+def ledger_ns(tmp_path, spread_ar, study=None):
+    """The ledger cell's namespace on fake runs: TEIR 10 AR points above and 5 F points below its
+    plain run; the seed subset (at `spread_ar`; None: missing) at seeds 0, 1, 2."""
     from vlcp.report.claims import claims_frame, write_claims
 
-    code = _cell("fed0ab5d")
     methods = ["clip", "er"]
     runs = {f"cll36-{m}{t}": run([60.0 if t else 50.0] * 3, before=[65.0 if t else 70.0] * 2 + [60.0 if t else 50.0])
             for m in methods for t in ("", "-teir")}
@@ -153,18 +153,73 @@ def test_ledger_cell_runs_on_fake_runs_and_keeps_the_cost_target_out(tmp_path, s
           "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "Markdown": str,
           "spread": None if spread_ar is None else cl.seed_spread(subset(spread_ar), SUBSET_SEEDS),
           "subset_missing": ["cll-clip seed 1"] if spread_ar is None else [], "spread_exps": ["cll-clip", "cll-clip-teir"],
-          "spread_seeds": SUBSET_SEEDS, "study_power_table": None}   # (the power cell, earlier in the notebook)
-    exec(code, ns)
+          "spread_seeds": SUBSET_SEEDS, "study_power_table": None,   # (the power cell, earlier in the notebook)
+          "subset": {} if spread_ar is None else subset(spread_ar), "study": study or {}}
+    return ns
+
+
+@pytest.mark.parametrize("spread_ar", [None, 20.0])
+def test_ledger_cell_runs_on_fake_runs_and_keeps_the_cost_target_out(tmp_path, spread_ar):
+    ns = ledger_ns(tmp_path, spread_ar)
+    exec(_cell("fed0ab5d"), ns)
     texts = [c.claim for c in ns["claims"]]
-    assert "TEIR improves AR and F of every method" in texts
+    every = ns["claims"][texts.index("TEIR improves AR and F of every method")]
     if spread_ar is None:       # the subset missing: test-set noise only, as before
-        assert ns["claims"][0].verdict == "confirmed" and "seed spread not measured" in ns["claims"][0].evidence
+        assert every.verdict == "confirmed" and "seed spread not measured" in every.evidence
     else:                       # a 10-point gap inside a seed spread of 20: the ledger's verdict follows the spread
-        assert ns["claims"][0].verdict == "inconclusive"
+        assert every.verdict == "inconclusive"
         assert all("at seeds 0, 1, 2" in c.evidence for c in ns["claims"] if c.verdict != "not testable")
     assert not any("1.05" in t or "training time" in t for t in texts)
     assert any("both objectives" in t for t in texts) and any("Fisher" in t for t in texts)
     assert json.loads((tmp_path / "cllclip_teir_claims.json").read_text())["claims"][0]["claim"] == texts[0]
+
+
+CALIBRATED = {"calibrated": "test", "headroom": {cl.spread_key(m, s, d): (10.0 if m == "AR" else 5.0)
+                                                 for s, d in cl.CELLS for m in ("AR", "F")}}
+
+
+def test_the_main_teir_claim_reads_every_seed_of_the_subset_paired_and_judges_power(tmp_path):
+    """TEIR on and off at seeds 0-2 (10 AR points apart at every seed, seed std 1): decided, paired
+    by seed, against the paper's (6) − (1) carried by our H 10 / the paper's joint − CLL-CLIP.
+    The 36-language and ablation rows (one run each) are exploratory."""
+    ns = ledger_ns(tmp_path, 1.0, study={"power": CALIBRATED})
+    ns["subset"] = {e: [run([v + k] * 3, before=[v + k + f] * 2 + [v + k]) for k in (0, 1, -1)]
+                    for e, v, f in (("cll-clip", 50.0, 20.0), ("cll-clip-teir", 60.0, 10.0))}
+    exec(_cell("fed0ab5d"), ns)
+    rows = {c.claim.split(" (")[0]: c for c in ns["claims"]}
+    main = rows["TEIR improves plain CLL-CLIP's AR and F"]
+    assert main.verdict == "confirmed" and main.seeds == 3 and main.comparisons == 8
+    assert "paired" in main.evidence and "calibrated test" in main.paper_effect
+    # the weakest cell's scaled effect: in-domain T2I AR, (20.5 − 15.2) / (31.4 − 15.2) × 10
+    assert main.scaled_effect == pytest.approx(min((38.3 - 29.6) / (53.3 - 29.6) * 10, (20.5 - 15.2) / (31.4 - 15.2) * 10,
+                                                   (35.0 - 26.4) / (50.7 - 26.4) * 10, (24.3 - 17.6) / (37.1 - 17.6) * 10,
+                                                   (23.2 - 14.7) / 23.2 * 5, (15.6 - 10.5) / 15.6 * 5,
+                                                   (23.1 - 15.3) / 23.1 * 5, (18.4 - 12.5) / 18.4 * 5))
+    every = rows["TEIR improves AR and F of every method"]
+    assert every.seeds == 1 and every.verdict in ("underpowered", "inconclusive") and every.scaled_effect is not None
+    assert every.verdict == "underpowered" or "exploratory" in every.evidence
+
+
+def test_main_teir_claim_is_refuted_when_teir_hurts_at_every_seed(tmp_path):
+    ns = ledger_ns(tmp_path, 1.0, study={"power": CALIBRATED})
+    ns["subset"] = {e: [run([v + k] * 3, before=[v + k + 10] * 2 + [v + k]) for k in (0, 1, -1)]
+                    for e, v in (("cll-clip", 60.0), ("cll-clip-teir", 50.0))}
+    exec(_cell("fed0ab5d"), ns)
+    assert ns["claims"][0].verdict == "refuted"
+
+
+def test_paper_rows_and_headrooms_read_tables_2_and_3():
+    assert cl.paper_row("clip", teir=True)[("in", "I2T", "AR")] == pytest.approx(38.3)
+    assert cl.paper_row("der", teir=False)[("out", "T2I", "F")] == pytest.approx(14.4)
+    assert cl.paper_row("(5)")[("in", "T2I", "F")] == pytest.approx(10.6)
+    assert ("in", "I2T", "F") not in cl.paper_row("joint", teir=False)
+    assert cl.paper_headroom("in", "I2T", "AR") == pytest.approx(53.3 - 29.6)
+    assert cl.paper_headroom("out", "T2I", "F") == pytest.approx(18.4)
+    with pytest.raises(ValueError, match="no row"):
+        cl.paper_row("(9)")
+    assert cl.study_scales({}, {}) == {}
+    sc = cl.study_scales({"power": CALIBRATED}, {})[("in", "I2T", "AR")]
+    assert sc(8.7) == pytest.approx(8.7 / 23.7 * 10.0) and sc.how == "calibrated test"
 
 
 # -- the seed spread of the subset (report.cllclip.spread) joining the single-seed verdicts' noise --

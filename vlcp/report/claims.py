@@ -269,6 +269,20 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
     kw = dict(sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     effects = [effect(a, b, **kw) for a, b in pairs]
     adjusted = effects if k == 1 else [effect(a, b, level=pw.bonferroni_level(k), **kw) for a, b in pairs]
+    return judge(claim, effects, adjusted, targets, paper=paper, evidence=evidence, source=source, labels=labels,
+                 exploratory=exploratory)
+
+
+def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: list[float], *, paper: str,
+          evidence: str = "", source: str = "", labels: list[str] | None = None, exploratory: bool = False) -> Claim:
+    """`powered`'s verdict from effects already computed, one per comparison: `effects` at 95 %,
+    `adjusted` the same comparisons at the Bonferroni level (`power.bonferroni_level(k)`; the 95 %
+    ones for k = 1), `scaled` the paper's effect carried to our headroom per comparison. For
+    comparisons whose noise is not one shared sd (e.g. a test-set term per cell)."""
+    k = len(effects)
+    if not (k == len(adjusted) == len(scaled)) or not k:
+        raise ValueError(f"claim {claim!r}: {k} effects, {len(adjusted)} adjusted, {len(scaled)} scaled effects")
+    targets = [float(t) for t in scaled]
     mdes = [e.mde(k) for e in effects]
     weakest = min(effects, key=lambda e: e.low)
     # each comparison against its own scaled effect: the verdict of the margins (interval high end − effect,

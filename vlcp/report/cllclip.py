@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from vlcp.report import claims
-from vlcp.report.claims import Claim, Effect, claim_from, combine, effect, greater_verdict, not_testable
+from vlcp.report.claims import Claim, Effect, Scale, claim_from, combine, effect, greater_verdict, judge, not_testable
+from vlcp.report import power as pw
+from vlcp.report.refs import paper_table
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results
@@ -197,13 +199,21 @@ def value_se(r: dict, n_test: int, s: str, d: str, metric: str) -> tuple[float, 
     raise ValueError(f"metric must be 'AR' or 'F', got {metric!r}")
 
 
-def better(ra: dict, rb: dict, n_test: int, s: str, d: str, metric: str, spread: dict | None = None) -> Effect:
+def better(ra: dict | list[dict], rb: dict | list[dict], n_test: int, s: str, d: str, metric: str,
+           spread: dict | None = None, level: float = 0.95) -> Effect:
     """How much run a beats run b: AR_a − AR_b, or F_b − F_a (less forgetting is better), with
     the sd of one difference = √(se_a² + se_b²) from the per-language test counts; with a seed
     `spread` (`seed_spread`, measured on a fixed test set, so without the test-sampling part)
-    √(se_a² + se_b² + difference_spread²) and Student's t on the spread's dof."""
-    (va, sa), (vb, sb) = value_se(ra, n_test, s, d, metric), value_se(rb, n_test, s, d, metric)
+    √(se_a² + se_b² + difference_spread²) and Student's t on the spread's dof. `ra`, `rb` may be
+    lists of runs at the same seeds (≥ 2 each): then paired by seed (both scored on the same test
+    items, so no test-sampling term: the seeds measure their own spread). `level`: the interval's."""
     sign = 1 if metric == "AR" else -1
+    if isinstance(ra, list) and isinstance(rb, list) and min(len(ra), len(rb)) >= 2 and len(ra) == len(rb):
+        va = [sign * value_se(r, n_test, s, d, metric)[0] for r in ra]
+        vb = [sign * value_se(r, n_test, s, d, metric)[0] for r in rb]
+        return effect(va, vb, paired=True, level=level)
+    ra, rb = (r[0] if isinstance(r, list) else r for r in (ra, rb))
+    (va, sa), (vb, sb) = value_se(ra, n_test, s, d, metric), value_se(rb, n_test, s, d, metric)
     sd, source, dof = float(np.hypot(sa, sb)), f"test-set noise of {metric}", None
     m = None if spread is None else spread["metrics"].get(spread_key(metric, s, d))
     if m is not None:
@@ -211,7 +221,7 @@ def better(ra: dict, rb: dict, n_test: int, s: str, d: str, metric: str, spread:
         source += f" + seed spread of {spread['where']}"
     elif spread is not None:
         source += f" only (the seed spread has no {spread_key(metric, s, d)})"
-    return effect([sign * va], [sign * vb], sd=sd, sd_source=source, sd_dof=dof)
+    return effect([sign * va], [sign * vb], sd=sd, sd_source=source, sd_dof=dof, level=level)
 
 
 def _weakest(effects) -> Effect:
@@ -219,10 +229,17 @@ def _weakest(effects) -> Effect:
 
 
 def improves(claim: str, pairs: list[tuple[str, dict, dict]], n_test: int, metrics=("AR", "F"), source: str = "",
-             cells=CELLS, spread: dict | None = None) -> Claim:
+             cells=CELLS, spread: dict | None = None, paper: dict[str, tuple[dict, dict]] | None = None,
+             scales: dict[tuple[str, str, str], Scale] | None = None) -> Claim:
     """"a beats b" for every (label, a, b) in `pairs`, every metric (AR higher, F lower) and every
-    (set, direction) cell: greater_verdict each, combined; the effect shown is the weakest check.
-    `spread`: the seed spread joining the test-set noise (`better`)."""
+    (set, direction) cell. With the paper's rows (`paper`: {label: (row a, row b)}, `paper_row`'s
+    dicts) and our `scales` ({(set, direction, metric): Scale}, `study_scales`): every check at once
+    by `claims.judge` against the paper's effect in that cell carried to our headroom (an
+    intersection-union test; a side with one run makes it exploratory). Else greater_verdict each,
+    combined. The effect shown is the weakest check. `spread`: the seed spread joining the
+    test-set noise of single runs (`better`)."""
+    if paper is not None and scales:
+        return _powered_improves(claim, pairs, n_test, metrics, source, cells, spread, paper, scales)
     verdicts, effects, ev = [], [], []
     for label, a, b in pairs:
         parts = []
@@ -236,6 +253,86 @@ def improves(claim: str, pairs: list[tuple[str, dict, dict]], n_test: int, metri
     head = (f"{n_ok}/{len(verdicts)} checks confirmed, {n_no} not; per cell " + "/".join(f"{s} {d}" for s, d in cells)
             + f" ({noise_source(spread)})")
     return claim_from(claim, combine(verdicts), _weakest(effects), head + " — " + "; ".join(ev), source)
+
+
+# ----------------------------------------------------------------------------------------------
+# power (issue 48): the paper's effects carried to our headroom by one rule (`claims.Scale`), per
+# cell and metric: an effect's share of the paper's headroom (AR: Table 2's joint − plain CLL-CLIP;
+# F: plain CLL-CLIP's F, the distance to a model that forgets nothing) times ours (the same on
+# the 12-language stream, cll-joint and cll-clip, fixed on calibration seeds: report.cllclip.power)
+
+def paper_row(row: str, teir: bool | None = None) -> dict[tuple[str, str, str], float]:
+    """One row of the paper as {(in|out, I2T|T2I, AR|F): value}: Table 2's `row` (a method; `teir`
+    picks the with/without row; "joint" has no F) or Table 3's (`teir` None: "(1) CLL-CLIP" ...)."""
+    if teir is None:
+        t = paper_table("cllclip_table3")
+        hit = t[t["row"].astype(str) == row]
+    else:
+        t = paper_table("cllclip_table2")
+        hit = t[(t["method"] == row) & ((t["teir"].astype(str) == ("yes" if teir else "no")) | (row == "joint"))]
+    if hit.empty:
+        raise ValueError(f"paper_row: no row {row!r}" + (f" (TEIR {'on' if teir else 'off'})" if teir is not None else ""))
+    r = hit.iloc[0]
+    return {(s, d, m): float(r[f"{s}_{d}_{m}"]) for s, d in CELLS for m in ("AR", "F")
+            if f"{s}_{d}_{m}" in r and r[f"{s}_{d}_{m}"] == r[f"{s}_{d}_{m}"]}
+
+
+def paper_headroom(s: str, d: str, metric: str) -> float:
+    """The paper's headroom in a cell: AR joint − plain CLL-CLIP (Table 2), F plain CLL-CLIP's."""
+    plain = paper_row("clip", teir=False)[(s, d, metric)]
+    return paper_row("joint", teir=False)[(s, d, "AR")] - plain if metric == "AR" else plain
+
+
+def measured_headroom(joint: list[dict], plain: list[dict], s: str, d: str, metric: str) -> float:
+    """Ours in a cell, from runs of cll-joint and plain CLL-CLIP (means over seeds)."""
+    v = lambda rs, m: float(np.mean([summary(r)[(s, d, m)] for r in rs]))  # noqa: E731
+    return v(joint, "AR") - v(plain, "AR") if metric == "AR" else v(plain, "F")
+
+
+def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[tuple[str, str, str], Scale]:
+    """The ledger's `Scale` per (set, direction, metric): our headroom from
+    `report.cllclip.power.headroom` ({"AR in I2T": value, ...}, `spread_key`'s names, fixed on
+    calibration seeds before the ledger's runs), else measured on this ledger's own cll-joint and
+    cll-clip runs (when both ran); {} when neither (the claims keep the older verdicts)."""
+    cfg = study.get("power") or {}
+    fixed = cfg.get("headroom") or {}
+    if not isinstance(fixed, dict):
+        raise ValueError(f"report.cllclip.power.headroom: expected {{'AR in I2T': value, ...}}, got {fixed!r}")
+    out = {}
+    for s, d in CELLS:
+        for m in ("AR", "F"):
+            key = spread_key(m, s, d)
+            if key in fixed:
+                h, how = float(fixed[key]), f"calibrated {cfg['calibrated']}" if cfg.get("calibrated") else "report.cllclip.power"
+            elif runs.get("cll-joint") and runs.get("cll-clip"):
+                h, how = measured_headroom(runs["cll-joint"], runs["cll-clip"], s, d, m), "measured on this ledger's own cll-joint and cll-clip runs"
+            else:
+                continue
+            out[(s, d, m)] = Scale(h, paper_headroom(s, d, m), how)
+    return out
+
+
+def _powered_improves(claim, pairs, n_test, metrics, source, cells, spread, paper, scales) -> Claim:
+    checks = [(label, a, b, m, s, d) for label, a, b in pairs for m in metrics for s, d in cells]
+    missing = [(s, d, m) for *_, m, s, d in checks if (s, d, m) not in scales]
+    if missing:
+        raise ValueError(f"claim {claim!r}: no scale for {sorted(set(missing))}")
+    k = len(checks)
+    effects = [better(a, b, n_test, s, d, m, spread) for _, a, b, m, s, d in checks]
+    adjusted = effects if k == 1 else [better(a, b, n_test, s, d, m, spread, level=pw.bonferroni_level(k))
+                                       for _, a, b, m, s, d in checks]
+    gain = lambda pa, pb, m, s, d: (pa[(s, d, m)] - pb[(s, d, m)]) * (1 if m == "AR" else -1)  # noqa: E731
+    targets = [scales[(s, d, m)](gain(*paper[label], m, s, d)) for label, _, _, m, s, d in checks]
+    single = any(not (isinstance(a, list) and isinstance(b, list) and min(len(a), len(b)) >= 2) for _, a, b, *_ in checks)
+    cite = "; ".join(f"{label}: " + ", ".join(f"{s} {d} {m} {gain(*paper[label], m, s, d):+.1f}" for m in metrics
+                                                for s, d in cells) for label, *_ in pairs)
+    how = "; ".join(f"{s} {d} {m} × our H {sc.headroom:.2f} / the paper's {sc.paper_headroom:.2f}"
+                    for (s, d, m), sc in scales.items() if m in metrics and (s, d) in cells)
+    c = judge(claim, effects, adjusted, targets, paper=f"{source}: {cite}; scaled {how} ({next(iter(scales.values())).how})",
+              evidence=f"AR higher, F lower per cell ({noise_source(spread) if single else 'paired by seed'})",
+              source=source, labels=[f"{label} {s} {d} {m}" for label, _, _, m, s, d in checks] if k > 1 else None,
+              exploratory=single)
+    return c
 
 
 def f_margin(table3: pd.DataFrame, rows=("(3)", "(4)"), reference: str = "(1) CLL-CLIP") -> tuple[float, str]:

@@ -213,6 +213,13 @@ def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
     return float(m["difference_spread"]), f"seed subset: √2 × pooled seed std, {m['dof']} dof"
 
 
+def spread_dof(spread: dict | None, metric: str) -> int | None:
+    """The degrees of freedom of `spread_sigma`'s σ_d (the seed subset's Σ (seeds − 1)); None
+    when the subset has not measured `metric`."""
+    m = ((spread or {}).get("metrics") or {}).get(metric)
+    return int(m["dof"]) if m else None
+
+
 def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) -> str:
     """One sentence under a power table: whether the study meets the power goals (H/σ_d ≥ `goal`,
     the fine-tune baseline teaching on ≥ `teach_share` of its tasks), and its MDE as a share of H."""
