@@ -273,6 +273,27 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
                  exploratory=exploratory)
 
 
+def powered_at_depth(claim: str, pairs: list[tuple], paper_effects: list[float], scale: Scale, cite: str, *,
+                     labels: list[str] | None = None, evidence: str = "", source: str = "", sd: float | None = None,
+                     sd_source: str = "given sd", sd_dof: int | None = None, exploratory: bool | None = None) -> Claim:
+    """`powered` over (a, b) pairs of per-seed values against the paper's effects (`paper_effects`,
+    cited by `cite`) carried to our headroom by `scale`. Pairs whose sides all have ≥ 2 seeds
+    measure their own spread (no floor); when a side has one run the noise `sd` (on `sd_dof`)
+    is used, and the row is exploratory (below the study's depth) unless `exploratory` says
+    otherwise. `labels` name the comparisons when there are several."""
+    single = any(min(len(a), len(b)) < 2 for a, b in pairs)
+    return powered(claim, pairs, [scale(p) for p in paper_effects], paper=f"{cite}; scaled {scale.cite()}",
+                   evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
+                   sd_dof=sd_dof if single else None, labels=labels if len(pairs) > 1 else None,
+                   exploratory=single if exploratory is None else exploratory)
+
+
+def calibration_source(power_cfg: dict, where: str) -> str:
+    """Where a study's fixed headroom comes from: "calibrated <when>" from its `power` block's
+    `calibrated` entry, else the params key `where` (e.g. "report.ctp.power")."""
+    return f"calibrated {power_cfg['calibrated']}" if power_cfg.get("calibrated") else where
+
+
 def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: list[float], *, paper: str,
           evidence: str = "", source: str = "", labels: list[str] | None = None, exploratory: bool = False) -> Claim:
     """`powered`'s verdict from effects already computed, one per comparison: `effects` at 95 %,

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from vlcp.report import claims
-from vlcp.report.claims import Claim, Effect, Scale, claim_from, combine, effect, greater_verdict, judge, not_testable
+from vlcp.report.claims import (Claim, Effect, Scale, calibration_source, claim_from, combine, effect, greater_verdict,
+                                judge, not_testable)
 from vlcp.report import power as pw
 from vlcp.report.refs import paper_table
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
@@ -303,7 +304,7 @@ def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[tuple[str, st
         for m in ("AR", "F"):
             key = spread_key(m, s, d)
             if key in fixed:
-                h, how = float(fixed[key]), f"calibrated {cfg['calibrated']}" if cfg.get("calibrated") else "report.cllclip.power"
+                h, how = float(fixed[key]), calibration_source(cfg, "report.cllclip.power")
             elif runs.get("cll-joint") and runs.get("cll-clip"):
                 h, how = measured_headroom(runs["cll-joint"], runs["cll-clip"], s, d, m), "measured on this ledger's own cll-joint and cll-clip runs"
             else:

@@ -15,8 +15,8 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
-                                equivalent_verdict, greater_verdict, Noise, ordered_verdict, powered, Scale,
-                                seed_spread, spread_frame)
+                                calibration_source, equivalent_verdict, greater_verdict, Noise, ordered_verdict,
+                                powered_at_depth, Scale, seed_spread, spread_frame)
 from vlcp.report.refs import paper_table
 from vlcp.report.results import complete, load_subset
 
@@ -183,7 +183,7 @@ def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict]
 # is its upper bound and ER its plainest baseline (Tables 1, 2, 6, 7; naive fine-tuning has no
 # numbers, Fig. 1 only). Ours is fixed on calibration seeds (`report.incclip.power.headroom`).
 
-PAPER_R1 = {"Flickr30K I2T R@1", "Flickr30K T2I R@1", "MSCOCO I2T R@1", "MSCOCO T2I R@1"}   # Table 2's R@1 columns
+R1_COLUMNS = ["Flickr30K I2T", "Flickr30K T2I", "MSCOCO I2T", "MSCOCO T2I"]   # the R@1 columns of Tables 3 and 6 (Table 2: "... R@1")
 
 
 def paper_scores(metric: str, split: str = "ic4") -> dict[str, float]:
@@ -198,14 +198,14 @@ def paper_scores(metric: str, split: str = "ic4") -> dict[str, float]:
         return {str(m): float(v) for m, v in zip(t["method"], t["BWT"])}
     if split == "ici":
         t = paper_table("incclip_table6").set_index("method")
-        cols = ["Average"] if metric == "average" else ["Flickr30K I2T", "Flickr30K T2I", "MSCOCO I2T", "MSCOCO T2I"]
+        cols = ["Average"] if metric == "average" else R1_COLUMNS
     else:
         steps = {"ic4": "4", "ic8": "8"}.get(split)
         if steps is None:
             raise VlcpError(f"paper_scores: unknown split {split!r}; known: ic4, ic8, ici")
         t = paper_table("incclip_table1" if metric == "average" else "incclip_table2")
         t = t[t["steps"].astype(str).isin([steps, "joint"])].set_index("method")
-        cols = ["Average"] if metric == "average" else sorted(PAPER_R1)
+        cols = ["Average"] if metric == "average" else [f"{c} R@1" for c in R1_COLUMNS]
     if metric not in ("average", "r1_mean"):
         raise VlcpError(f"paper_scores: unknown metric {metric!r}; known: {', '.join(SPREAD_METRICS)}")
     return {str(m): float(np.mean([float(row[c]) for c in cols])) for m, row in t.iterrows()}
@@ -223,7 +223,7 @@ def paper_ablation(metric: str) -> dict[str, float]:
     t = paper_table("incclip_table3")
     names = {("yes", "no", "no"): "ic4-incclip-wnc", ("yes", "yes", "no"): "ic4-incclip-wnc-kd",
              ("yes", "yes", "yes"): "ic4-incclip"}
-    cols = ["ImageNet"] if metric == "average" else ["Flickr30K I2T", "Flickr30K T2I", "MSCOCO I2T", "MSCOCO T2I"]
+    cols = ["ImageNet"] if metric == "average" else R1_COLUMNS
     out = {names[(r["wnc"], r["dist"], r["hntg"])]: float(np.mean([float(r[c]) for c in cols])) for _, r in t.iterrows()}
     if metric == "average":
         t1 = paper_table("incclip_table1")
@@ -268,7 +268,7 @@ def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[str, Scale]:
     out = {}
     for m in SPREAD_METRICS:
         if m in fixed:
-            h, how = float(fixed[m]), (f"calibrated {cfg['calibrated']}" if cfg.get("calibrated") else "report.incclip.power")
+            h, how = float(fixed[m]), calibration_source(cfg, "report.incclip.power")
         elif runs.get("ic4-joint") and runs.get("ic4-er"):
             h = measured_headroom(m, runs["ic4-joint"], runs["ic4-er"])
             how = "measured on this ledger's own ic4-joint and ic4-er runs: report.incclip.power sets none"
@@ -276,18 +276,6 @@ def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[str, Scale]:
             continue
         out[m] = Scale(h, paper_headroom(m), how)
     return out
-
-
-def _judge(claim: str, pairs: list[tuple], paper_effects: list[float], scale: Scale, cite: str, *,
-           labels: list[str] | None, evidence: str, source: str, sd: float | None, sd_source: str,
-           sd_dof: int | None) -> Claim:
-    """`claims.powered` over (a, b) pairs of per-seed lists against the paper's effects carried by
-    `scale`. Where every side has ≥ 2 seeds the pairs measure their own spread (no floor); a side
-    with one run uses `sd` and makes the row exploratory (below the study's depth)."""
-    single = any(min(len(a), len(b)) < 2 for a, b in pairs)
-    return powered(claim, pairs, [scale(p) for p in paper_effects], paper=f"{cite}; scaled {scale.cite()}",
-                   evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
-                   sd_dof=sd_dof if single else None, labels=labels if len(pairs) > 1 else None, exploratory=single)
 
 
 def fmt(v: list[float]) -> str:
@@ -312,7 +300,7 @@ def beats_all(claim: str, values: dict[str, list[float]], winner: str, others: l
     closest rival's. `sd`, `sd_source`, `sd_dof`: a `Noise` (single-seed comparisons)."""
     ev = f"{winner} {fmt(values[winner])}; " + ", ".join(f"{o} {fmt(values[o])}" for o in others)
     if paper is not None and scale is not None:
-        return _judge(claim, [(values[winner], values[o]) for o in others], [paper[winner] - paper[o] for o in others],
+        return powered_at_depth(claim, [(values[winner], values[o]) for o in others], [paper[winner] - paper[o] for o in others],
                       scale, _cite(paper, winner, others, source), labels=[f"vs {o}" for o in others], evidence=ev,
                       source=source, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source, sd_dof=sd_dof) for o in others]
@@ -326,7 +314,7 @@ def greater_claim(claim: str, a: list[float], b: list[float], sd: float | None, 
     `claims.powered` against it carried to our headroom; else by greater_verdict."""
     ev = f"{names[0]} {fmt(a)}, {names[1]} {fmt(b)}"
     if paper is not None and scale is not None:
-        return _judge(claim, [(a, b)], [paper[0]], scale, paper[1], labels=None, evidence=ev, source=source,
+        return powered_at_depth(claim, [(a, b)], [paper[0]], scale, paper[1], labels=None, evidence=ev, source=source,
                       sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     e = effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     return claim_from(claim, greater_verdict(e), e, ev, source)
@@ -351,7 +339,7 @@ def gain_grows(values4: dict[str, list[float]], values8: dict[str, list[float]],
     sd_k, src_k = None if sd is None else sd * k, f"{sd_source}, × √(1 + 1/{len(others)})"
     if paper is not None and scale is not None:   # (the paper's values at 4 steps, at 8 steps)
         p4, p8 = (float(p[winner] - np.mean([p[o] for o in others])) for p in paper)
-        return _judge(text, [(g8, g4)], [p8 - p4], scale,
+        return powered_at_depth(text, [(g8, g4)], [p8 - p4], scale,
                       f"Table 1: gain {p4:+.2f} at 4 steps, {p8:+.2f} at 8", labels=None, evidence=ev,
                       source="§4.2.1, Table 1", sd=sd_k, sd_source=src_k, sd_dof=sd_dof)
     e = effect(g8, g4, sd=sd_k, sd_source=src_k, sd_dof=sd_dof)
@@ -401,7 +389,7 @@ def ordered_claim(claim: str, values: dict[str, list[float]], order: list[str], 
     ev = ", ".join(f"{k} {fmt(values[k])}" for k in order)
     if paper is not None and scale is not None:
         links = list(zip(order, order[1:]))
-        return _judge(claim, [(values[a], values[b]) for a, b in links], [paper[a] - paper[b] for a, b in links],
+        return powered_at_depth(claim, [(values[a], values[b]) for a, b in links], [paper[a] - paper[b] for a, b in links],
                       scale, f"{source}: " + ", ".join(f"{k} {paper[k]:.2f}" for k in order),
                       labels=[f"{a} > {b}" for a, b in links], evidence=ev, source=source, sd=sd,
                       sd_source=sd_source, sd_dof=sd_dof)
@@ -439,7 +427,7 @@ def above_at_every_step(curves: dict[str, dict[str, list[list[float]]]], winner:
     if paper is not None and scale is not None:
         cite = "Table 1 (Fig. 3 has no numbers: the final step's effect at every step): " + "; ".join(
             f"{split} {winner} {p[winner]:.2f} vs " + ", ".join(f"{o} {p[o]:.2f}" for o in others) for split, p in paper.items())
-        return _judge(text, pairs, targets, scale, cite, labels=labels, evidence=evidence, source="Fig. 3, §4.2.1",
+        return powered_at_depth(text, pairs, targets, scale, cite, labels=labels, evidence=evidence, source="Fig. 3, §4.2.1",
                       sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     effects = [effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof) for a, b in pairs]
     return claim_from(text, combine([greater_verdict(e) for e in effects]), _weakest(effects), evidence, "Fig. 3, §4.2.1")

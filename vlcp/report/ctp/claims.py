@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from vlcp.report.claims import (Claim, Effect, Scale, claim_from, combine, effect, equivalent_verdict, greater_verdict,
-                                not_testable, powered, target_verdict)
+from vlcp.report.claims import (Claim, Effect, Scale, calibration_source, claim_from, combine, effect,
+                                equivalent_verdict, greater_verdict, not_testable, powered_at_depth, target_verdict)
 from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT,
                                    PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, by_seed, component_pairs,
                                    final_row, flop_ratios, mean_std, method_label, paper_headroom, paper_rm,
@@ -84,12 +84,9 @@ def powered_claim(text: str, comparisons: list[tuple[str, dict, dict, float]], s
     run (Table 1's seeds measure their own spread); missing runs as `_with_missing`. `exploratory`
     (None: when a side has one run, below the depth of Table 1's seeds): the row can read only
     underpowered or inconclusive (`powered`)."""
-    pairs = [_pair(a, b)[:2] for _, a, b, _ in comparisons]
-    single = any(min(len(x), len(y)) < 2 for x, y in pairs)
-    c = powered(text, pairs, [scale(p) for *_, p in comparisons], paper=f"{paper}; scaled {scale.cite()}",
-                evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
-                labels=[lab for lab, *_ in comparisons] if len(comparisons) > 1 else None,
-                exploratory=single if exploratory is None else exploratory)
+    c = powered_at_depth(text, [_pair(a, b)[:2] for _, a, b, _ in comparisons], [p for *_, p in comparisons], scale,
+                         paper, labels=[lab for lab, *_ in comparisons], evidence=evidence, source=source, sd=sd,
+                         sd_source=sd_source, exploratory=exploratory)
     c.verdict, c.evidence = _with_missing(c.verdict, c.evidence, list(dict.fromkeys(missing)))
     return c
 
@@ -553,7 +550,7 @@ def study_scale(study: dict, runs1: dict, table: str = "ctp_table1") -> Scale | 
     ledger's runs; without it, JointT − SeqF measured on Table 1's own runs (the evidence says so);
     None when neither is there or the headroom is not positive (the claims keep the older verdicts)."""
     cfg = study.get("power") or {}
-    h, how = cfg.get("headroom"), f"calibrated {cfg['calibrated']}" if cfg.get("calibrated") else "report.ctp.power"
+    h, how = cfg.get("headroom"), calibration_source(cfg, "report.ctp.power")
     if h is None:
         upper, lower = (study["table1"].get("upper bound") or ["ctp-jointt"])[0], study["reference"]
         if not runs1.get(upper) or not runs1.get(lower):
