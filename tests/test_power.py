@@ -179,3 +179,35 @@ def test_the_noise_of_a_few_seeds_is_itself_uncertain():
     assert given.headroom_over_noise_interval() is None and "95 % interval" not in pw.power_line(given)
     with pytest.raises(ValueError, match="dof"):
         pw.sigma_interval(1.0, 0)
+
+
+def test_equivalence_mde_is_what_two_one_sided_tests_show_80_percent_of_the_time():
+    from scipy import stats
+
+    assert pw.equivalence_mde(1.0) == pytest.approx(stats.norm.ppf(0.95) + stats.norm.ppf(0.9))     # one run each, known sd
+    assert pw.equivalence_mde(2.0, 5) > (stats.norm.ppf(0.95) + stats.norm.ppf(0.9)) * 2 / math.sqrt(5)   # an estimated sd costs
+    # simulated: at a true difference of 0 and a margin of the MDE, the paired 90 % interval lies inside it ≈ 80 % of the time
+    rng = np.random.default_rng(1)
+    n, sd = 8, 1.0
+    m = pw.equivalence_mde(sd, n)
+    d = rng.normal(0, sd, (4000, n))
+    half = stats.t.ppf(0.95, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
+    inside = (np.abs(d.mean(axis=1)) + half < m).mean()
+    assert 0.77 < inside < 0.83
+    assert pw.seeds_to_show_equivalence(m, sd) <= n and pw.seeds_to_show_equivalence(-1, sd) is None
+
+
+@pytest.mark.parametrize("a,b,margin,verdict", [
+    ([20.0, 20.1, 19.9, 20.0], [20.0, 20.0, 20.0, 20.0], 0.5, "confirmed"),     # 90 % interval ±0.1 inside ±0.5
+    ([23.0, 23.1, 22.9, 23.0], [20.0, 20.0, 20.0, 20.0], 0.5, "refuted"),       # 3 apart: wholly outside
+    ([20.0, 22.0, 18.0, 20.5], [20.0, 20.0, 20.0, 20.0], 0.5, "underpowered"),  # the design shows ±4 at best
+    ([20.3, 20.5, 20.4, 20.45], [20.0, 20.0, 20.0, 20.0], 0.5, "inconclusive"),  # shows ±0.2, straddles 0.5
+])
+def test_powered_equivalence_each_verdict(a, b, margin, verdict):
+    from vlcp.report.claims import powered_equivalence
+
+    c = powered_equivalence("a ≈ b", a, b, margin, paper="the paper's margin")
+    assert c.verdict == verdict, c
+    assert c.scaled_effect == margin and c.sigma_d > 0 and (c.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
+    one = powered_equivalence("a ≈ b", a[:1], b[:1], margin, paper="p", sd=0.01, exploratory=True)
+    assert one.verdict == "inconclusive" and "would read" in one.evidence

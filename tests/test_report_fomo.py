@@ -96,8 +96,17 @@ def test_paper_scale_budget_beside_table4():
     assert t.loc["X", "memory GiB (ours, fp32 accounting)"] == 1 and math.isnan(t.loc["X", "multiplier (paper)"])
 
 
-# ------------------------------------------------------------------ the claims ledger (fake single-seed runs)
+# ------------------------------------------------------------------ the claims ledger, judged for power (issue 48)
 SD = {"A_KA": 1.0, "A_ZS": 1.0, "GM": 1.0}    # the sd of one difference, given directly
+# our headroom = the paper's: every scaled effect is then the paper's own (or its stand-in)
+SCALES = fm.study_scales({"power": {"headroom": {m: fm.paper_headroom(m) for m in fm.POWER_METRICS}}}, [])
+Z5 = np.array([-1.26, -0.63, 0.0, 0.63, 1.26]) / np.std([-1.26, -0.63, 0.0, 0.63, 1.26], ddof=1)   # sd 1, mean 0
+
+
+def diffs(verdict: str, s: float) -> np.ndarray:
+    """Five paired per-seed differences that read `verdict` against a scaled effect `s` (one comparison)."""
+    return {"confirmed": 3 * s + 0.05 * s * Z5, "refuted": -s + 0.05 * s * Z5,
+            "underpowered": 0.3 * s + 1.5 * s * Z5, "inconclusive": 0.5 * s + 0.45 * s * Z5}[verdict]
 
 
 def ends(**gm_or_points):
@@ -109,182 +118,262 @@ def gm_point(gm):
     return (gm, gm)   # A_KA = A_ZS = GM
 
 
-def test_noise_sd_is_root_two_binomial_se_and_gm_by_the_delta_method():
-    r = run([(10, 40), (50, 20)])
-    sd = fm.noise_sd(r)
-    se_ka, se_zs = math.sqrt(2 * 0.25 / 100) / 2 * 100, math.sqrt(0.2 * 0.8 / 400) * 100
-    assert sd["A_KA"] == pytest.approx(math.sqrt(2) * se_ka) and sd["A_ZS"] == pytest.approx(math.sqrt(2) * se_zs)
-    gm = math.sqrt(1000)
-    assert sd["GM"] == pytest.approx(math.sqrt(2) * gm / 2 * math.sqrt((se_ka / 50) ** 2 + (se_zs / 20) ** 2))
-    assert fm.macro_floor(r, "retention") == pytest.approx(2 * sd["A_ZS"])   # the old floor: 2 × the sd of a difference
+def deep(**points):
+    """{experiment: {seed: a run ending at the seed's point}} from per-seed (A_KA, A_ZS) lists (θ0 (10, 40))."""
+    return {e: {s: run([(10, 40), p]) for s, p in enumerate(ps)} for e, ps in points.items()}
 
 
-def test_similar_fraction_is_the_papers_own_ordering_spread():
+def gm_pair(better: str, worse: str, d, base: float = 20.0, **more) -> dict:
+    """`better` ends d[s] GM above `worse` at every seed s."""
+    return deep(**{worse: [gm_point(base)] * len(d), better: [gm_point(base + x) for x in d]}, **more)
+
+
+VERDICTS4 = ["confirmed", "refuted", "underpowered", "inconclusive"]
+
+
+def test_the_papers_headroom_and_stand_ins_come_from_its_text():
     from vlcp.report.refs import paper_table
 
     txt = paper_table("fomo_text").set_index("setting")
-    freq, perf = txt.loc["concept-frequency ordering (endpoint)"], txt.loc["performance (easy-to-hard) ordering (endpoint)"]
-    assert fm.PAPER_SIMILAR_ENDPOINTS == {"concept-frequency": (freq.A_KA, freq.A_ZS), "performance (easy-to-hard)": (perf.A_KA, perf.A_ZS)}
-    g1, g2 = math.sqrt(55.2 * 65.6), math.sqrt(53.8 * 64.3)
-    assert fm.similar_fraction("GM") == pytest.approx((g1 - g2) / ((g1 + g2) / 2)) and 0.022 < fm.similar_fraction() < 0.024
-    with pytest.raises(ValueError, match="metric"):
-        fm.similar_fraction("R@1")
+    b16, l14 = txt.loc["ViT-B/16 full fine-tuning (change over the stream)"], txt.loc["ViT-L/14 full fine-tuning (change over the stream)"]
+    assert fm.PAPER_FT_CHANGE == {"ViT-B/16": (b16.delta_A_KA, b16.delta_A_ZS), "ViT-L/14": (l14.delta_A_KA, l14.delta_A_ZS)}
+    nob = txt.loc["no buffer (.5/.5/0) vs reference"]
+    assert fm.PAPER_NOBUFFER == (nob.delta_A_KA, nob.delta_A_ZS)
+    assert fm.paper_headroom("A_KA") == 9.0 and fm.paper_headroom("A_ZS") == 3.2
+    # GM: the endpoint (54.5: the two orderings' A_KA midpoint, 64.4) against θ0 = endpoint − (9.0, −3.2)
+    assert fm.paper_headroom("GM") == pytest.approx(math.sqrt(54.5 * 64.4) - math.sqrt(45.5 * 67.6))
+    assert fm.stand_in("GM")[0] == pytest.approx(math.sqrt(55.2 * 65.6) - math.sqrt(53.8 * 64.3))
+    assert fm.stand_in("A_KA")[0] == pytest.approx(1.4) and "lower bound" in fm.stand_in("A_ZS")[1]
+    assert fm.nobuffer_gm_effect() == pytest.approx(math.sqrt(54.5 * 64.4) - math.sqrt(40.5 * 61.9))
+    with pytest.raises(ValueError, match="R@1"):
+        fm.paper_headroom("R@1")
 
 
-@pytest.mark.parametrize("merge,other,verdict", [(30, 20, "confirmed"), (20, 30, "not confirmed"), (21, 20, "inconclusive")])
-def test_merging_best_each_verdict(merge, other, verdict):
-    runs = ends(**{"fomo-ema-merge": gm_point(merge), "fomo-ft": gm_point(other), "fomo-lora4": gm_point(other - 5)})
-    c = fm.merging_best_claim(runs, SD)
-    assert c.claim.startswith("Model merging gives the best") and c.verdict == verdict, c
-    assert "fomo-ft" in c.evidence and fm.TEST_ONLY in c.evidence
+def test_study_scales_are_fixed_in_params_or_measured_on_full_ft():
+    from vlcp.errors import VlcpError
+
+    fixed = fm.study_scales({"power": {"headroom": {"A_KA": 1.8, "A_ZS": 0.9, "GM": -0.4}, "calibrated": "today"}}, [])
+    assert fixed["A_KA"](9.0) == pytest.approx(1.8) and fixed["A_ZS"](1.6) == pytest.approx(0.45)
+    assert fixed["GM"](5.0) == 0.0 and fixed[fm.AREA] is fixed["GM"] and fixed[fm.early_key()] is fixed["A_ZS"]
+    assert "calibrated today" in fixed["A_KA"].cite()
+    ft = [run([(10, 40), (16, 37)]), run([(10, 40), (18, 35)])]     # A_KA +7, A_ZS −4 on average
+    got = fm.study_scales({}, ft)
+    assert got["A_KA"].headroom == pytest.approx(7.0) and got["A_ZS"].headroom == pytest.approx(4.0)
+    assert "measured on this ledger's own full-FT runs" in got["GM"].how
+    with pytest.raises(VlcpError, match="report.fomo.power.headroom"):
+        fm.study_scales({"power": {"headroom": 3.0}}, [])
 
 
-@pytest.mark.parametrize("early,verdict", [(45, "confirmed"), (35, "not confirmed"), (40.5, "inconclusive")])
-def test_early_retention_is_against_theta0_not_full_ft(early, verdict):
-    big = {"a": {"role": "adaptation", "n": 10**4}, "r": {"role": "retention", "n": 2500}}   # A_ZS sd of a difference ≈ 1.4
-    traj = [(10, 40)] + [(20, early)] * 5 + [(30, 10)] * 15
-    runs = {"fomo-ema-merge": run(traj, datasets=big), "fomo-zs-merge": run(traj, datasets=big),
-            "fomo-ft": run([(10, 40)] + [(30, 5)] * 20, datasets=big)}   # full FT far below: it must not matter
-    c = fm.merge_early_retention_claim(runs)
-    assert c.verdict == verdict, c
-    assert "vs θ0 40.0" in c.evidence
+def test_by_seed_keeps_the_subsets_seeds_and_the_study_run_otherwise():
+    runs = ends(**{"fomo-ft": (30, 20), "fomo-lora4": (20, 30)})
+    sub = {"fomo-ft": {0: runs["fomo-ft"], 1: run([(10, 40), (31, 20)])}, "fomo-lora4": {0: runs["fomo-lora4"]}}
+    d = fm.by_seed(runs, sub, seed=0)
+    assert sorted(d["fomo-ft"]) == [0, 1] and d["fomo-lora4"] == {0: runs["fomo-lora4"]}
+    assert fm.by_seed(runs, None)["fomo-ft"] == {0: runs["fomo-ft"]}
 
 
-def test_early_retention_not_run_is_inconclusive():
-    c = fm.merge_early_retention_claim({"fomo-ft": run([(10, 40), (20, 30)])})
-    assert c.verdict == "inconclusive" and "not run: fomo-ema-merge, fomo-zs-merge" in c.evidence
-
-
-@pytest.mark.parametrize("peft,verdict", [((20, 35), "confirmed"), ((32, 35), "not confirmed"), ((29.5, 35), "inconclusive")])
-def test_peft_each_verdict(peft, verdict):
-    runs = ends(**{"fomo-ft": (30, 20), "fomo-lora4": peft, "fomo-bitfit": (15, 38)})
-    assert fm.peft_claim(runs, SD).verdict == verdict
-
-
-@pytest.mark.parametrize("ewc,verdict", [((12, 38), "confirmed"), ((12, 18), "not confirmed"), ((29, 38), "inconclusive")])
-def test_ewc_each_verdict(ewc, verdict):
-    assert fm.ewc_claim(ends(**{"fomo-ft": (30, 20), "fomo-ewc": ewc}), SD).verdict == verdict
-
-
-@pytest.mark.parametrize("si,sd,verdict", [
-    (20.0, 0.05, "confirmed"),        # margin 2.3 % of 20 = 0.46; interval ±0.08
-    (22.0, 0.05, "not confirmed"),    # 2 points apart, well beyond the margin
-    (20.2, 1.0, "inconclusive"),      # within the noise is not equivalence
+@pytest.mark.parametrize("verdict", VERDICTS4)
+@pytest.mark.parametrize("claim,better,worse,extra", [
+    (lambda d: fm.merge_vs_ft_claim(d, SD, SCALES), "fomo-ema-merge", "fomo-ft", {}),
+    (lambda d: fm.merging_best_claim(d, SD, SCALES), "fomo-ema-merge", "fomo-ft", {}),
+    (lambda d: fm.locked_towers_claim(d, SD, SCALES), "fomo-ft", "fomo-locked-image", {}),
+    (lambda d: fm.best_of_claim("τ", d, "fomo-tau001", ["fomo-tau001", "fomo-tau01", "fomo-tau05"], "GM", SD, SCALES, "§6.4"),
+     "fomo-tau001", "fomo-tau01", {}),
+    (lambda d: fm.best_of_claim("random", d, "fomo-ft", ["fomo-o-time"], fm.AREA, {**SD, fm.AREA: 1.0}, SCALES, "§7.1",
+                                value=fm.trajectory_area),
+     "fomo-ft", "fomo-o-time", {}),
 ])
-def test_si_equivalence_each_verdict(si, sd, verdict):
-    c = fm.si_claim(ends(**{"fomo-ft": gm_point(20.0), "fomo-si": gm_point(si)}), {**SD, "GM": sd})
+def test_one_comparison_gm_claims_read_each_verdict_at_depth(claim, better, worse, extra, verdict):
+    s = fm.stand_in("GM")[0]
+    c = claim(gm_pair(better, worse, diffs(verdict, s), **extra))
     assert c.verdict == verdict, c
-    assert "margin ±0.46" in c.evidence and "§7.1" in c.evidence
+    assert c.scaled_effect == pytest.approx(s) and "paired by seed, n=5" in c.evidence and "§7.1" in c.paper_effect
+    assert (c.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
 
 
-@pytest.mark.parametrize("ar,verdict", [((30, 25), "confirmed"), ((20, 25), "not confirmed"), ((30, 21), "inconclusive")])
-def test_ar_rsqrt_each_verdict(ar, verdict):
-    # A_KA non-inferiority margin: 2.6 % of 30 ≈ 0.77, so an equal A_KA needs an sd well under it
-    assert fm.ar_rsqrt_claim(ends(**{"fomo-ft": (30, 20), "fomo-ar-rsqrt": ar}), {**SD, "A_KA": 0.1}).verdict == verdict
-    assert fm.ar_rsqrt_claim(ends(**{"fomo-ft": (30, 20), "fomo-ar-rsqrt": (30, 25)}), SD).verdict == "inconclusive"
+def test_a_single_seed_row_is_exploratory_and_never_decided():
+    c = fm.merge_vs_ft_claim(deep(**{"fomo-ft": [gm_point(20)], "fomo-ema-merge": [gm_point(30)]}), SD, SCALES)
+    assert c.verdict == "inconclusive" and "exploratory" in c.evidence and "would read confirmed" in c.evidence
+    assert c.seeds_to_decide is not None and fm.TEST_ONLY in c.evidence
+    c = fm.merge_vs_ft_claim(deep(**{"fomo-ft": [gm_point(20)], "fomo-ema-merge": [gm_point(20.5)]}), {"GM": 3.0}, SCALES)
+    assert c.verdict == "underpowered" and c.mde > c.scaled_effect
 
 
-@pytest.mark.parametrize("locked,verdict", [(15, "confirmed"), (23.2, "not confirmed"), (19.5, "inconclusive")])
-def test_locked_towers_each_verdict_and_what_it_means(locked, verdict):
-    runs = ends(**{"fomo-ft": gm_point(20), "fomo-locked-image": gm_point(locked), "fomo-locked-text": gm_point(15),
-                   "fomo-ema-merge": gm_point(20.4)})
-    runs["fomo-locked-image"]["steps_per_task"] = [16] * 1
-    c = fm.locked_towers_claim(runs, SD)
-    assert c.verdict == verdict and "Finding 4" in c.source
-    assert "fomo-locked-image GM" in c.evidence and "1.3× full FT's steps" in c.evidence and "paper 9.1×" in c.evidence
-    if verdict == "not confirmed":
-        assert "best endpoint GM of every run" in c.evidence and "do not support Finding 4" in c.evidence
+def test_locked_towers_say_when_the_locked_tower_ends_above():
+    d = gm_pair("fomo-ft", "fomo-locked-image", diffs("refuted", fm.stand_in("GM")[0]))
+    for r in d["fomo-locked-image"].values():
+        r["steps_per_task"] = [16]
+    c = fm.locked_towers_claim(d, SD, SCALES)
+    assert c.verdict == "refuted" and "Finding 4" in c.source
+    assert "1.3× full FT's steps per task (paper 9.1×)" in c.evidence and "ends 1.4 GM above full FT" in c.evidence
 
 
-@pytest.mark.parametrize("tau,verdict", [(30, "confirmed"), (10, "not confirmed"), (21, "inconclusive")])
-def test_best_of_each_verdict(tau, verdict):
-    runs = ends(**{"fomo-tau001": gm_point(tau), "fomo-tau01": gm_point(20), "fomo-tau1": gm_point(5)})
-    c = fm.best_of_claim("τ", runs, "fomo-tau001", ["fomo-tau001", "fomo-tau01", "fomo-tau1", "fomo-tau05"], "GM", SD, "§6.4")
-    assert c.verdict == verdict
-    assert fm.best_of_claim("lr", {"fomo-ft": runs["fomo-tau01"]}, "fomo-ft", ["fomo-lr1e-4"], "A_KA", SD, "").evidence == "not run: fomo-lr1e-4"
+@pytest.mark.parametrize("verdict", ["confirmed", "refuted", "underpowered"])
+@pytest.mark.parametrize("claim,rival,dirs", [
+    (lambda d: fm.peft_claim(d, SD, SCALES), "fomo-lora4", (1, -1)),      # FT's A_KA above, the PEFT's A_ZS above
+    (lambda d: fm.ewc_claim(d, SD, SCALES), "fomo-ewc", (1, -1)),
+    (lambda d: fm.stream_length_claim(d, SD, SCALES), "fomo-t50", (1, 1)),   # T = 20 above in both
+])
+def test_two_metric_claims_against_full_ft_read_each_verdict(claim, rival, dirs, verdict):
+    dka, dzs = diffs(verdict, fm.stand_in("A_KA")[0]), diffs(verdict, fm.stand_in("A_ZS")[0])
+    if verdict == "confirmed":    # both comparisons, each at 95 %
+        dka, dzs = dka * 2, dzs * 2
+    ft = [(30, 20)] * 5
+    other = [(30 - dirs[0] * a, 20 - dirs[1] * z) for a, z in zip(dka, dzs)]
+    c = claim(deep(**{"fomo-ft": ft, rival: other}))
+    assert c.verdict == verdict, c
+    assert c.comparisons == 2 and "2 comparisons, all must hold" in c.evidence
 
 
-@pytest.mark.parametrize("iid,nobuf,verdict", [(30, 10, "confirmed"), (30, 25, "not confirmed"), (30, 19, "inconclusive")])
-def test_mixtures_each_verdict(iid, nobuf, verdict):
-    runs = ends(**{"fomo-ft": gm_point(20), "fomo-mix-iidify": gm_point(iid), "fomo-mix-nobuffer": gm_point(nobuf)})
-    assert fm.mixtures_claim(runs, SD, ["fomo-ft", "fomo-mix-iidify", "fomo-mix-nobuffer"]).verdict == verdict
+@pytest.mark.parametrize("verdict", VERDICTS4)
+def test_si_equivalence_each_verdict(verdict):
+    # margin 2.3 % of full FT's GM 20 = 0.46
+    d = {"confirmed": 0.02 * Z5, "refuted": 2 + 0.02 * Z5, "underpowered": 2 * Z5, "inconclusive": 0.4 + 0.25 * Z5}[verdict]
+    c = fm.si_claim(gm_pair("fomo-si", "fomo-ft", d), SD)
+    assert c.verdict == verdict, c
+    assert "margin ±0.46" in c.evidence and "§7.1" in c.evidence and c.scaled_effect == pytest.approx(0.46, abs=0.01)
+
+
+@pytest.mark.parametrize("verdict", VERDICTS4)
+def test_orderings_similar_each_verdict(verdict):
+    d = {"confirmed": 0.02 * Z5, "refuted": 2 + 0.02 * Z5, "underpowered": 2 * Z5, "inconclusive": 0.4 + 0.25 * Z5}[verdict]
+    runs = gm_pair("fomo-o-sim", "fomo-ft", d, **{"fomo-o-easy": [gm_point(20.01)] * 5, "fomo-o-time": [gm_point(5)] * 5})
+    c = fm.orderings_similar_claim(runs, SD, ORDERS)
+    assert c.verdict == verdict and c.claim.startswith("Endpoints are similar across orderings")
+    assert "fomo-o-time" not in c.evidence and "margin ±0.46" in c.evidence
+    if verdict != "confirmed":
+        assert c.evidence.startswith("fomo-o-sim")     # the ordering that decides the row
+
+
+def test_single_seed_equivalence_is_exploratory():
+    one = fm.by_seed(ends(**{"fomo-ft": gm_point(20.0), "fomo-si": gm_point(20.0)}), None)
+    c = fm.si_claim(one, {**SD, "GM": 0.05})
+    assert c.verdict == "inconclusive" and "would read confirmed" in c.evidence
+    assert fm.si_claim(one, SD).verdict == "underpowered"
 
 
 ORDERS = {"random": "fomo-ft", "easy-to-hard": "fomo-o-easy", "frequency": "fomo-o-freq", "similarity": "fomo-o-sim",
           "time": "fomo-o-time", "dataset": "fomo-o-dataset"}
 
 
-@pytest.mark.parametrize("sim,sd,verdict", [(20.1, 0.05, "confirmed"), (25, 0.05, "not confirmed"), (20.1, 1.0, "inconclusive")])
-def test_orderings_similar_each_verdict(sim, sd, verdict):
-    runs = ends(**{"fomo-ft": gm_point(20), "fomo-o-easy": gm_point(20.05), "fomo-o-sim": gm_point(sim),
-                   "fomo-o-time": gm_point(5)})   # dataset-level: not part of the claim (§7.1)
-    c = fm.orderings_similar_claim(runs, {**SD, "GM": sd}, ORDERS)
-    assert c.verdict == verdict and c.claim.startswith("Endpoints are similar across orderings")
-    assert "fomo-o-time" not in c.evidence and "margin ±0.46" in c.evidence
-
-
-@pytest.mark.parametrize("small,large,verdict", [(10, 2, "confirmed"), (3, 2, "not confirmed"), (6.5, 2, "inconclusive")])
-def test_model_size_each_verdict(small, large, verdict):
-    runs = ends(**{"fomo-ft-s": (20, 40 - small), "fomo-ft": (20, 35), "fomo-ft-l": (20, 40 - large)})   # default forgets 5
-    assert fm.model_size_claim(runs, SD).verdict == verdict
-
-
-@pytest.mark.parametrize("zs,sd,verdict", [
-    ((30, 30.2, 29.9, 36), 1.0, "confirmed"),          # one pool 6 points up: beyond Tukey's 3.63 × 0.71
-    ((30, 30.05, 29.98, 30.02), 0.05, "not confirmed"),  # all within ±1.1 (3.7 % of 30), shown so
-    ((30, 31, 29.5, 32), 1.0, "inconclusive"),
-])
-def test_pool_each_verdict(zs, sd, verdict):
-    runs = ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)})
-    c = fm.pool_claim(runs, {**SD, "A_ZS": sd})
+@pytest.mark.parametrize("verdict", ["confirmed", "refuted", "underpowered"])
+def test_ar_rsqrt_each_verdict(verdict):
+    m = fm.similar_fraction("A_KA") * 30                         # the non-inferiority margin: 0.78
+    zs = diffs(verdict, fm.stand_in("A_ZS")[0]) * (2 if verdict == "confirmed" else 1)
+    ka = {"confirmed": 0.05 * Z5, "refuted": -m - 0.5 + 0.05 * Z5, "underpowered": 5 * Z5}[verdict]   # refuted: well below
+    c = fm.ar_rsqrt_claim(deep(**{"fomo-ft": [(30, 20)] * 5, "fomo-ar-rsqrt": [(30 + a, 20 + z) for a, z in zip(ka, zs)]}), SD, SCALES)
     assert c.verdict == verdict, c
-    assert "Tukey-adjusted for 4 pools" in c.evidence
+    assert "non-inferiority" in c.evidence and "nearly the same" in c.paper_effect
 
 
-def test_pool_claim_is_rarely_confirmed_under_pure_test_noise():
+@pytest.mark.parametrize("verdict", ["confirmed", "refuted", "underpowered"])
+def test_early_retention_is_against_theta0_each_verdict(verdict):
+    s = fm.stand_in("A_ZS")[0]
+    d = diffs(verdict, s) * (2 if verdict == "confirmed" else 1)
+    pts = lambda x: [(10, 40)] + [(20, 40 + x)] * 5 + [(30, 10)] * 15   # noqa: E731
+    runs = {e: {i: run(pts(x)) for i, x in enumerate(d)} for e in ("fomo-ema-merge", "fomo-zs-merge")}
+    runs["fomo-ft"] = {i: run([(10, 40)] + [(30, 5)] * 20) for i in range(5)}    # full FT far below: it must not matter
+    c = fm.merge_early_retention_claim(runs, SD, SCALES)
+    assert c.verdict == verdict, c
+    assert "vs θ0 40.0" in c.evidence and c.scaled_effect == pytest.approx(s)
+
+
+def test_not_run_claims_are_inconclusive_and_name_the_runs():
+    c = fm.merge_early_retention_claim(deep(**{"fomo-ft": [(20, 30)]}), SD, SCALES)
+    assert c.verdict == "inconclusive" and "not run: fomo-ema-merge, fomo-zs-merge" in c.evidence
+    assert fm.best_of_claim("lr", deep(**{"fomo-ft": [(20, 30)]}), "fomo-ft", ["fomo-lr1e-4"], "A_KA", SD, SCALES, "").evidence \
+        == "not run: fomo-lr1e-4"
+
+
+def test_mixtures_carry_the_papers_no_buffer_numbers():
+    d5, up = diffs("confirmed", fm.nobuffer_gm_effect()), diffs("confirmed", fm.stand_in("GM")[0])
+    runs = deep(**{"fomo-ft": [gm_point(40)] * 5, "fomo-mix-iidify": [gm_point(40 + x) for x in up],
+                   "fomo-mix-nobuffer": [gm_point(40 - x) for x in d5]})
+    c = fm.mixtures_claim(runs, SD, SCALES, ["fomo-ft", "fomo-mix-iidify", "fomo-mix-nobuffer"])
+    # iidify above the reference and no-buffer; the reference and iidify above no-buffer
+    assert c.verdict == "confirmed" and c.comparisons == 4 and "-14.0 A_KA" in c.paper_effect
+    assert "fomo-ft vs nobuffer" in c.evidence and "(scaled paper effect +9.17)" in c.evidence
+    runs["fomo-mix-nobuffer"] = {s: run([(10, 40), gm_point(40.5 + z)]) for s, z in enumerate(Z5)}   # no-buffer above the reference
+    assert fm.mixtures_claim(runs, SD, SCALES, ["fomo-ft", "fomo-mix-iidify", "fomo-mix-nobuffer"]).verdict == "refuted"
+
+
+@pytest.mark.parametrize("verdict", ["confirmed", "refuted"])
+def test_model_size_each_verdict(verdict):
+    s_small, s_large = fm.stand_in("A_ZS")[0], 4.0          # default − large: §6.2's B/16 3.2 vs L/14 −0.8
+    k = 2 if verdict == "confirmed" else -1
+    runs = deep(**{"fomo-ft": [(20, 35)] * 5,                 # default forgets 5
+                   "fomo-ft-s": [(20, 35 - k * s_small + 0.05 * z) for z in Z5],
+                   "fomo-ft-l": [(20, 35 + k * s_large + 0.05 * z) for z in Z5]})
+    c = fm.model_size_claim(runs, SD, SCALES)
+    assert c.verdict == verdict, c
+    assert "L/14 -0.8" in c.paper_effect and "forgetting B/16 3.2" in c.paper_effect
+
+
+@pytest.mark.parametrize("zs,sd,reads", [
+    ((30, 30.2, 29.9, 36), 1.0, "would read confirmed"),          # one pool 6 points up: beyond Tukey's 3.63 × 0.71
+    ((30, 30.05, 29.98, 30.02), 0.05, "would read refuted"),     # every gap well inside the paper's 2.4
+    ((30, 31, 29.5, 32), 3.0, "underpowered"),
+])
+def test_pool_claim_is_single_run_and_exploratory(zs, sd, reads):
+    runs = ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)})
+    c = fm.pool_claim(fm.by_seed(runs, None), {**SD, "A_ZS": sd}, SCALES)
+    assert (c.verdict == "underpowered") if reads == "underpowered" else (c.verdict == "inconclusive" and reads in c.evidence), c
+    assert "Tukey-adjusted for 4 pools" in c.evidence and c.scaled_effect == pytest.approx(2.4)
+
+
+def test_pool_claim_rarely_reads_a_change_under_pure_test_noise():
     """The old check (range > 2 × the sd of a difference) confirmed about 19 % of pure-noise cases."""
     rng = np.random.default_rng(0)
-    sd = 1.0
     hits = 0
     for _ in range(400):
-        zs = 30 + rng.normal(0, sd / math.sqrt(2), 4)   # one run's A_ZS has sd = (sd of a difference) / √2
-        hits += fm.pool_claim(ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)}), {**SD, "A_ZS": sd}).verdict == "confirmed"
+        zs = 30 + rng.normal(0, 1 / math.sqrt(2), 4)   # one run's A_ZS has sd = (sd of a difference) / √2
+        c = fm.pool_claim(fm.by_seed(ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)}), None), SD, SCALES)
+        hits += "would read confirmed" in c.evidence
     assert hits / 400 < 0.08
 
 
-@pytest.mark.parametrize("ema6,verdict", [(30, "confirmed"), (18, "not confirmed"), (21.5, "inconclusive")])
-def test_compute_scaling_each_verdict(ema6, verdict):
-    runs = ends(**{"fomo-ft-c025": gm_point(18), "fomo-ft-c6": gm_point(19), "fomo-ema-c025": gm_point(18),
-                   "fomo-ema-c6": gm_point(ema6)})
-    assert fm.compute_scaling_claim(runs, SD).verdict == verdict
+def test_compute_scaling_is_a_difference_of_gains():
+    runs = fm.by_seed(ends(**{"fomo-ft-c025": gm_point(18), "fomo-ft-c6": gm_point(19), "fomo-ema-c025": gm_point(18),
+                             "fomo-ema-c6": gm_point(30)}), None)
+    c = fm.compute_scaling_claim(runs, SD, SCALES)
+    assert c.effect == pytest.approx(11.0) and c.sigma_d == pytest.approx(math.sqrt(2))   # four evaluations: √(4/2) × 1
+    assert c.verdict == "inconclusive" and "would read confirmed" in c.evidence
 
 
-@pytest.mark.parametrize("t50,verdict", [((20, 10), "confirmed"), ((35, 10), "not confirmed"), ((29, 10), "inconclusive")])
-def test_stream_length_each_verdict(t50, verdict):
-    assert fm.stream_length_claim(ends(**{"fomo-ft": (30, 20), "fomo-t50": t50}), SD).verdict == verdict
-
-
-def test_memory_order_claim_matches_the_order_and_names_missing_rows():
+def test_memory_order_claim_is_exact_confirmed_or_refuted():
     paper = {"locked-image": 0.26, "LNFit": 0.66, "BitFit": 0.66, "LoRA, r=4": 0.87, "full-ft": 1.0, "EWC": 1.01, "SI": 1.0}
     assert fm.memory_order_claim(paper, "paper").verdict == "confirmed"          # ties allowed at full FT ≤ SI
-    assert fm.memory_order_claim({**paper, "locked-image": 0.78}, "tiny").verdict == "not confirmed"
+    c = fm.memory_order_claim({**paper, "locked-image": 0.78}, "tiny")
+    assert c.verdict == "refuted" and "2 links of the order broken" in c.evidence
     c = fm.memory_order_claim({k: v for k, v in paper.items() if k != "SI"}, "tiny")
     assert c.verdict == "inconclusive" and "not measured: SI" in c.evidence
 
 
-def test_ledger_on_a_partial_study_keeps_the_index_claims_and_uses_the_verdict_functions():
+def test_ledger_pairs_the_subsets_seeds_and_keeps_the_rest_exploratory():
     big = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
     runs = {e: run([(10, 40), p], datasets=big) for e, p in
             {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)}.items()}
-    study = {"reference": "fomo-ft", "studies": {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]}}
-    claims = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0})
+    study = {"reference": "fomo-ft", "seed": 0, "studies": {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]},
+             "power": {"headroom": {"A_KA": 9.0, "A_ZS": 3.2, "GM": 3.0}}}
+    subset = {"fomo-ft": {0: runs["fomo-ft"], **{s: run([(10, 40), (30 + s / 10, 20)], datasets=big) for s in (1, 2)}},
+              "fomo-ema-merge": {0: runs["fomo-ema-merge"], **{s: run([(10, 40), (27 + s / 5, 30)], datasets=big) for s in (1, 2)}}}
+    spread = fm.subset_spread(subset)
+    claims = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=spread, subset=subset)
     by = {c.claim.split(" (")[0]: c for c in claims}
-    assert by["Model merging gives the best accumulation–retention trade-off"].verdict == "confirmed"
-    assert by["PEFT methods accumulate less and forget less than full fine-tuning"].verdict == "confirmed"
+    main = by["Main claim: EMA-Merge ends above full fine-tuning"]
+    assert main.verdict == "confirmed" and main.seeds == 3 and "paired by seed, n=3" in main.evidence
+    assert "× our H 3.00 / the paper's 3.78" in main.paper_effect
+    peft = by["PEFT methods accumulate less and forget less than full fine-tuning"]
+    assert peft.verdict == "inconclusive" and "exploratory" in peft.evidence and "at seeds 0, 1, 2" in peft.evidence
     assert by["Tuning both towers beats locking the image or the text tower"].evidence.startswith("not run")
     assert all(c.source.startswith("FoMo-in-Flux") for c in claims)
     measured = [c for c in claims if not c.evidence.startswith(("not run", "not measured"))]
     assert measured and all(c.low is not None and c.high is not None for c in measured)
+    assert all(c.verdict in ("underpowered", "inconclusive") for c in measured
+               if "exploratory" in c.evidence or c.seeds == 1 and "tensor accounting" not in c.evidence)
+    without = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0})   # no subset: every row single-run
+    assert all(c.verdict in ("underpowered", "inconclusive") for c in without if "tensor accounting" not in c.evidence)
+
 
 
 def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
@@ -301,7 +390,7 @@ def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
     spread = fm.subset_spread(subset_of({"fomo-ft": [20, 21, 22]}))
     ns = {"report": True, "fm": fm, "runs": runs, "study": {"reference": "fomo-ft", "studies": {}}, "orders": ORDERS,
           "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "write_claims": write_claims, "Path": Path,
-          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread,
+          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread, "subset": {},
           "study_power_table": None}   # (the power cell, earlier in the notebook)
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
@@ -389,69 +478,8 @@ def test_comparison_sd_joins_test_noise_and_seed_spread_per_comparison():
     assert gm.sd == 0.5 and gm.dof is None and "no spread of GM" in gm.source
 
 
-def test_a_large_seed_spread_turns_a_confirmed_gap_inconclusive():
-    from scipy import stats
-
-    runs = ends(**{"fomo-ema-merge": gm_point(23), "fomo-ft": gm_point(20)})
-    assert fm.merging_best_claim(runs, SD).verdict == "confirmed"            # 3 points, test sd 1
-    spread = fm.subset_spread(subset_of({"fomo-ft": [18, 20, 22], "fomo-ema-merge": [21, 23, 25]}))   # pooled 2, dof 4
-    c = fm.merging_best_claim(runs, fm.with_spread(SD, spread))
-    assert c.verdict == "inconclusive", c
-    sd = math.sqrt(1 + 2 * 4)                                                  # √(test² + (√2 · 2)²)
-    assert c.high - c.effect == pytest.approx(stats.t.ppf(0.975, 4) * sd)
-    assert "test-set noise + seed spread" in c.evidence and "at seeds 0, 1, 2" in c.evidence and "4 dof" in c.evidence
-    assert fm.TEST_ONLY not in c.evidence
-
-
-def test_seed_spread_widens_equivalence_and_the_pool_claims_tukey_range():
-    spread = fm.subset_spread(subset_of({"fomo-ft": [19.9, 20.0, 20.1], "fomo-ema-merge": [19.9, 20.0, 20.1]}))  # pooled 0.1
-    tight = {**SD, "GM": 0.05}
-    si = ends(**{"fomo-ft": gm_point(20.0), "fomo-si": gm_point(20.0)})
-    assert fm.si_claim(si, tight).verdict == "confirmed"
-    c = fm.si_claim(si, fm.with_spread(tight, spread))                # sd √(0.05² + 0.02) ≈ 0.15 on 4 dof: ±0.32 < 0.46
-    assert c.verdict == "confirmed" and "Student's t, 4 dof" in c.evidence and "at best" in c.evidence
-    wide = fm.subset_spread(subset_of({"fomo-ft": [19, 20, 21], "fomo-ema-merge": [19, 20, 21]}))   # pooled 1
-    assert fm.si_claim(si, fm.with_spread(tight, wide)).verdict == "inconclusive"
-    pools = ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), (30, 30.2, 29.9, 36))})
-    assert fm.pool_claim(pools, SD).verdict == "confirmed"
-    c = fm.pool_claim(pools, fm.with_spread(SD, fm.subset_spread(subset_of({"fomo-ft": [16, 20, 24]}))))
-    assert c.verdict == "inconclusive" and "Tukey-adjusted for 4 pools" in c.evidence and "2 dof" in c.evidence
-
-
 def test_tukey_q_grows_as_the_dof_shrink():
     assert fm.tukey_q(0.95, 4, 4) > fm.tukey_q(0.95, 4, 30) > fm.tukey_q(0.95, 4) == pytest.approx(3.63, abs=0.01)
-
-
-def test_early_retention_and_trajectory_area_use_their_own_seed_spread():
-    big = {"a": {"role": "adaptation", "n": 10**6}, "r": {"role": "retention", "n": 10**6}}   # test noise ≈ 0
-    traj = [(10, 40)] + [(20, 42)] * 5 + [(30, 10)] * 3
-    runs = {"fomo-ema-merge": run(traj, datasets=big), "fomo-zs-merge": run(traj, datasets=big)}
-    assert fm.merge_early_retention_claim(runs).verdict == "confirmed"
-    spread = {"metrics": {fm.early_key(): {"difference_spread": 2 * math.sqrt(2), "dof": 4}}, "source": "seed spread of S"}
-    c = fm.merge_early_retention_claim(runs, fm.with_spread({}, spread))   # one trained run vs θ0: seed sd 2
-    assert c.verdict == "inconclusive" and "seed spread of S" in c.evidence
-    from scipy import stats
-    assert c.high - c.effect == pytest.approx(stats.t.ppf(0.975, 4) * 2, rel=1e-3)
-    orders = {"random": "fomo-ft", "time": "fomo-o-time"}
-    area = {"fomo-ft": run([(10, 40)] + [(30, 30)] * 3, datasets=big), "fomo-o-time": run([(10, 40)] + [(27, 27)] * 3, datasets=big)}
-    noise = fm.ledger_noise(area["fomo-ft"], fm.subset_spread(subset_of({"fomo-ft": [25, 30, 35]})))
-    c = fm.best_of_claim("random", area, "fomo-ft", ["fomo-o-time"], fm.AREA, noise, "§7.1", value=lambda e: fm.trajectory_area(area[e]))
-    assert c.verdict == "inconclusive" and "seed spread" in c.evidence           # area 30 vs 27, its seed std 5
-
-
-def test_ledger_threads_the_spread_into_every_single_seed_claim():
-    big = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
-    runs = {e: run([(10, 40), p], datasets=big) for e, p in
-            {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)}.items()}
-    study = {"reference": "fomo-ft", "studies": {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]}}
-    old = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0})
-    assert all(c.evidence == o.evidence for c, o in zip(fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=None), old))
-    spread = fm.subset_spread(subset_of({"fomo-ft": [15, 20, 25], "fomo-ema-merge": [15, 20, 25]}))   # seed std 5
-    new = {c.claim.split(" (")[0]: c for c in fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=spread)}
-    assert new["Model merging gives the best accumulation–retention trade-off"].verdict == "inconclusive"
-    assert new["PEFT methods accumulate less and forget less than full fine-tuning"].verdict == "inconclusive"
-    measured = [c for c in new.values() if not c.evidence.startswith(("not run", "not measured")) and "tensor accounting" not in c.evidence]
-    assert measured and all("at seeds 0, 1, 2" in c.evidence and fm.TEST_ONLY not in c.evidence for c in measured)
 
 
 def test_teach_runs_pass_every_seed_of_the_subset():

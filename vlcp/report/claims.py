@@ -331,6 +331,42 @@ def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: lis
                  target, sigma, mde, decide, k)
 
 
+def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence: str = "", source: str = "",
+                        sd: float | None = None, sd_source: str = "given sd", sd_dof: int | None = None,
+                        exploratory: bool = False) -> Claim:
+    """"a ≈ b within ±`margin`" (per-seed values, as `effect` takes them; the margin the paper's own,
+    carried to our scale, cited by `paper`), judged for power: **confirmed** when the 90 % interval
+    lies inside (−margin, margin) (two one-sided tests at 5 %); **refuted** when it lies wholly
+    outside (the difference exceeds the margin); **underpowered** when the margin is below the
+    smallest one this design shows with 80 % power at a true difference of 0
+    (`power.equivalence_mde`; the row then says the seeds that would); else **inconclusive**.
+    `exploratory` as in `powered`."""
+    if not margin > 0:
+        raise ValueError(f"claim {claim!r}: equivalence margin must be > 0, got {margin}")
+    e = effect(a, b, sd=sd, level=0.90, sd_source=sd_source, sd_dof=sd_dof)
+    if -margin < e.low and e.high < margin:
+        verdict = "confirmed"
+    elif e.low >= margin or e.high <= -margin:
+        verdict = "refuted"
+    else:
+        verdict = None
+    mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+    if verdict is None:
+        verdict = "underpowered" if mde > margin else "inconclusive"
+    explored = ""
+    if exploratory and verdict in DECIDED:
+        explored, verdict = (f"exploratory (below the study's depth): its interval alone would read {verdict}; "
+                             "deciding it takes the seeds per arm given below"), "inconclusive"
+    decide = (None if verdict in DECIDED or not e.sd or not math.isfinite(e.sd)
+              else pw.seeds_to_show_equivalence(margin, e.sd))
+    note = (f"equivalence margin ±{margin:.2f} (90 % interval inside it); smallest margin this design shows "
+            f"{mde:.2f} at {e.n} seed{'s' if e.n > 1 else ''}"
+            + ("" if verdict in DECIDED else (f"; {decide} seeds per arm would decide it" if decide
+                                              else f"; more than {pw.MAX_SEEDS} seeds per arm would be needed")))
+    ev = "; ".join(x for x in (explored, evidence, note, f"effect {e} (90 %)") if x)
+    return Claim(claim, verdict, ev, source, e.diff, e.low, e.high, e.n, paper, margin, e.sd, mde, decide, 1)
+
+
 def greater(a, b, floor: float = 0.0) -> str:
     """Verdict for "a > b" from per-seed values of a and b. `floor`: the smallest spread to
     assume (a noise floor; with one seed there is no spread to measure)."""

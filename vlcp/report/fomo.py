@@ -8,17 +8,18 @@ GM = √(A_KA·A_ZS).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from vlcp.eval import continual
-from vlcp.report.claims import (Claim, Effect, Noise, claim_from, combine, effect, equivalent_verdict, runs_where,
-                                greater_verdict, seed_spread)
+from vlcp.report.claims import Claim, Effect, Noise, Scale, claim_from, effect, runs_where, seed_spread
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.utils import read_json
@@ -360,184 +361,6 @@ def _q(level: float, dof: int | None) -> float:
     return float(stats.t.ppf(0.5 + level / 2, dof) if dof else stats.norm.ppf(0.5 + level / 2))
 
 
-def _gt(a: float, b: float, sd: Noise, min_gap: float = 0.0) -> tuple[str, Effect]:
-    """"a > b (+ min_gap)" for one run each, `sd` the sd of the difference (on its dof)."""
-    e = effect([a], [b], sd=sd.sd, sd_source=sd.source, sd_dof=sd.dof)
-    return greater_verdict(e, min_gap), e
-
-
-def _equiv(a: float, b: float, margin: float, sd: Noise) -> tuple[str, Effect]:
-    """"a ≈ b within ±margin" (`claims.equivalent_verdict`, 90 % interval) for one run each, the
-    interval on `sd.dof` (Student's t; normal when None)."""
-    return equivalent_verdict([a], [b], margin, sd=sd.sd, sd_source=sd.source, sd_dof=sd.dof)
-
-
-def _all(claim: str, pairs: list[tuple[str, Effect]], evidence: str, source: str) -> Claim:
-    """A claim that needs every comparison: the verdicts combined; the effect shown is the one
-    that decides it (the least favourable comparison)."""
-    verdict = combine([v for v, _ in pairs])
-    e = min(pairs, key=lambda p: (_RANK[p[0]], p[1].low))[1]
-    return claim_from(claim, verdict, e, evidence, source)
-
-
-def not_run(claim: str, exps, runs: dict, where: str) -> Claim:
-    """A claim whose runs are missing: inconclusive, naming them."""
-    return Claim(claim, "inconclusive", "not run: " + ", ".join(e for e in exps if e not in runs), f"{SRC} {where}")
-
-
-def merging_best_claim(runs: dict, noise: dict) -> Claim:
-    """§5.2, Fig. 6: the best merge's endpoint GM above the best of every other method."""
-    text, where = "Model merging gives the best accumulation–retention trade-off (endpoint GM)", "§5.2, Fig. 6"
-    merges, others = [e for e in MERGES if e in runs], [e for e in NON_MERGES if e in runs]
-    if not merges or not others:
-        return not_run(text, [MERGES[0], NON_MERGES[0]], runs, where)
-    gm = {e: _end(runs, e, "GM") for e in merges + others}
-    bm, bo = max(merges, key=gm.get), max(others, key=gm.get)
-    v, e = _gt(gm[bm], gm[bo], comparison_sd(noise, "GM"))
-    return claim_from(text, v, e, f"best merge {bm} GM {gm[bm]:.1f} vs best other {bo} GM {gm[bo]:.1f}", f"{SRC} {where}")
-
-
-def merge_early_retention_claim(runs: dict, noise: dict | None = None, k: int = EARLY_TASKS) -> Claim:
-    """§5.2, Fig. 6 right: EMA- and ZS-Merge "provide impressive boosts in zero-shot retention
-    A_ZS during the first update tasks", i.e. above the starting model θ0's A_ZS (the run's
-    `zero_shot` evaluation): the mean A_ZS after tasks 1..k against θ0's, per merge, combined.
-    The sd: each run's test-set noise at θ0 (`noise_sd`) and, where `noise` has it, the seed
-    spread of `early_key(k)` (one trained run: θ0 is the same for every seed)."""
-    text = f"EMA-Merge and ZS-Merge raise zero-shot retention above θ0's in the first update tasks (mean A_ZS, tasks 1-{k}, vs θ0)"
-    where = "§5.2, Fig. 6 right"
-    exps = [e for e in ("fomo-ema-merge", "fomo-zs-merge") if e in runs]
-    if not exps:
-        return not_run(text, ["fomo-ema-merge", "fomo-zs-merge"], runs, where)
-    pairs, ev = [], []
-    for e in exps:
-        r = runs[e]
-        first = r["trajectory"][:k]
-        early, z0 = early_retention(r, k), r["zero_shot"]["A_ZS"]
-        pairs.append(_gt(early, z0, comparison_sd(noise or {}, early_key(k), runs=1, test=noise_sd(r, r["zero_shot"])["A_ZS"])))
-        ev.append(f"{e} {early:.1f} over tasks 1-{len(first)} vs θ0 {z0:.1f}")
-    return _all(text, pairs, "; ".join(ev), f"{SRC} {where}")
-
-
-def peft_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
-    """§5.1: every PEFT method accumulates less (A_KA) and forgets less (A_ZS higher) than full
-    fine-tuning (same θ0, so ΔA_KA and forgetting compare as the endpoints do)."""
-    text, where = "PEFT methods accumulate less and forget less than full fine-tuning", "§5.1, Figs. 6-7"
-    peft = [e for e in PEFT if e in runs]
-    if reference not in runs or not peft:
-        return not_run(text, [reference, *PEFT], runs, where)
-    zs = runs[reference]["zero_shot"]
-    ka, zs_ = comparison_sd(noise, "A_KA"), comparison_sd(noise, "A_ZS")
-    pairs = [p for e in peft for p in (_gt(_end(runs, reference, "A_KA"), _end(runs, e, "A_KA"), ka),
-                                         _gt(_end(runs, e, "A_ZS"), _end(runs, reference, "A_ZS"), zs_))]
-    dka = lambda e: _end(runs, e, "A_KA") - zs["A_KA"]   # noqa: E731
-    fzs = lambda e: zs["A_ZS"] - _end(runs, e, "A_ZS")   # noqa: E731
-    ev = "; ".join(f"{e}: ΔA_KA {dka(e):+.1f}, forgetting {fzs(e):+.1f}" for e in peft)
-    return _all(text, pairs, ev + f" | full FT: ΔA_KA {dka(reference):+.1f}, forgetting {fzs(reference):+.1f}", f"{SRC} {where}")
-
-
-def ewc_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
-    """§5.1: EWC retains more (A_ZS) and accumulates less (A_KA) than full fine-tuning."""
-    text, where = "EWC retains strongly but accumulates little (vs full fine-tuning)", "§5.1, Fig. 6"
-    if "fomo-ewc" not in runs or reference not in runs:
-        return not_run(text, ["fomo-ewc", reference], runs, where)
-    pairs = [_gt(_end(runs, "fomo-ewc", "A_ZS"), _end(runs, reference, "A_ZS"), comparison_sd(noise, "A_ZS")),
-             _gt(_end(runs, reference, "A_KA"), _end(runs, "fomo-ewc", "A_KA"), comparison_sd(noise, "A_KA"))]
-    ev = (f"A_ZS {_end(runs, 'fomo-ewc', 'A_ZS'):.1f} vs {_end(runs, reference, 'A_ZS'):.1f}; A_KA {_end(runs, 'fomo-ewc', 'A_KA'):.1f} "
-          f"vs {_end(runs, reference, 'A_KA'):.1f} (steps/task {runs['fomo-ewc']['steps_per_task'][0]} vs {runs[reference]['steps_per_task'][0]})")
-    return _all(text, pairs, ev, f"{SRC} {where}")
-
-
-def _margin_note(metric: str, base: float) -> str:
-    return (f"margin ±{similar_fraction(metric) * base:.2f} = {similar_fraction(metric):.1%} of full FT's {metric} {base:.1f}, "
-            f"the paper's own largest endpoint gap it calls similar (§7.1: concept-frequency vs easy-to-hard ordering)")
-
-
-def si_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
-    """§5.1: SI "effectively offers no benefits over standard finetuning, either in A_KA or A_ZS":
-    endpoint GM equivalent to full fine-tuning's within the paper's similarity margin (§5.1 gives
-    no number for SI; the margin is the gap §7.1 calls similar, as a fraction of GM)."""
-    text, where = "SI behaves like full fine-tuning (endpoint GM equivalent within the paper's similarity margin)", "§5.1, Fig. 6"
-    if "fomo-si" not in runs or reference not in runs:
-        return not_run(text, ["fomo-si", reference], runs, where)
-    si, ft = _end(runs, "fomo-si", "GM"), _end(runs, reference, "GM")
-    sd = comparison_sd(noise, "GM")
-    v, e = _equiv(si, ft, similar_fraction("GM") * ft, sd)
-    ev = (f"SI GM {si:.1f} vs full FT {ft:.1f}; {_margin_note('GM', ft)}; our noise could confirm a margin of "
-          f"±{_q(0.90, sd.dof) * sd.sd:.2f} at best")
-    return claim_from(text, v, e, ev, f"{SRC} {where}")
-
-
-def ar_rsqrt_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
-    """§6.1, Fig. 11: the autoregressive rsqrt meta-schedule retains more (A_ZS above per-task
-    cosine's) at "nearly the same" accumulation (A_KA not below cosine's by more than the
-    paper's similarity margin: non-inferiority)."""
-    text, where = "The autoregressive rsqrt meta-schedule retains more at similar accumulation (vs per-task cosine)", "§6.1, Fig. 11"
-    if "fomo-ar-rsqrt" not in runs or reference not in runs:
-        return not_run(text, ["fomo-ar-rsqrt", reference], runs, where)
-    ka = _end(runs, reference, "A_KA")
-    pairs = [_gt(_end(runs, "fomo-ar-rsqrt", "A_ZS"), _end(runs, reference, "A_ZS"), comparison_sd(noise, "A_ZS")),
-             _gt(_end(runs, "fomo-ar-rsqrt", "A_KA"), ka, comparison_sd(noise, "A_KA"), min_gap=-similar_fraction("A_KA") * ka)]
-    ev = (f"A_ZS {_end(runs, 'fomo-ar-rsqrt', 'A_ZS'):.1f} vs {_end(runs, reference, 'A_ZS'):.1f}; A_KA "
-          f"{_end(runs, 'fomo-ar-rsqrt', 'A_KA'):.1f} vs {ka:.1f} (non-inferiority, {_margin_note('A_KA', ka)})")
-    return _all(text, pairs, ev, f"{SRC} {where}")
-
-
-def best_of_claim(text: str, runs: dict, best: str, rivals, metric: str, noise: dict, where: str, value=None) -> Claim:
-    """"`best` beats every rival in `metric`" (an endpoint metric; with `value(e)`, another
-    per-run number, e.g. the mean GM along the stream, `metric` naming its key in `noise`)."""
-    wanted = [e for e in rivals if e != best]
-    rivals = [e for e in wanted if e in runs]
-    if best not in runs or not rivals:
-        return not_run(text, [best, *wanted], runs, where)
-    value = value or (lambda e: _end(runs, e, metric))
-    sd = comparison_sd(noise, metric)
-    pairs = [_gt(value(best), value(e), sd) for e in rivals]
-    return _all(text, pairs, ", ".join(f"{e} {value(e):.1f}" for e in [best, *rivals]), f"{SRC} {where}")
-
-
-def mixtures_claim(runs: dict, noise: dict, mixes) -> Claim:
-    """§7.2, Fig. 16: IID-fy beats every other mixture and no-buffer is below every other (GM)."""
-    text, where = "IID-fied mixtures are best and no-buffer is worst (endpoint GM)", "§7.2, Fig. 16"
-    mix = [e for e in mixes if e in runs]
-    if "fomo-mix-iidify" not in runs or "fomo-mix-nobuffer" not in runs:
-        return not_run(text, ["fomo-mix-iidify", "fomo-mix-nobuffer"], runs, where)
-    gm, sd = {e: _end(runs, e, "GM") for e in mix}, comparison_sd(noise, "GM")
-    pairs = ([_gt(gm["fomo-mix-iidify"], gm[e], sd) for e in mix if e != "fomo-mix-iidify"]
-             + [_gt(gm[e], gm["fomo-mix-nobuffer"], sd) for e in mix if e != "fomo-mix-nobuffer"])
-    return _all(text, pairs, ", ".join(f"{e} {gm[e]:.1f}" for e in mix), f"{SRC} {where}")
-
-
-def orderings_similar_claim(runs: dict, noise: dict, orders: dict[str, str]) -> Claim:
-    """§7.1, Fig. 15 left: the concept-level orderings' endpoints are "surprisingly similar":
-    each one's endpoint GM equivalent to random's within the paper's own spread (its extremes,
-    frequency vs easy-to-hard, 2.3 % of GM apart). Dataset-level orderings are left out: the
-    paper finds they cost retention (§7.1)."""
-    text, where = "Endpoints are similar across orderings (concept-level orderings' endpoint GM equivalent to random's)", "§7.1, Fig. 15"
-    ref = orders["random"]
-    rivals = [orders[k] for k in CONCEPT_ORDERINGS if k in orders and orders[k] in runs]
-    if ref not in runs or not rivals:
-        return not_run(text, [ref, *(orders[k] for k in CONCEPT_ORDERINGS if k in orders)], runs, where)
-    base = _end(runs, ref, "GM")
-    margin = similar_fraction("GM") * base
-    pairs = [_equiv(_end(runs, e, "GM"), base, margin, comparison_sd(noise, "GM")) for e in rivals]
-    ev = ", ".join(f"{e} {_end(runs, e, 'GM'):.1f}" for e in [ref, *rivals]) + f"; margin ±{margin:.2f} = {similar_fraction('GM'):.1%} of random's GM (the paper's own spread)"
-    return _all(text, pairs, ev, f"{SRC} {where}")
-
-
-def model_size_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
-    """§6.2, Fig. 12 left: forgetting (θ0's A_ZS − the endpoint's, each size from its own θ0)
-    orders small > default > large. A difference of two forgettings spans four evaluations and two
-    trained runs (each θ0 is one model, the same for every seed)."""
-    text, where = "Larger models forget less (θ0's A_ZS minus the endpoint's, small > default > large)", "§6.2, Fig. 12"
-    order = ["fomo-ft-s", reference, "fomo-ft-l"]
-    if not all(e in runs for e in order):
-        return not_run(text, order, runs, where)
-    forg = {e: [runs[e]["zero_shot"]["A_ZS"] - _end(runs, e, "A_ZS")] for e in order}
-    sd = comparison_sd(noise, "A_ZS", evals=4, runs=2)
-    pairs = [_gt(forg[a][0], forg[b][0], sd) for a, b in zip(order, order[1:])]
-    return _all(text, pairs, ", ".join(f"{e} {v[0]:.1f}" for e, v in forg.items()), f"{SRC} {where}")
-
-
 @functools.lru_cache(maxsize=None)
 def tukey_q(level: float, k: int, dof: int | None = None) -> float:
     """The `level` quantile of the studentized range of k means, their sd estimated on `dof`
@@ -546,132 +369,488 @@ def tukey_q(level: float, k: int, dof: int | None = None) -> float:
     return float(stats.studentized_range.ppf(level, k, dof or 1e4))
 
 
-def pool_claim(runs: dict, noise: dict, reference: str = "fomo-ft", pools=POOLS, level: float = 0.95) -> Claim:
-    """§7.3, Fig. 17: the replayed pool changes zero-shot retention. The largest pairwise A_ZS
-    gap among the k pools against Tukey's studentized range (k pools, the noise on its dof): confirmed
-    when its simultaneous 95 % interval clears 0 (5 % false alarms under pure noise, whatever k);
-    not confirmed when every pairwise gap is shown smaller than the change the paper calls
-    significant (2.4 points of 64.4, 3.7 % of A_ZS) by the simultaneous 90 % interval (TOST);
-    else inconclusive."""
+# --------------------------------------------------------------------------- power (issue 48)
+# One rule carries every paper effect to our scale: its share of what full fine-tuning moves on the
+# claim's metric in the paper (§6.2, ViT-B/16 over the default stream: A_KA +9.0, A_ZS −3.2; GM
+# from those and §7.1's endpoints, `paper_headroom`) times what our full fine-tuning moves, fixed
+# in report.fomo.power.headroom on calibration seeds before the ledger's runs (`study_scales`).
+# Figures without numbers get a stand-in (`stand_in`): §7.1's "similar" endpoint gap, the largest
+# gap the paper calls similar, hence a lower bound on any gap it reports as a difference.
+
+# §6.2: "For ViT-B/16, we see a ΔA_KA ≈ 9.0% and negative zero-shot retention change ΔA_ZS ≈ 3.2%";
+# L/14: (9.4, +0.8). Also in refs/fomo_text.csv.
+PAPER_FT_CHANGE = {"ViT-B/16": (9.0, -3.2), "ViT-L/14": (9.4, 0.8)}
+# §7.2, Fig. 16: no buffer (.5/.5/0) against the reference mixture, in A_KA / A_ZS points (refs/fomo_text.csv)
+PAPER_NOBUFFER = (-14.0, -2.5)
+POWER_METRICS = ("A_KA", "A_ZS", "GM")
+
+
+def _paper_end() -> tuple[float, float]:
+    """The paper's default full-FT endpoint (A_KA, A_ZS): §7.1's random ordering reaches A_ZS ≈ 64.4;
+    its A_KA is not given, so the midpoint of the two concept orderings it gives (53.8, 55.2)."""
+    return float(np.mean([ka for ka, _ in PAPER_SIMILAR_ENDPOINTS.values()])), PAPER_POOL_GAIN[1]
+
+
+def paper_headroom(metric: str) -> float:
+    """What full fine-tuning moves on `metric` in the paper (§6.2, ViT-B/16): A_KA 9.0 (its gain),
+    A_ZS 3.2 (its loss); GM the change of √(A_KA·A_ZS) from θ0 (the endpoint, `_paper_end`, minus
+    those changes) to the endpoint: ≈ 3.78, an estimate from the numbers the text gives."""
+    dka, dzs = PAPER_FT_CHANGE["ViT-B/16"]
+    if metric == "A_KA":
+        return dka
+    if metric == "A_ZS":
+        return -dzs
+    if metric == "GM":
+        ka, zs = _paper_end()
+        return math.sqrt(ka * zs) - math.sqrt((ka - dka) * (zs - dzs))
+    raise ValueError(f"paper_headroom: metric {metric!r} is not one of {POWER_METRICS}")
+
+
+def stand_in(metric: str) -> tuple[float, str]:
+    """The paper effect of a claim whose figure gives no number, and its citation: §7.1's gap
+    between the concept-frequency and easy-to-hard endpoints (A_KA 1.4, A_ZS 1.3, GM 1.36), the
+    largest the paper calls "similar", so a lower bound on any gap it reports as a difference."""
+    (ka1, zs1), (ka2, zs2) = PAPER_SIMILAR_ENDPOINTS.values()
+    gap = {"A_KA": ka1 - ka2, "A_ZS": zs1 - zs2, "GM": math.sqrt(ka1 * zs1) - math.sqrt(ka2 * zs2)}[metric]
+    return gap, (f"no number in the paper; stand-in {gap:.2f} {metric}: §7.1's 'similar' endpoints (frequency vs "
+                 "easy-to-hard), the largest gap it calls similar, a lower bound on a gap it reports")
+
+
+def nobuffer_gm_effect() -> float:
+    """Fig. 16's no-buffer mixture below the reference in GM: the reference endpoint (`_paper_end`)
+    against it moved by §7.2's −14.0 A_KA, −2.5 A_ZS (≈ 9.2)."""
+    ka, zs = _paper_end()
+    return math.sqrt(ka * zs) - math.sqrt((ka + PAPER_NOBUFFER[0]) * (zs + PAPER_NOBUFFER[1]))
+
+
+def measured_headroom(metric: str, ft_runs: list[dict]) -> float:
+    """Our full fine-tuning's movement on `metric` (as `paper_headroom`'s): the endpoint − θ0 on
+    A_KA and GM, θ0 − the endpoint on A_ZS, averaged over `ft_runs`."""
+    sign = -1.0 if metric == "A_ZS" else 1.0
+    return float(np.mean([sign * (endpoint(r)[metric] - r["zero_shot"][metric]) for r in ft_runs]))
+
+
+def study_scales(study: dict, ft_runs: list[dict]) -> dict[str, Scale]:
+    """The ledger's `Scale` per metric (A_KA, A_ZS, GM; the mean GM along the stream takes GM's, the
+    early retention A_ZS's): our headroom from report.fomo.power.headroom ({metric: value}, fixed on
+    calibration seeds), else measured on this ledger's own full-FT runs (`measured_headroom`, and
+    the scale says so)."""
+    from vlcp.errors import VlcpError
+    from vlcp.report.claims import calibration_source
+
+    cfg = study.get("power") or {}
+    fixed = cfg.get("headroom") or {}
+    if not isinstance(fixed, dict):
+        raise VlcpError(f"report.fomo.power.headroom: expected {{metric: value}}, got {fixed!r}")
+    out = {}
+    for m in POWER_METRICS:
+        if m in fixed:
+            h, how = float(fixed[m]), calibration_source(cfg, "report.fomo.power")
+        elif ft_runs:
+            h, how = measured_headroom(m, ft_runs), "measured on this ledger's own full-FT runs: report.fomo.power sets none"
+        else:
+            continue
+        out[m] = Scale(h, paper_headroom(m), f"full FT's change, {how}")
+    out[AREA], out[early_key()] = out.get("GM"), out.get("A_ZS")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def by_seed(runs: dict[str, dict], subset: dict[str, dict[int, dict]] | None, seed: int = 0) -> dict[str, dict[int, dict]]:
+    """Every experiment's runs by seed: the seed subset's (`load_subset`: the study's seed and the
+    spread seeds) where it has ≥ 2, else the study's one run at `seed`."""
+    subset = subset or {}
+    return {e: (subset[e] if len(subset.get(e) or {}) >= 2 else {seed: r}) for e, r in runs.items()}
+
+
+def _paired(deep: dict, a: str, b: str, f) -> tuple[list[float], list[float]]:
+    """f(run) of a and b at the seeds both have (paired by seed); one run each (their first seeds)
+    when they share fewer than two."""
+    common = sorted(set(deep[a]) & set(deep[b]))
+    if len(common) >= 2:
+        return [f(deep[a][s]) for s in common], [f(deep[b][s]) for s in common]
+    return [f(deep[a][min(deep[a])])], [f(deep[b][min(deep[b])])]
+
+
+class Cmp(NamedTuple):
+    """One comparison "a > b" of a claim: per-seed values, the noise of one single-run difference
+    (used when a side has one run), the paper's effect carried to our scale, and its citation."""
+    label: str
+    a: list
+    b: list
+    noise: Noise
+    scaled: float
+    cite: str
+
+
+def _cmp(label: str, a, b, noise: Noise, metric: str, scales: dict, paper_effect: float | None = None,
+         cite: str = "") -> Cmp:
+    """A comparison on `metric`, its paper effect (`stand_in` when None) carried by `scales[metric]`."""
+    if paper_effect is None:
+        paper_effect, cite = stand_in(GM_OF.get(metric, metric))
+    sc = scales[metric]
+    return Cmp(label, list(a), list(b), noise, sc(paper_effect), f"{cite}; scaled {sc.cite()}")
+
+
+GM_OF = {AREA: "GM", early_key(): "A_ZS"}   # metrics that take another's stand-in
+
+
+def _decide(text: str, where: str, cmps: list[Cmp], evidence: str = "") -> Claim:
+    """`claims.judge` over `cmps` (each at 95 %; Bonferroni to refute when several): paired by seed
+    where both sides have ≥ 2 seeds (no floor: the same test items), else one run each on the
+    comparison's noise, and then the row is exploratory (below the study's depth)."""
+    from vlcp.report import power as pw
+    from vlcp.report.claims import judge
+
+    k = len(cmps)
+
+    def eff(c: Cmp, level: float) -> Effect:
+        single = min(len(c.a), len(c.b)) < 2
+        kw = dict(sd=c.noise.sd, sd_source=c.noise.source, sd_dof=c.noise.dof) if single else {}
+        return effect(c.a, c.b, level=level, **kw)
+
+    effects = [eff(c, 0.95) for c in cmps]
+    adjusted = effects if k == 1 else [eff(c, pw.bonferroni_level(k)) for c in cmps]
+    cites = list(dict.fromkeys(c.cite for c in cmps))
+    return judge(text, effects, adjusted, [c.scaled for c in cmps], paper=" | ".join(cites), evidence=evidence,
+                 source=f"{SRC} {where}", labels=[c.label for c in cmps] if k > 1 else None,
+                 exploratory=any(min(len(c.a), len(c.b)) < 2 for c in cmps))
+
+
+def _end_of(m: str):
+    return lambda r: endpoint(r)[m]
+
+
+def _equivalence(text: str, where: str, deep: dict, a: str, b: str, f, margin: float, noise: Noise, cite: str,
+                 evidence: str = "") -> Claim:
+    """`claims.powered_equivalence` of f(a) and f(b), paired by seed where both have ≥ 2 seeds."""
+    from vlcp.report.claims import powered_equivalence
+
+    va, vb = _paired(deep, a, b, f)
+    single = min(len(va), len(vb)) < 2
+    kw = dict(sd=noise.sd, sd_source=noise.source, sd_dof=noise.dof) if single else {}
+    return powered_equivalence(text, va, vb, margin, paper=cite, evidence=evidence, source=f"{SRC} {where}",
+                               exploratory=single, **kw)
+
+
+def _worst(text: str, claims: list[Claim]) -> Claim:
+    """Several equivalences that must all hold: the one that decides the row (refuted, then
+    underpowered, inconclusive, confirmed), its text replaced by `text`."""
+    order = {"refuted": 0, "underpowered": 1, "inconclusive": 2, "confirmed": 3}
+    worst = min(claims, key=lambda c: order[c.verdict])
+    return dataclasses.replace(worst, claim=text)
+
+
+def not_run(claim: str, exps, runs: dict, where: str) -> Claim:
+    """A claim whose runs are missing: inconclusive, naming them."""
+    return Claim(claim, "inconclusive", "not run: " + ", ".join(e for e in exps if e not in runs), f"{SRC} {where}")
+
+
+def merge_vs_ft_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
+    """The main claim (§5.2, Fig. 6 right against left): EMA-Merge ends at a better accumulation–
+    retention trade-off than full fine-tuning (endpoint GM), paired by seed over the seed subset."""
+    text, where = "Main claim: EMA-Merge ends above full fine-tuning (endpoint GM, paired by seed)", "§5.2, Fig. 6"
+    if "fomo-ema-merge" not in deep or reference not in deep:
+        return not_run(text, ["fomo-ema-merge", reference], deep, where)
+    a, b = _paired(deep, "fomo-ema-merge", reference, _end_of("GM"))
+    ev = f"EMA-Merge GM {np.mean(a):.1f} vs full FT {np.mean(b):.1f} over {len(a)} seed{'s' if len(a) > 1 else ''}"
+    return _decide(text, where, [_cmp("", a, b, comparison_sd(noise, "GM"), "GM", scales)], ev)
+
+
+def merging_best_claim(deep: dict, noise: dict, scales: dict) -> Claim:
+    """§5.2, Fig. 6: the best merge's endpoint GM above the best of every other method (each chosen
+    on the study's own runs)."""
+    text, where = "Model merging gives the best accumulation–retention trade-off (endpoint GM)", "§5.2, Fig. 6"
+    merges, others = [e for e in MERGES if e in deep], [e for e in NON_MERGES if e in deep]
+    if not merges or not others:
+        return not_run(text, [MERGES[0], NON_MERGES[0]], deep, where)
+    gm = {e: endpoint(deep[e][min(deep[e])])["GM"] for e in merges + others}
+    bm, bo = max(merges, key=gm.get), max(others, key=gm.get)
+    a, b = _paired(deep, bm, bo, _end_of("GM"))
+    return _decide(text, where, [_cmp("", a, b, comparison_sd(noise, "GM"), "GM", scales)],
+                   f"best merge {bm} GM {gm[bm]:.1f} vs best other {bo} GM {gm[bo]:.1f}")
+
+
+def merge_early_retention_claim(deep: dict, noise: dict, scales: dict, k: int = EARLY_TASKS) -> Claim:
+    """§5.2, Fig. 6 right: EMA- and ZS-Merge "provide impressive boosts in zero-shot retention
+    A_ZS during the first update tasks", i.e. above the starting model θ0's A_ZS (the run's
+    `zero_shot` evaluation): the mean A_ZS after tasks 1..k against θ0's, per merge, each per seed
+    against its θ0. One run: its test-set noise at θ0 (`noise_sd`) and the seed spread of
+    `early_key(k)` (one trained run: θ0 is the same for every seed)."""
+    text = f"EMA-Merge and ZS-Merge raise zero-shot retention above θ0's in the first update tasks (mean A_ZS, tasks 1-{k}, vs θ0)"
+    where = "§5.2, Fig. 6 right"
+    exps = [e for e in ("fomo-ema-merge", "fomo-zs-merge") if e in deep]
+    if not exps:
+        return not_run(text, ["fomo-ema-merge", "fomo-zs-merge"], deep, where)
+    cmps, ev = [], []
+    for e in exps:
+        rs = [deep[e][s] for s in sorted(deep[e])]
+        early, z0 = [early_retention(r, k) for r in rs], [r["zero_shot"]["A_ZS"] for r in rs]
+        sd = comparison_sd(noise, early_key(k), runs=1, test=noise_sd(rs[0], rs[0]["zero_shot"])["A_ZS"])
+        cmps.append(_cmp(e, early, z0, sd, early_key(k), scales))
+        ev.append(f"{e} {np.mean(early):.1f} over tasks 1-{min(k, len(rs[0]['trajectory']))} vs θ0 {np.mean(z0):.1f}")
+    return _decide(text, where, cmps, "; ".join(ev))
+
+
+def _vs_reference(deep: dict, noise: dict, scales: dict, reference: str, rivals, directions) -> list[Cmp]:
+    """Per rival and per (metric, sign) of `directions`: "reference > rival" (+1) or "rival >
+    reference" (−1) on the endpoint metric, stand-in effects."""
+    out = []
+    for e in rivals:
+        for m, sign in directions:
+            a, b = _paired(deep, reference, e, _end_of(m))
+            if sign < 0:
+                a, b = b, a
+            out.append(_cmp(f"{e} {m}", a, b, comparison_sd(noise, m), m, scales))
+    return out
+
+
+def peft_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
+    """§5.1: every PEFT method accumulates less (A_KA) and forgets less (A_ZS higher) than full
+    fine-tuning (same θ0, so ΔA_KA and forgetting compare as the endpoints do)."""
+    text, where = "PEFT methods accumulate less and forget less than full fine-tuning", "§5.1, Figs. 6-7"
+    peft = [e for e in PEFT if e in deep]
+    if reference not in deep or not peft:
+        return not_run(text, [reference, *PEFT], deep, where)
+    zs = deep[reference][min(deep[reference])]["zero_shot"]
+    end = lambda e, m: endpoint(deep[e][min(deep[e])])[m]   # noqa: E731
+    ev = "; ".join(f"{e}: ΔA_KA {end(e, 'A_KA') - zs['A_KA']:+.1f}, forgetting {zs['A_ZS'] - end(e, 'A_ZS'):+.1f}"
+                   for e in [*peft, reference])
+    return _decide(text, where, _vs_reference(deep, noise, scales, reference, peft, [("A_KA", 1), ("A_ZS", -1)]), ev)
+
+
+def ewc_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
+    """§5.1: EWC retains more (A_ZS) and accumulates less (A_KA) than full fine-tuning."""
+    text, where = "EWC retains strongly but accumulates little (vs full fine-tuning)", "§5.1, Fig. 6"
+    if "fomo-ewc" not in deep or reference not in deep:
+        return not_run(text, ["fomo-ewc", reference], deep, where)
+    r, f = deep["fomo-ewc"][min(deep["fomo-ewc"])], deep[reference][min(deep[reference])]
+    ev = (f"A_ZS {endpoint(r)['A_ZS']:.1f} vs {endpoint(f)['A_ZS']:.1f}; A_KA {endpoint(r)['A_KA']:.1f} vs "
+          f"{endpoint(f)['A_KA']:.1f} (steps/task {r['steps_per_task'][0]} vs {f['steps_per_task'][0]})")
+    return _decide(text, where, _vs_reference(deep, noise, scales, reference, ["fomo-ewc"], [("A_KA", 1), ("A_ZS", -1)]), ev)
+
+
+def _margin_note(metric: str, base: float) -> str:
+    return (f"margin ±{similar_fraction(metric) * base:.2f} = {similar_fraction(metric):.1%} of full FT's {metric} {base:.1f}, "
+            f"the paper's own largest endpoint gap it calls similar (§7.1: concept-frequency vs easy-to-hard ordering)")
+
+
+def si_claim(deep: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
+    """§5.1: SI "effectively offers no benefits over standard finetuning, either in A_KA or A_ZS":
+    endpoint GM equivalent to full fine-tuning's within the paper's similarity margin (§5.1 gives
+    no number for SI; the margin is the gap §7.1 calls similar, as a fraction of GM)."""
+    text, where = "SI behaves like full fine-tuning (endpoint GM equivalent within the paper's similarity margin)", "§5.1, Fig. 6"
+    if "fomo-si" not in deep or reference not in deep:
+        return not_run(text, ["fomo-si", reference], deep, where)
+    si, ft = _paired(deep, "fomo-si", reference, _end_of("GM"))
+    base = float(np.mean(ft))
+    return _equivalence(text, where, deep, "fomo-si", reference, _end_of("GM"), similar_fraction("GM") * base,
+                        comparison_sd(noise, "GM"), "§5.1: no number; the margin is §7.1's similar gap as a share of GM",
+                        f"SI GM {np.mean(si):.1f} vs full FT {base:.1f}; {_margin_note('GM', base)}")
+
+
+def ar_rsqrt_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
+    """§6.1, Fig. 11: the autoregressive rsqrt meta-schedule retains more (A_ZS above per-task
+    cosine's) at "nearly the same" accumulation: A_KA not below cosine's by more than the paper's
+    similarity margin m (non-inferiority: a + m > b, whose paper effect is m, the paper reading a ≈ b)."""
+    text, where = "The autoregressive rsqrt meta-schedule retains more at similar accumulation (vs per-task cosine)", "§6.1, Fig. 11"
+    if "fomo-ar-rsqrt" not in deep or reference not in deep:
+        return not_run(text, ["fomo-ar-rsqrt", reference], deep, where)
+    ka_ar, ka = _paired(deep, "fomo-ar-rsqrt", reference, _end_of("A_KA"))
+    m = similar_fraction("A_KA") * float(np.mean(ka))
+    zs = _vs_reference(deep, noise, scales, reference, ["fomo-ar-rsqrt"], [("A_ZS", -1)])
+    ni = Cmp("A_KA + margin vs cosine's", [x + m for x in ka_ar], ka, comparison_sd(noise, "A_KA"), m,
+             "§6.1: 'nearly the same' A_KA, i.e. a difference of 0: the non-inferiority margin itself")
+    ev = (f"A_ZS {np.mean(zs[0].a):.1f} vs {np.mean(zs[0].b):.1f}; A_KA {np.mean(ka_ar):.1f} vs {np.mean(ka):.1f} "
+          f"(non-inferiority, {_margin_note('A_KA', float(np.mean(ka)))})")
+    return _decide(text, where, [*zs, ni], ev)
+
+
+def best_of_claim(text: str, deep: dict, best: str, rivals, metric: str, noise: dict, scales: dict, where: str,
+                  value=None) -> Claim:
+    """"`best` beats every rival in `metric`" (an endpoint metric; with `value(run)`, another per-run
+    number, e.g. the mean GM along the stream, `metric` naming its key in `noise` and `scales`)."""
+    wanted = [e for e in rivals if e != best]
+    rivals = [e for e in wanted if e in deep]
+    if best not in deep or not rivals:
+        return not_run(text, [best, *wanted], deep, where)
+    value = value or _end_of(metric)
+    cmps = [_cmp(e, *_paired(deep, best, e, value), comparison_sd(noise, metric), metric, scales) for e in rivals]
+    return _decide(text, where, cmps, ", ".join(f"{e} {value(deep[e][min(deep[e])]):.1f}" for e in [best, *rivals]))
+
+
+def mixtures_claim(deep: dict, noise: dict, scales: dict, mixes, reference: str = "fomo-ft") -> Claim:
+    """§7.2, Fig. 16: IID-fy beats every other mixture and no-buffer is below every other (GM); the
+    reference against no-buffer carries §7.2's numbers (`nobuffer_gm_effect`), the rest a stand-in."""
+    text, where = "IID-fied mixtures are best and no-buffer is worst (endpoint GM)", "§7.2, Fig. 16"
+    mix = [e for e in mixes if e in deep]
+    if "fomo-mix-iidify" not in deep or "fomo-mix-nobuffer" not in deep:
+        return not_run(text, ["fomo-mix-iidify", "fomo-mix-nobuffer"], deep, where)
+    sd, gm = comparison_sd(noise, "GM"), _end_of("GM")
+    cmps = [_cmp(f"iidify vs {e}", *_paired(deep, "fomo-mix-iidify", e, gm), sd, "GM", scales)
+            for e in mix if e != "fomo-mix-iidify"]
+    nob = f"§7.2: no buffer {PAPER_NOBUFFER[0]:+.1f} A_KA, {PAPER_NOBUFFER[1]:+.1f} A_ZS vs the reference: {nobuffer_gm_effect():.2f} GM"
+    cmps += [_cmp(f"{e} vs nobuffer", *_paired(deep, e, "fomo-mix-nobuffer", gm), sd, "GM", scales,
+                  *((nobuffer_gm_effect(), nob) if e == reference else (None, "")))
+             for e in mix if e != "fomo-mix-nobuffer"]
+    return _decide(text, where, cmps, ", ".join(f"{e} {gm(deep[e][min(deep[e])]):.1f}" for e in mix))
+
+
+def orderings_similar_claim(deep: dict, noise: dict, orders: dict[str, str]) -> Claim:
+    """§7.1, Fig. 15 left: the concept-level orderings' endpoints are "surprisingly similar":
+    each one's endpoint GM equivalent to random's within the paper's own spread (its extremes,
+    frequency vs easy-to-hard, 2.3 % of GM apart), every one must hold. Dataset-level orderings are
+    left out: the paper finds they cost retention (§7.1)."""
+    text, where = "Endpoints are similar across orderings (concept-level orderings' endpoint GM equivalent to random's)", "§7.1, Fig. 15"
+    ref = orders["random"]
+    rivals = [orders[k] for k in CONCEPT_ORDERINGS if k in orders and orders[k] in deep]
+    if ref not in deep or not rivals:
+        return not_run(text, [ref, *(orders[k] for k in CONCEPT_ORDERINGS if k in orders)], deep, where)
+    gm = _end_of("GM")
+    base = gm(deep[ref][min(deep[ref])])
+    margin = similar_fraction("GM") * base
+    ev = ", ".join(f"{e} {gm(deep[e][min(deep[e])]):.1f}" for e in [ref, *rivals]) + f"; margin ±{margin:.2f} = {similar_fraction('GM'):.1%} of random's GM (the paper's own spread)"
+    cite = "§7.1: frequency 55.2/65.6 vs easy-to-hard 53.8/64.3 (A_KA/A_ZS) called similar: 2.3 % of GM"
+    return _worst(text, [_equivalence(text, where, deep, e, ref, gm, margin, comparison_sd(noise, "GM"), cite, f"{e}: {ev}")
+                         for e in rivals])
+
+
+def model_size_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
+    """§6.2, Fig. 12 left: forgetting (θ0's A_ZS − the endpoint's, each size from its own θ0)
+    orders small > default > large; default − large carries §6.2's B/16 vs L/14 (3.2 vs −0.8), small −
+    default a stand-in. A difference of two forgettings spans four evaluations and two trained runs."""
+    text, where = "Larger models forget less (θ0's A_ZS minus the endpoint's, small > default > large)", "§6.2, Fig. 12"
+    order = ["fomo-ft-s", reference, "fomo-ft-l"]
+    if not all(e in deep for e in order):
+        return not_run(text, order, deep, where)
+    forg = lambda r: r["zero_shot"]["A_ZS"] - endpoint(r)["A_ZS"]   # noqa: E731
+    sd = comparison_sd(noise, "A_ZS", evals=4, runs=2)
+    (_, zb), (_, zl) = PAPER_FT_CHANGE["ViT-B/16"], PAPER_FT_CHANGE["ViT-L/14"]
+    cmps = [_cmp("small vs default", *_paired(deep, order[0], order[1], forg), sd, "A_ZS", scales),
+            _cmp("default vs large", *_paired(deep, order[1], order[2], forg), sd, "A_ZS", scales, zl - zb,
+                 f"§6.2: forgetting B/16 {-zb:.1f} vs L/14 {-zl:.1f}")]
+    return _decide(text, where, cmps, ", ".join(f"{e} {forg(deep[e][min(deep[e])]):.1f}" for e in order))
+
+
+def pool_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft", pools=POOLS, level: float = 0.95) -> Claim:
+    """§7.3, Fig. 17: the replayed pool changes zero-shot retention. The largest pairwise A_ZS gap
+    among the k pools (the study's runs) against Tukey's studentized range (k pools, the noise on
+    its dof): the interval's sd made Tukey's simultaneous one, so 5 % false alarms under pure noise
+    whatever k. Its paper effect: the smallest change §7.3 calls significant (2.4 A_ZS)."""
     text, where = "The choice of replayed pool changes zero-shot retention (largest pairwise endpoint A_ZS gap, Tukey-adjusted)", "§7.3, Fig. 17"
-    pl = [e for e in [reference, *pools] if e in runs]
-    if reference not in runs or len(pl) < 2:
-        return not_run(text, [reference, *pools], runs, where)
-    zs = {e: _end(runs, e, "A_ZS") for e in pl}
+    pl = [e for e in [reference, *pools] if e in deep]
+    if reference not in deep or len(pl) < 2:
+        return not_run(text, [reference, *pools], deep, where)
+    zs = {e: endpoint(deep[e][min(deep[e])])["A_ZS"] for e in pl}
     hi, lo = max(pl, key=zs.get), min(pl, key=zs.get)
     sd = comparison_sd(noise, "A_ZS")
-    se = sd.sd / math.sqrt(2)          # of one run's A_ZS
     k = len(pl)
-    # the sd that makes the normal interval of the largest gap Tukey's simultaneous one (its dof in q)
-    sd95 = tukey_q(level, k, sd.dof) * se / _q(level, None)
-    sd90 = tukey_q(0.90, k, sd.dof) * se / _q(0.90, None)
-    how = f"{sd.source}; Tukey-adjusted for {k} pools"
-    changed, e = _gt(zs[hi], zs[lo], Noise(sd95, how))
-    margin = PAPER_POOL_GAIN[0] / PAPER_POOL_GAIN[1] * zs[reference]
-    same, _ = _equiv(zs[hi], zs[lo], margin, Noise(sd90, how))
-    verdict = changed if changed == "confirmed" else {"confirmed": "not confirmed"}.get(same, "inconclusive")
-    ev = (", ".join(f"{e_} {zs[e_]:.1f}" for e_ in pl) + f"; largest gap {hi} − {lo}; no-change margin ±{margin:.2f} "
-          f"({PAPER_POOL_GAIN[0]}/{PAPER_POOL_GAIN[1]} of the reference's A_ZS: the smallest pool effect the paper calls significant)"
-          + (f"; equivalence within the margin: {same}" if verdict != "confirmed" else ""))
-    return claim_from(text, verdict, e, ev, f"{SRC} {where}")
+    sd95 = tukey_q(level, k, sd.dof) * sd.sd / math.sqrt(2) / _q(level, None)
+    cmp = _cmp(f"{hi} vs {lo}", [zs[hi]], [zs[lo]], Noise(sd95, f"{sd.source}; Tukey-adjusted for {k} pools", sd.dof),
+               "A_ZS", scales, PAPER_POOL_GAIN[0], f"§7.3: up to {PAPER_POOL_GAIN[0]} A_ZS between pools")
+    return _decide(text, where, [cmp], ", ".join(f"{e_} {zs[e_]:.1f}" for e_ in pl) + f"; largest gap {hi} − {lo}")
 
 
-def compute_scaling_claim(runs: dict, noise: dict) -> Claim:
+def compute_scaling_claim(deep: dict, noise: dict, scales: dict) -> Claim:
     """§6.2, Fig. 12 right: EMA-Merge's GM gain from 0.25× to 6× compute above full FT's (a
     difference of two gains spans four evaluations and four trained runs)."""
     text, where = "Merging turns extra compute into gains better than fine-tuning (GM gain, 0.25× → 6×)", "§6.2, Fig. 12"
     exps = ["fomo-ft-c025", "fomo-ft-c6", "fomo-ema-c025", "fomo-ema-c6"]
-    if not all(e in runs for e in exps):
-        return not_run(text, exps, runs, where)
-    g_ft = _end(runs, "fomo-ft-c6", "GM") - _end(runs, "fomo-ft-c025", "GM")
-    g_ema = _end(runs, "fomo-ema-c6", "GM") - _end(runs, "fomo-ema-c025", "GM")
-    v, e = _gt(g_ema, g_ft, comparison_sd(noise, "GM", evals=4, runs=4))
-    return claim_from(text, v, e, f"EMA-Merge {g_ema:+.1f} vs full FT {g_ft:+.1f}", f"{SRC} {where}")
+    if not all(e in deep for e in exps):
+        return not_run(text, exps, deep, where)
+    gm = lambda e: endpoint(deep[e][min(deep[e])])["GM"]   # noqa: E731
+    g_ft, g_ema = gm("fomo-ft-c6") - gm("fomo-ft-c025"), gm("fomo-ema-c6") - gm("fomo-ema-c025")
+    return _decide(text, where, [_cmp("", [g_ema], [g_ft], comparison_sd(noise, "GM", evals=4, runs=4), "GM", scales)],
+                   f"EMA-Merge {g_ema:+.1f} vs full FT {g_ft:+.1f}")
 
 
-def stream_length_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
+def stream_length_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
     """Fig. 19 right: T = 50 at equal total compute ends below T = 20 in A_KA and in A_ZS."""
     text, where = "A longer stream (T = 50) at equal compute lowers both accumulation and retention", "Fig. 19"
-    if "fomo-t50" not in runs or reference not in runs:
-        return not_run(text, ["fomo-t50", reference], runs, where)
-    pairs = [_gt(_end(runs, reference, m), _end(runs, "fomo-t50", m), comparison_sd(noise, m)) for m in ("A_KA", "A_ZS")]
-    ev = (f"T=20 {_end(runs, reference, 'A_KA'):.1f}/{_end(runs, reference, 'A_ZS'):.1f} vs T=50 "
-          f"{_end(runs, 'fomo-t50', 'A_KA'):.1f}/{_end(runs, 'fomo-t50', 'A_ZS'):.1f} (A_KA/A_ZS)")
-    return _all(text, pairs, ev, f"{SRC} {where}")
+    if "fomo-t50" not in deep or reference not in deep:
+        return not_run(text, ["fomo-t50", reference], deep, where)
+    end = lambda e, m: endpoint(deep[e][min(deep[e])])[m]   # noqa: E731
+    ev = (f"T=20 {end(reference, 'A_KA'):.1f}/{end(reference, 'A_ZS'):.1f} vs T=50 "
+          f"{end('fomo-t50', 'A_KA'):.1f}/{end('fomo-t50', 'A_ZS'):.1f} (A_KA/A_ZS)")
+    return _decide(text, where, _vs_reference(deep, noise, scales, reference, ["fomo-t50"], [("A_KA", 1), ("A_ZS", 1)]), ev)
 
 
-def locked_towers_claim(runs: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
+def locked_towers_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
     """§6.3, Fig. 13 (Finding 4 of §6): "full model tuning beats locked image or text encoder
     training over long update cycles", although a locked tower buys more steps at equal MAFs
     (Table 4: 12,982 vs 1,420 per task for locked-image). Endpoint GM of full FT above each
-    locked run's, combined; the evidence says what our runs mean for the finding."""
+    locked run's, all must hold; the evidence says what our runs mean for the finding."""
     text, where = "Tuning both towers beats locking the image or the text tower (endpoint GM, equal MAFs)", "§6.3, Fig. 13 (Finding 4)"
-    locked = [e for e in LOCKED if e in runs]
-    if reference not in runs or not locked:
-        return not_run(text, [reference, *LOCKED], runs, where)
+    locked = [e for e in LOCKED if e in deep]
+    if reference not in deep or not locked:
+        return not_run(text, [reference, *LOCKED], deep, where)
     from vlcp.report.refs import paper_table
 
     t4 = paper_table("fomo_table4").set_index("method")
-    ft, steps_ft = _end(runs, reference, "GM"), runs[reference]["steps_per_task"][0]
-    sd = comparison_sd(noise, "GM")
-    pairs = [_gt(ft, _end(runs, e, "GM"), sd) for e in locked]
+    one = lambda e: deep[e][min(deep[e])]   # noqa: E731
+    ft, steps_ft = endpoint(one(reference))["GM"], one(reference)["steps_per_task"][0]
     parts = []
-    for e, (v, eff) in zip(locked, pairs):
+    for e in locked:
         paper_x = t4.loc[e.removeprefix("fomo-"), "steps_T20"] / t4.loc["full-ft", "steps_T20"]
-        parts.append(f"{e} GM {_end(runs, e, 'GM'):.1f} with {runs[e]['steps_per_task'][0] / steps_ft:.1f}× full FT's steps per task "
-                     f"(paper {paper_x:.1f}×)")
-        if v == "not confirmed":   # the locked run ends at or above full FT
-            best = max(runs, key=lambda x: _end(runs, x, "GM")) == e
-            parts.append(f"{e} ends {-eff.diff:.1f} GM above full FT{' (the best endpoint GM of every run)' if best else ''}: "
-                         "at our scale the extra steps of a locked tower outweigh joint tuning, so our runs do not support "
-                         f"Finding 4 (the paper finds joint tuning better although locking gives {paper_x:.1f}× the steps)")
-    return _all(text, pairs, f"full FT GM {ft:.1f}; " + "; ".join(parts), f"{SRC} {where}")
+        gm = endpoint(one(e))["GM"]
+        parts.append(f"{e} GM {gm:.1f} with {one(e)['steps_per_task'][0] / steps_ft:.1f}× full FT's steps per task "
+                     f"(paper {paper_x:.1f}×)" + (f"; it ends {gm - ft:.1f} GM above full FT: at our scale the extra steps "
+                                                   "of a locked tower can outweigh joint tuning" if gm > ft else ""))
+    cmps = _vs_reference(deep, noise, scales, reference, locked, [("GM", 1)])
+    return _decide(text, where, cmps, f"full FT GM {ft:.1f}; " + "; ".join(parts))
 
 
 def memory_order_claim(mult: dict[str, float], where: str) -> Claim:
     """Table 4's memory order (`MEMORY_ORDER`) on multipliers from tensor accounting (exact: no
-    sampling noise, sd 0): every link a greater verdict, ties allowed only where the paper
-    writes ≤ (full FT ≤ EWC, SI)."""
+    sampling noise): confirmed when every link holds, ties allowed only where the paper writes ≤
+    (full FT ≤ EWC, SI); refuted when one does not (an exact measurement excludes it)."""
     text = f"Memory multipliers keep the paper's order: locked-image < LNFit/BitFit < LoRA < full FT ≤ EWC/SI ({where.split(',')[0]})"
     missing = [k for k in MEMORY_ORDER if k not in mult]
     if missing:
         return Claim(text, "inconclusive", "not measured: " + ", ".join(missing), f"{SRC} Table 4")
     li, ln, bf, lora, ft, ewc, si = (mult[k] for k in MEMORY_ORDER)
-    exact = Noise(0.0, "tensor accounting, exact")
     links = [(ln, li, 0.0), (bf, li, 0.0), (lora, ln, 0.0), (lora, bf, 0.0), (ft, lora, 0.0), (ewc, ft, -1e-9), (si, ft, -1e-9)]
-    pairs = [_gt(a, b, exact, min_gap) for a, b, min_gap in links]
-    return _all(text, pairs, ", ".join(f"{k} {mult[k]:.2f}" for k in MEMORY_ORDER) + f" ({where})", f"{SRC} Table 4")
+    broken = [i for i, (a, b, gap) in enumerate(links) if not a - b > gap]
+    e = min((effect([a], [b], sd=0.0, sd_source="tensor accounting, exact") for a, b, _ in links), key=lambda x: x.diff)
+    return claim_from(text, "refuted" if broken else "confirmed", e,
+                      ", ".join(f"{k} {mult[k]:.2f}" for k in MEMORY_ORDER) + f" ({where})"
+                      + (f"; {len(broken)} link{'s' if len(broken) > 1 else ''} of the order broken" if broken else ""),
+                      f"{SRC} Table 4")
 
 
 def ledger(runs: dict, study: dict, orders: dict[str, str], mm_tiny: dict[str, float], bench: dict | None = None,
-           spread: dict | None = None) -> list[Claim]:
-    """Every FoMo claim, in the report's order. `study`: params' report.fomo (reference,
-    studies); `orders`: ordering label -> experiment (Fig. 15); `mm_tiny`: the study runs' memory
-    multipliers by Table 4's row names; `bench`: benchmarks/fomo_memory.py's result, if any;
-    `spread`: the seed subset's `subset_spread` (None: test-set noise only)."""
+           spread: dict | None = None, subset: dict[str, dict[int, dict]] | None = None) -> list[Claim]:
+    """Every FoMo claim, in the report's order. `study`: params' report.fomo (reference, seed,
+    studies, power); `orders`: ordering label -> experiment (Fig. 15); `mm_tiny`: the study runs'
+    memory multipliers by Table 4's row names; `bench`: benchmarks/fomo_memory.py's result, if any;
+    `spread`: the seed subset's `subset_spread` (None: test-set noise only); `subset`: its runs by
+    seed (`load_subset`): comparisons whose sides both have ≥ 2 seeds are paired by seed, the rest
+    are single-run and exploratory."""
     ref = study["reference"]
     noise = ledger_noise(runs[ref], spread)
-    area = lambda e: trajectory_area(runs[e])   # noqa: E731
+    deep = by_seed(runs, subset, study.get("seed", 0))
+    scales = study_scales(study, [deep[ref][s] for s in sorted(deep[ref])])
+    area = trajectory_area
     claims = [
-        merging_best_claim(runs, noise),
-        merge_early_retention_claim(runs, noise),
-        peft_claim(runs, noise, ref),
-        ewc_claim(runs, noise, ref),
-        si_claim(runs, noise, ref),
-        ar_rsqrt_claim(runs, noise, ref),
-        locked_towers_claim(runs, noise, ref),
-        best_of_claim("τ = 0.01 beats higher initial temperatures (endpoint GM)", runs, "fomo-tau001",
-                      study["studies"].get("temperature", []), "GM", noise, "§6.4, Fig. 14"),
-        mixtures_claim(runs, noise, [ref, *study["studies"].get("mixtures", [])]),
-        best_of_claim("Random ordering gives the most favourable trajectory (mean GM along the stream)", runs, orders["random"],
-                      [e for k, e in orders.items() if k != "random"], AREA, noise, "§7.1, Fig. 15", value=area),
-        orderings_similar_claim(runs, noise, orders),
-        model_size_claim(runs, noise, ref),
-        pool_claim(runs, noise, ref),
-        compute_scaling_claim(runs, noise),
-        best_of_claim("The learning rate derived from pretraining gives the highest final accumulation", runs, ref,
-                      ["fomo-lr1e-4", "fomo-lr3e-4", "fomo-lr3e-3"], "A_KA", noise, "§6.1, Fig. 9"),
-        stream_length_claim(runs, noise, ref),
+        merge_vs_ft_claim(deep, noise, scales, ref),
+        merging_best_claim(deep, noise, scales),
+        merge_early_retention_claim(deep, noise, scales),
+        peft_claim(deep, noise, scales, ref),
+        ewc_claim(deep, noise, scales, ref),
+        si_claim(deep, noise, ref),
+        ar_rsqrt_claim(deep, noise, scales, ref),
+        locked_towers_claim(deep, noise, scales, ref),
+        best_of_claim("τ = 0.01 beats higher initial temperatures (endpoint GM)", deep, "fomo-tau001",
+                      study["studies"].get("temperature", []), "GM", noise, scales, "§6.4, Fig. 14"),
+        mixtures_claim(deep, noise, scales, [ref, *study["studies"].get("mixtures", [])], ref),
+        best_of_claim("Random ordering gives the most favourable trajectory (mean GM along the stream)", deep, orders["random"],
+                      [e for k, e in orders.items() if k != "random"], AREA, noise, scales, "§7.1, Fig. 15", value=area),
+        orderings_similar_claim(deep, noise, orders),
+        model_size_claim(deep, noise, scales, ref),
+        pool_claim(deep, noise, scales, ref),
+        compute_scaling_claim(deep, noise, scales),
+        best_of_claim("The learning rate derived from pretraining gives the highest final accumulation", deep, ref,
+                      ["fomo-lr1e-4", "fomo-lr3e-4", "fomo-lr3e-3"], "A_KA", noise, scales, "§6.1, Fig. 9"),
+        stream_length_claim(deep, noise, scales, ref),
     ]
     claims.append(memory_order_claim(mm_tiny, "vlcp-tiny, the study's runs"))
     if bench:

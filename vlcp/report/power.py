@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import optimize, stats
 
 LEVEL = 0.95
@@ -91,6 +92,45 @@ def seeds_to_decide(effect: float, sigma_d: float, *, level: float = LEVEL, powe
         if mde(sigma_d, n, level=level, power=power, comparisons=comparisons) <= effect:
             return n
     return None
+
+
+def equivalence_mde(sigma_d: float, n: int = 1, *, dof: float | None = None, paired: bool = True,
+                    power: float = POWER) -> float:
+    """The smallest equivalence margin that two one-sided tests at 5 % each (the 90 % interval
+    inside ±margin) confirm with probability `power` when the true difference is 0. `n` runs per
+    arm, `sigma_d` the sd of one single-run difference (se = σ_d/√n). With a known sd (dof None):
+    (z_0.95 + z_((1+power)/2)) × se. With an estimated one (paired by seed with n ≥ 2: n − 1 dof,
+    else `dof`): the probability averaged over the sd's chi-square law, solved for the margin."""
+    if not sigma_d > 0:
+        raise ValueError(f"equivalence_mde: sigma_d must be > 0, got {sigma_d}")
+    if paired and n >= 2:
+        dof = n - 1
+    se = sigma_d / math.sqrt(n)
+    if dof is None:
+        return float((stats.norm.ppf(0.95) + stats.norm.ppf((1 + power) / 2)) * se)
+    t = stats.t.ppf(0.95, dof)
+
+    root = np.sqrt(stats.chi2.ppf((np.arange(400) + 0.5) / 400, dof) / dof)   # s/σ at 400 equal-mass quantiles
+
+    def shown(m: float) -> float:   # P(|mean| + t·s/√n < m) at a true difference 0, s the estimated sd
+        return float(np.mean(np.clip(2 * stats.norm.cdf((m - t * se * root) / se) - 1, 0.0, None)))
+
+    hi = 4 * se * t
+    while shown(hi) < power:
+        hi *= 2
+    return float(optimize.brentq(lambda m: shown(m) - power, 0.0, hi, xtol=1e-9 * se))
+
+
+def seeds_to_show_equivalence(margin: float, sigma_d: float, *, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds per arm (paired, ≥ 2) at which `margin` is within `equivalence_mde`; None
+    when even `max_seeds` are not enough (the MDE shrinks with n: a bisection)."""
+    if not margin > 0 or equivalence_mde(sigma_d, max_seeds) > margin:
+        return None
+    lo, hi = 1, max_seeds          # the MDE at lo is above the margin (or lo < 2), at hi within it
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mid >= 2 and equivalence_mde(sigma_d, mid) <= margin else (mid, hi)
+    return hi
 
 
 def bonferroni_level(comparisons: int, level: float = LEVEL) -> float:
