@@ -195,3 +195,12 @@ def test_one_run_against_a_mean_of_three_uses_the_variance_of_that_difference():
 ])
 def test_interval_target_with_an_a_a_control(estimate, low, high, control, verdict):
     assert interval_target_verdict(estimate, low, high, goal=1.0, margin=0.95, control=control) == verdict
+
+
+def test_ledger_style_colours_each_verdict_and_hides_the_index():
+    from vlcp.report.claims import Claim, claims_frame, ledger_style
+
+    html = ledger_style(claims_frame([Claim("a", "confirmed", "e"), Claim("b", "refuted", "e"),
+                                      Claim("c", "underpowered", "e")])).to_html()
+    assert "color:#1a7f37" in html.replace(" ", "") and "color:#cf222e" in html.replace(" ", "")
+    assert "color:#6e7781" in html.replace(" ", "") and 'class="row_heading' not in html

@@ -70,6 +70,8 @@ def test_better_signs_forgetting_as_a_reduction():
     assert cl.better(a, b, 1000, "out", "I2T", "AR").diff == pytest.approx(0.0)
     with pytest.raises(ValueError, match="metric must be 'AR' or 'F'"):
         cl.better(a, b, 1000, "in", "T2I", "R@1")
+    with pytest.raises(ValueError, match="same seeds expected on both sides, got 3 and 2"):
+        cl.better([a, a, a], [b, b], 1000, "in", "T2I", "F")      # never silently the first run of each
 
 
 @pytest.mark.parametrize("teir_final, n_test, verdict", [(60.0, 10_000, "confirmed"), (51.0, 20, "inconclusive"),
@@ -139,7 +141,7 @@ def test_engineering_targets_table_is_shared():
 def ledger_ns(tmp_path, spread_ar, study=None):
     """The ledger cell's namespace on fake runs: TEIR 10 AR points above and 5 F points below its
     plain run; the seed subset (at `spread_ar`; None: missing) at seeds 0, 1, 2."""
-    from vlcp.report.claims import claims_frame, write_claims
+    from vlcp.report.claims import claims_frame, ledger_style, write_claims
 
     methods = ["clip", "er"]
     runs = {f"cll36-{m}{t}": run([60.0 if t else 50.0] * 3, before=[65.0 if t else 70.0] * 2 + [60.0 if t else 50.0])
@@ -149,7 +151,7 @@ def ledger_ns(tmp_path, spread_ar, study=None):
     for i, e in enumerate([*abl.values(), "cll-fullmodel", "cll-only-cm", "cll-only-cl"]):
         runs[e] = run([40.0 + i] * 3, before=[60.0, 60.0, 40.0 + i], loss=2.0 - i / 10)
     ns = {"report": True, "runs": runs, "methods": methods, "n_test": 200, "abl": abl, "cl": cl, "pd": pd, "Path": Path,
-          "paper_table": paper_table, "claims_frame": claims_frame, "write_claims": write_claims,
+          "paper_table": paper_table, "claims_frame": claims_frame, "ledger_style": ledger_style, "write_claims": write_claims,
           "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "Markdown": str,
           "spread": None if spread_ar is None else cl.seed_spread(subset(spread_ar), SUBSET_SEEDS),
           "subset_missing": ["cll-clip seed 1"] if spread_ar is None else [], "spread_exps": ["cll-clip", "cll-clip-teir"],

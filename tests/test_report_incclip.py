@@ -242,7 +242,7 @@ def ledger_ns(tmp_path, sds, ic_module=ic, deep_seeds: int = 1, study: dict | No
     """The ledger cell's namespace on fake single-seed runs (IncCLIP ahead of every baseline); with
     `deep_seeds` > 1 the 4-step split's runs (and naive fine-tuning) at that many seeds, as the
     seed subset gives the main claims."""
-    from vlcp.report.claims import claims_frame, write_claims
+    from vlcp.report.claims import claims_frame, ledger_style, write_claims
 
     methods = ["joint", "er", "ucir", "geodl", "co2l", "incclip"]
     base = {"joint": 30.0, "er": 10.0, "ucir": 10.5, "geodl": 11.0, "co2l": 10.8, "incclip": 15.0}
@@ -262,7 +262,7 @@ def ledger_ns(tmp_path, sds, ic_module=ic, deep_seeds: int = 1, study: dict | No
     study = {"fig1": {"fine_tuning": "ic4-seqf", "offline": "ic4-joint"}, **(study or {})}
     return {"report": True, "runs": runs, "study": study, "methods": methods, "splits": {"ic4": "4 steps", "ic8": "8 steps", "ici": "instance"},
             "sds": sds, "ic": ic_module, "paper_table": paper_table, "mem": mem, "np": np, "Path": Path,
-            "claims_frame": claims_frame, "write_claims": write_claims, "reports_dir": str(tmp_path),
+            "claims_frame": claims_frame, "ledger_style": ledger_style, "write_claims": write_claims, "reports_dir": str(tmp_path),
             "display": lambda *a, **k: None, "study_power_table": None, "deep": deep}   # (the power cell, earlier in the notebook)
 
 

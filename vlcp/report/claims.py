@@ -451,3 +451,15 @@ def claims_frame(claims: list[Claim]):
     import pandas as pd
 
     return pd.DataFrame([asdict(c) for c in claims])
+
+
+VERDICT_STYLE = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "color:#cf222e;font-weight:bold",
+                 "not confirmed": "color:#cf222e;font-weight:bold", "underpowered": "color:#6e7781;font-weight:bold",
+                 "inconclusive": "color:#9a6700;font-weight:bold", "not testable": "color:#6e7781"}
+
+
+def ledger_style(frame):
+    """A claims ledger (`claims_frame`) as every report shows it: each verdict in its colour, text
+    left-aligned, no index column."""
+    styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
+    return styler.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler

@@ -207,9 +207,12 @@ def better(ra: dict | list[dict], rb: dict | list[dict], n_test: int, s: str, d:
     `spread` (`seed_spread`, measured on a fixed test set, so without the test-sampling part)
     √(se_a² + se_b² + difference_spread²) and Student's t on the spread's dof. `ra`, `rb` may be
     lists of runs at the same seeds (≥ 2 each): then paired by seed (both scored on the same test
-    items, so no test-sampling term: the seeds measure their own spread). `level`: the interval's."""
+    items, so no test-sampling term: the seeds measure their own spread); lists of different lengths
+    are an error (never silently their first runs). `level`: the interval's."""
     sign = 1 if metric == "AR" else -1
-    if isinstance(ra, list) and isinstance(rb, list) and min(len(ra), len(rb)) >= 2 and len(ra) == len(rb):
+    if isinstance(ra, list) and isinstance(rb, list) and min(len(ra), len(rb)) >= 2 and len(ra) != len(rb):
+        raise ValueError(f"better: runs at the same seeds expected on both sides, got {len(ra)} and {len(rb)}")
+    if isinstance(ra, list) and isinstance(rb, list) and min(len(ra), len(rb)) >= 2:
         va = [sign * value_se(r, n_test, s, d, metric)[0] for r in ra]
         vb = [sign * value_se(r, n_test, s, d, metric)[0] for r in rb]
         return effect(va, vb, paired=True, level=level)
