@@ -381,7 +381,7 @@ def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
     import json
     from pathlib import Path
 
-    from vlcp.report.claims import claims_frame, write_claims
+    from vlcp.report.claims import claims_frame, ledger_style, write_claims
 
     nb = json.loads((Path(__file__).parents[1] / "notebooks" / "fomo_figures.ipynb").read_text())
     cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "write_claims(" in "".join(c["source"]))
@@ -389,7 +389,7 @@ def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
     runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)})
     spread = fm.subset_spread(subset_of({"fomo-ft": [20, 21, 22]}))
     ns = {"report": True, "fm": fm, "runs": runs, "study": {"reference": "fomo-ft", "studies": {}}, "orders": ORDERS,
-          "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "write_claims": write_claims, "Path": Path,
+          "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "ledger_style": ledger_style, "write_claims": write_claims, "Path": Path,
           "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread, "subset": {},
           "study_power_table": None}   # (the power cell, earlier in the notebook)
     exec(cell, ns)
@@ -415,7 +415,7 @@ def test_notebook_setup_cell_measures_the_spread_or_falls_back(tmp_path, monkeyp
         for s in seeds[1:]:
             write_json(tmp_path / f"spread-seed{s}" / e / f"seed{s}" / "results.json", run([(10, 40), gm_point(gm + s)]))
     monkeypatch.chdir(root)
-    ns = {"params_file": str(root / "params.yaml"), "runs_dir": str(tmp_path), "run_live": False}
+    ns = {"params_file": str(root / "params.yaml"), "runs_dir": str(tmp_path), "run_live": False, "long": False}
     exec(cell, ns)
     assert ns["report"] and list(ns["runs"]) == ["fomo-ft", "fomo-ema-merge"]
     if len(seeds) > 1:

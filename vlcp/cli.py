@@ -52,10 +52,13 @@ def _lookup(params: dict, key: str, what: str, path: str):
 
 
 def _experiment_list(params: dict, key: str, what: str, path: str) -> list[str]:
+    """The experiment names at `key`: a list, or a mapping of lists (e.g. report.fomo.studies: every
+    study's, in order, each name once)."""
     node = _lookup(params, key, what, path)
-    if not isinstance(node, list) or not all(isinstance(e, str) for e in node):
-        raise VlcpError(f"{what}: expected a list of experiment names in {path}")
-    return node
+    lists = list(node.values()) if isinstance(node, dict) else [node]
+    if not all(isinstance(v, list) and all(isinstance(e, str) for e in v) for v in lists):
+        raise VlcpError(f"{what}: expected a list of experiment names (or a mapping of such lists) in {path}")
+    return list(dict.fromkeys(e for v in lists for e in v))
 
 
 def _run_one(cfg, out: Path, ckpt: Path, resume: bool, bad_checkpoint: str = "error") -> Path:
@@ -77,8 +80,11 @@ def cmd_run(args) -> None:
     names = list(args.experiments)
     if args.list:
         names += _experiment_list(params, args.list, f"--list {args.list}", args.params)
+    if args.skip:
+        skip = set(_experiment_list(params, args.skip, f"--except {args.skip}", args.params))
+        names = [e for e in names if e not in skip]
     if not names:
-        raise VlcpError("run: name at least one experiment (or --list KEY)")
+        raise VlcpError("run: name at least one experiment (or --list KEY)" + (f"; --except {args.skip} left none" if args.skip else ""))
     if args.jobs < 1:
         raise VlcpError(f"--jobs: must be >= 1, got {args.jobs}")
     if args.jobs > 1 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -222,7 +228,15 @@ def cmd_metrics(args) -> None:
 def cmd_render(args) -> None:
     from vlcp.report.render import render_notebook
 
-    nb, html = render_notebook(args.notebook, args.reports)
+    import yaml
+
+    parameters = {"reports_dir": args.reports}   # where the notebook writes its own files (its claims), beside its HTML
+    for kv in args.param or []:
+        key, sep, value = kv.partition("=")
+        if not sep or not key:
+            raise VlcpError(f"-p {kv!r}: expected KEY=VALUE (the value read as YAML: true, 3, [1, 2], text)")
+        parameters[key] = yaml.safe_load(value)
+    nb, html = render_notebook(args.notebook, args.reports, parameters)
     print(f"wrote {nb} and {html}")
 
 
@@ -339,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
 
     run = sub.add_parser("run", help="train and evaluate experiments (one or more) for one seed")
     run.add_argument("experiments", nargs="*", metavar="EXPERIMENT")
-    run.add_argument("--list", metavar="KEY", help="also run the experiments listed at KEY (dotted path) in the params file")
+    run.add_argument("--list", metavar="KEY", help="also run the experiments listed at KEY (dotted path) in the params file; "
+                     "a mapping of lists runs every list's")
+    run.add_argument("--except", dest="skip", metavar="KEY", help="leave out the experiments listed at KEY (e.g. those a seed subset already ran)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--params", default="params.yaml")
     run.add_argument("--out", default="runs")
@@ -395,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     met.set_defaults(func=cmd_metrics)
     ren = rep.add_parser("render", help="execute a notebook (papermill) and write its HTML")
     ren.add_argument("notebook")
-    ren.add_argument("--reports", default="reports")
+    ren.add_argument("--reports", default="reports", help="where the executed notebook, its HTML and its claims go")
+    ren.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                     help="set a notebook parameter (papermill), e.g. -p long=true for the long profile's report")
     ren.set_defaults(func=cmd_render)
 
     upd = sub.add_parser("update", help="keep your own CLIP current: train it on new chunks of your data, see what it kept")

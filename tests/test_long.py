@@ -1,0 +1,102 @@
+"""The `long` profile (issue 48): `vlcp run --list` over a mapping of lists with `--except`,
+`vlcp report render -p`, long/dvc.yaml's stages, and the FoMo notebook's setup with `long = True`."""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlcp import cli
+from vlcp.errors import VlcpError
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_experiment_list_flattens_a_mapping_of_lists_in_order_once():
+    params = {"a": {"x": ["e1", "e2"], "y": ["e2", "e3"]}, "b": ["e4"], "c": {"x": [1]}}
+    assert cli._experiment_list(params, "a", "--list a", "p.yaml") == ["e1", "e2", "e3"]
+    assert cli._experiment_list(params, "b", "--list b", "p.yaml") == ["e4"]
+    with pytest.raises(VlcpError, match="a mapping of such lists"):
+        cli._experiment_list(params, "c", "--list c", "p.yaml")
+
+
+def test_run_except_leaves_out_the_subsets_experiments(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr(cli, "_run_one", lambda cfg, out, *a: ran.append(out.parent.name) or out / "results.json")
+    cli.main(["run", "--list", "report.fomo.studies", "--except", "report.fomo.spread.experiments", "--seed", "3",
+              "--params", str(ROOT / "params.yaml"), "--out", str(tmp_path)])
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    fomo = params["report"]["fomo"]
+    every = list(dict.fromkeys(e for v in fomo["studies"].values() for e in v))
+    assert ran == [e for e in every if e not in fomo["spread"]["experiments"]] and "fomo-ema-merge" not in ran
+    assert cli.main(["run", "fomo-ft", "--except", "report.fomo.spread.experiments", "--params", str(ROOT / "params.yaml")]) != 0
+
+
+def test_render_passes_parameters_and_the_reports_folder(monkeypatch, tmp_path):
+    import vlcp.report.render as render
+
+    seen = {}
+    monkeypatch.setattr(render, "render_notebook", lambda nb, reports, parameters: seen.update(parameters) or (nb, reports))
+    assert cli.main(["report", "render", "x.ipynb", "--reports", str(tmp_path), "-p", "long=true", "-p", "seeds=[1, 2]"]) == 0
+    assert seen == {"reports_dir": str(tmp_path), "long": True, "seeds": [1, 2]}
+    assert cli.main(["report", "render", "x.ipynb", "-p", "long"]) != 0          # not KEY=VALUE: a clear error
+
+
+def test_long_pipeline_is_apart_from_the_default_and_reads_the_root_params():
+    dvc = yaml.safe_load((ROOT / "long" / "dvc.yaml").read_text())
+    assert dvc["vars"] == ["../params.yaml"]
+    run = dvc["stages"]["run_fomo_long"]
+    assert run["foreach"] == "${report.fomo.long.seeds}" and run["do"]["wdir"] == ".."
+    assert "--except report.fomo.spread.experiments" in run["do"]["cmd"] and "--jobs 2" in run["do"]["cmd"]
+    out = run["do"]["outs"][0]
+    assert list(out.values())[0]["persist"] is True            # an interrupted stage keeps its finished runs
+    assert "-p long=true" in dvc["stages"]["fomo_figures_long"]["cmd"]
+    root = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert not any("long" in name for name in root)            # `dvc repro` (the default) never runs them
+    long = yaml.safe_load((ROOT / "params.yaml").read_text())["report"]["fomo"]["long"]
+    spread = yaml.safe_load((ROOT / "params.yaml").read_text())["report"]["fomo"]["spread"]
+    assert long["seeds"] and 0 not in long["seeds"] and set(long["seeds"]) <= set(spread["seeds"])   # the subset has them already
+
+
+def run(gm: float) -> dict:
+    """A FoMo results dict: θ0 (10, 40), then one task ending at A_KA = A_ZS = gm."""
+    rows = [{"A_KA": ka, "A_ZS": zs, "GM": (ka * zs) ** 0.5, "datasets": {"a": ka, "r": zs}} for ka, zs in [(10, 40), (gm, gm)]]
+    return {"zero_shot": rows[0], "trajectory": rows[1:], "datasets": {"a": {"role": "adaptation", "n": 100},
+                                                                        "r": {"role": "retention", "n": 100}}}
+
+
+def test_notebook_setup_with_long_merges_every_rows_seeds(tmp_path, monkeypatch):
+    from vlcp.report import fomo as fm
+    from vlcp.utils import write_json
+
+    nb = json.loads((ROOT / "notebooks" / "fomo_figures.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "fm.subset_spread(" in "".join(c["source"]))
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["report"]["fomo"]["studies"] = {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]}
+    params["report"]["fomo"]["spread"] = {"experiments": ["fomo-ft", "fomo-ema-merge"], "seeds": [1]}
+    params["report"]["fomo"]["long"] = {"runs": str(tmp_path / "long"), "seeds": [1, 2]}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    for e, gm in (("fomo-ft", 20), ("fomo-ema-merge", 25), ("fomo-lora4", 18)):
+        write_json(tmp_path / "runs" / "methods" / e / "seed0" / "results.json", run(gm))
+    for e in ("fomo-ft", "fomo-ema-merge"):
+        write_json(tmp_path / "runs" / "spread-seed1" / e / "seed1" / "results.json", run(21))
+    for s in (1, 2):
+        write_json(tmp_path / "long" / f"seed{s}" / "fomo-lora4" / f"seed{s}" / "results.json", run(18 + s))
+    monkeypatch.chdir(ROOT)
+    ns = {"params_file": str(tmp_path / "params.yaml"), "runs_dir": str(tmp_path / "runs"), "run_live": False, "long": True}
+    exec(cell, ns)
+    assert sorted(ns["subset"]["fomo-lora4"]) == [0, 1, 2] and fm.endpoint(ns["subset"]["fomo-lora4"][2])["GM"] == pytest.approx(20)
+    assert sorted(ns["subset"]["fomo-ft"]) == [0, 1]              # the subset's own seeds: not looked for in the long runs
+    assert "fomo-lora4" in ns["spread"]["source"]
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_every_notebook_code_cell_parses(notebook):
+    """A syntax error in a cell fails here, not minutes into a study's render."""
+    import ast
+
+    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
+    for i, c in enumerate(nb["cells"]):
+        if c["cell_type"] == "code":
+            src = "".join(c["source"])
+            ast.parse("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))), f"{notebook} cell {i}")
