@@ -89,14 +89,3 @@ def test_notebook_setup_with_long_merges_every_rows_seeds(tmp_path, monkeypatch)
     assert sorted(ns["subset"]["fomo-ft"]) == [0, 1]              # the subset's own seeds: not looked for in the long runs
     assert "fomo-lora4" in ns["spread"]["source"]
 
-
-@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
-def test_every_notebook_code_cell_parses(notebook):
-    """A syntax error in a cell fails here, not minutes into a study's render."""
-    import ast
-
-    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
-    for i, c in enumerate(nb["cells"]):
-        if c["cell_type"] == "code":
-            src = "".join(c["source"])
-            ast.parse("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))), f"{notebook} cell {i}")
