@@ -338,6 +338,11 @@ def test_compute_scaling_is_a_difference_of_gains():
     c = fm.compute_scaling_claim(runs, SD, SCALES)
     assert c.effect == pytest.approx(11.0) and c.sigma_d == pytest.approx(math.sqrt(2))   # four evaluations: √(4/2) × 1
     assert c.verdict == "inconclusive" and "would read confirmed" in c.evidence
+    four = ("fomo-ft-c025", "fomo-ft-c6", "fomo-ema-c025", "fomo-ema-c6")
+    deep3 = deep(**{e: [gm_point(g + 0.1 * s) for s in range(3)] for e, g in zip(four, (18, 19, 18, 30))})
+    deep3["fomo-ema-c6"] = {s: run([(10, 40), gm_point(30 + z)]) for s, z in enumerate((0.0, 0.2, -0.1))}
+    c = fm.compute_scaling_claim(deep3, SD, SCALES)                # paired over the three seeds all four have
+    assert c.verdict == "confirmed" and "paired by seed, n=3" in c.evidence and "over 3 seeds" in c.evidence
 
 
 def test_memory_order_claim_is_exact_confirmed_or_refuted():
