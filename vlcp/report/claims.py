@@ -294,6 +294,15 @@ def calibration_source(power_cfg: dict, where: str) -> str:
     return f"calibrated {power_cfg['calibrated']}" if power_cfg.get("calibrated") else where
 
 
+def _below_depth(verdict: str, exploratory: bool) -> tuple[str, str]:
+    """An exploratory row (below its study's depth) is never decided: ("what its interval alone would
+    read", "inconclusive") for a decided verdict, else ("", the verdict)."""
+    if exploratory and verdict in DECIDED:
+        return (f"exploratory (below the study's depth): its interval alone would read {verdict}; "
+                "deciding it takes the seeds per arm given below"), "inconclusive"
+    return "", verdict
+
+
 def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: list[float], *, paper: str,
           evidence: str = "", source: str = "", labels: list[str] | None = None, exploratory: bool = False) -> Claim:
     """`powered`'s verdict from effects already computed, one per comparison: `effects` at 95 %,
@@ -312,10 +321,7 @@ def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: lis
                                max(m - t for m, t in zip(mdes, targets)))
     sigma = max((e.sd for e in effects if e.sd is not None), default=None)
     target, mde = min(targets), max(mdes)
-    explored = ""
-    if exploratory and verdict in DECIDED:
-        explored, verdict = (f"exploratory (below the study's depth): its interval alone would read {verdict}; "
-                             "deciding it takes the seeds per arm given below"), "inconclusive"
+    explored, verdict = _below_depth(verdict, exploratory)
     decide = None if verdict in DECIDED or sigma is None else pw.seeds_to_decide(target, sigma, comparisons=k)
     parts = ([f"{(labels or [''] * k)[i]}{': ' if labels else ''}{e} (scaled paper effect {t:+.2f})"
               for i, (e, t) in enumerate(zip(effects, targets))] if k > 1 else [])
@@ -343,20 +349,11 @@ def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence
     `exploratory` as in `powered`."""
     if not margin > 0:
         raise ValueError(f"claim {claim!r}: equivalence margin must be > 0, got {margin}")
-    e = effect(a, b, sd=sd, level=0.90, sd_source=sd_source, sd_dof=sd_dof)
-    if -margin < e.low and e.high < margin:
-        verdict = "confirmed"
-    elif e.low >= margin or e.high <= -margin:
-        verdict = "refuted"
-    else:
-        verdict = None
+    shown, e = equivalent_verdict(a, b, margin, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
-    if verdict is None:
-        verdict = "underpowered" if mde > margin else "inconclusive"
-    explored = ""
-    if exploratory and verdict in DECIDED:
-        explored, verdict = (f"exploratory (below the study's depth): its interval alone would read {verdict}; "
-                             "deciding it takes the seeds per arm given below"), "inconclusive"
+    verdict = {"confirmed": "confirmed", "not confirmed": "refuted"}.get(
+        shown, "underpowered" if mde > margin else "inconclusive")
+    explored, verdict = _below_depth(verdict, exploratory)
     decide = (None if verdict in DECIDED or not e.sd or not math.isfinite(e.sd)
               else pw.seeds_to_show_equivalence(margin, e.sd))
     note = (f"equivalence margin ±{margin:.2f} (90 % interval inside it); smallest margin this design shows "

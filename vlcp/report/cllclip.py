@@ -210,9 +210,9 @@ def better(ra: dict | list[dict], rb: dict | list[dict], n_test: int, s: str, d:
     items, so no test-sampling term: the seeds measure their own spread); lists of different lengths
     are an error (never silently their first runs). `level`: the interval's."""
     sign = 1 if metric == "AR" else -1
-    if isinstance(ra, list) and isinstance(rb, list) and min(len(ra), len(rb)) >= 2 and len(ra) != len(rb):
-        raise ValueError(f"better: runs at the same seeds expected on both sides, got {len(ra)} and {len(rb)}")
     if isinstance(ra, list) and isinstance(rb, list) and min(len(ra), len(rb)) >= 2:
+        if len(ra) != len(rb):
+            raise ValueError(f"better: runs at the same seeds expected on both sides, got {len(ra)} and {len(rb)}")
         va = [sign * value_se(r, n_test, s, d, metric)[0] for r in ra]
         vb = [sign * value_se(r, n_test, s, d, metric)[0] for r in rb]
         return effect(va, vb, paired=True, level=level)

@@ -238,7 +238,6 @@ PEFT = ("fomo-lora4", "fomo-lora64", "fomo-dora", "fomo-vera", "fomo-bitfit", "f
 LOCKED = ("fomo-locked-image", "fomo-locked-text")
 CONCEPT_ORDERINGS = ("easy-to-hard", "frequency", "similarity")   # Fig. 15 left, beside "random"
 POOLS = ("fomo-pool-onestyle", "fomo-pool-half", "fomo-pool-noisy")
-_RANK = {"not confirmed": 0, "inconclusive": 1, "not testable": 2, "confirmed": 3}
 
 
 def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
@@ -264,10 +263,6 @@ def similar_fraction(metric: str = "GM") -> float:
         raise ValueError(f"similar_fraction: metric {metric!r} is not one of {sorted(pairs)}")
     a, b = pairs[metric]
     return abs(a - b) / ((a + b) / 2)
-
-
-def _end(runs: dict, e: str, m: str) -> float:
-    return endpoint(runs[e])[m]
 
 
 def early_key(k: int = EARLY_TASKS) -> str:
@@ -462,13 +457,18 @@ def by_seed(runs: dict[str, dict], subset: dict[str, dict[int, dict]] | None, se
     return {e: (subset[e] if len(subset.get(e) or {}) >= 2 else {seed: r}) for e, r in runs.items()}
 
 
+def study_run(deep: dict, e: str) -> dict:
+    """`e`'s run at its first seed (`by_seed`: the study's own run)."""
+    return deep[e][min(deep[e])]
+
+
 def _paired(deep: dict, a: str, b: str, f) -> tuple[list[float], list[float]]:
-    """f(run) of a and b at the seeds both have (paired by seed); one run each (their first seeds)
-    when they share fewer than two."""
+    """f(run) of a and b at the seeds both have (paired by seed); one run each (`study_run`) when
+    they share fewer than two."""
     common = sorted(set(deep[a]) & set(deep[b]))
     if len(common) >= 2:
         return [f(deep[a][s]) for s in common], [f(deep[b][s]) for s in common]
-    return [f(deep[a][min(deep[a])])], [f(deep[b][min(deep[b])])]
+    return [f(study_run(deep, a))], [f(study_run(deep, b))]
 
 
 class Cmp(NamedTuple):
@@ -520,12 +520,11 @@ def _end_of(m: str):
     return lambda r: endpoint(r)[m]
 
 
-def _equivalence(text: str, where: str, deep: dict, a: str, b: str, f, margin: float, noise: Noise, cite: str,
+def _equivalence(text: str, where: str, va: list, vb: list, margin: float, noise: Noise, cite: str,
                  evidence: str = "") -> Claim:
-    """`claims.powered_equivalence` of f(a) and f(b), paired by seed where both have ≥ 2 seeds."""
+    """`claims.powered_equivalence` of per-seed values (`_paired`'s); one run each: on `noise`, exploratory."""
     from vlcp.report.claims import powered_equivalence
 
-    va, vb = _paired(deep, a, b, f)
     single = min(len(va), len(vb)) < 2
     kw = dict(sd=noise.sd, sd_source=noise.source, sd_dof=noise.dof) if single else {}
     return powered_equivalence(text, va, vb, margin, paper=cite, evidence=evidence, source=f"{SRC} {where}",
@@ -563,7 +562,7 @@ def merging_best_claim(deep: dict, noise: dict, scales: dict) -> Claim:
     merges, others = [e for e in MERGES if e in deep], [e for e in NON_MERGES if e in deep]
     if not merges or not others:
         return not_run(text, [MERGES[0], NON_MERGES[0]], deep, where)
-    gm = {e: endpoint(deep[e][min(deep[e])])["GM"] for e in merges + others}
+    gm = {e: endpoint(study_run(deep, e))["GM"] for e in merges + others}
     bm, bo = max(merges, key=gm.get), max(others, key=gm.get)
     a, b = _paired(deep, bm, bo, _end_of("GM"))
     return _decide(text, where, [_cmp("", a, b, comparison_sd(noise, "GM"), "GM", scales)],
@@ -611,8 +610,8 @@ def peft_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft"
     peft = [e for e in PEFT if e in deep]
     if reference not in deep or not peft:
         return not_run(text, [reference, *PEFT], deep, where)
-    zs = deep[reference][min(deep[reference])]["zero_shot"]
-    end = lambda e, m: endpoint(deep[e][min(deep[e])])[m]   # noqa: E731
+    zs = study_run(deep, reference)["zero_shot"]
+    end = lambda e, m: endpoint(study_run(deep, e))[m]   # noqa: E731
     ev = "; ".join(f"{e}: ΔA_KA {end(e, 'A_KA') - zs['A_KA']:+.1f}, forgetting {zs['A_ZS'] - end(e, 'A_ZS'):+.1f}"
                    for e in [*peft, reference])
     return _decide(text, where, _vs_reference(deep, noise, scales, reference, peft, [("A_KA", 1), ("A_ZS", -1)]), ev)
@@ -623,7 +622,7 @@ def ewc_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft")
     text, where = "EWC retains strongly but accumulates little (vs full fine-tuning)", "§5.1, Fig. 6"
     if "fomo-ewc" not in deep or reference not in deep:
         return not_run(text, ["fomo-ewc", reference], deep, where)
-    r, f = deep["fomo-ewc"][min(deep["fomo-ewc"])], deep[reference][min(deep[reference])]
+    r, f = study_run(deep, "fomo-ewc"), study_run(deep, reference)
     ev = (f"A_ZS {endpoint(r)['A_ZS']:.1f} vs {endpoint(f)['A_ZS']:.1f}; A_KA {endpoint(r)['A_KA']:.1f} vs "
           f"{endpoint(f)['A_KA']:.1f} (steps/task {r['steps_per_task'][0]} vs {f['steps_per_task'][0]})")
     return _decide(text, where, _vs_reference(deep, noise, scales, reference, ["fomo-ewc"], [("A_KA", 1), ("A_ZS", -1)]), ev)
@@ -643,7 +642,7 @@ def si_claim(deep: dict, noise: dict, reference: str = "fomo-ft") -> Claim:
         return not_run(text, ["fomo-si", reference], deep, where)
     si, ft = _paired(deep, "fomo-si", reference, _end_of("GM"))
     base = float(np.mean(ft))
-    return _equivalence(text, where, deep, "fomo-si", reference, _end_of("GM"), similar_fraction("GM") * base,
+    return _equivalence(text, where, si, ft, similar_fraction("GM") * base,
                         comparison_sd(noise, "GM"), "§5.1: no number; the margin is §7.1's similar gap as a share of GM",
                         f"SI GM {np.mean(si):.1f} vs full FT {base:.1f}; {_margin_note('GM', base)}")
 
@@ -675,7 +674,7 @@ def best_of_claim(text: str, deep: dict, best: str, rivals, metric: str, noise: 
         return not_run(text, [best, *wanted], deep, where)
     value = value or _end_of(metric)
     cmps = [_cmp(e, *_paired(deep, best, e, value), comparison_sd(noise, metric), metric, scales) for e in rivals]
-    return _decide(text, where, cmps, ", ".join(f"{e} {value(deep[e][min(deep[e])]):.1f}" for e in [best, *rivals]))
+    return _decide(text, where, cmps, ", ".join(f"{e} {value(study_run(deep, e)):.1f}" for e in [best, *rivals]))
 
 
 def mixtures_claim(deep: dict, noise: dict, scales: dict, mixes, reference: str = "fomo-ft") -> Claim:
@@ -692,7 +691,7 @@ def mixtures_claim(deep: dict, noise: dict, scales: dict, mixes, reference: str 
     cmps += [_cmp(f"{e} vs nobuffer", *_paired(deep, e, "fomo-mix-nobuffer", gm), sd, "GM", scales,
                   *((nobuffer_gm_effect(), nob) if e == reference else (None, "")))
              for e in mix if e != "fomo-mix-nobuffer"]
-    return _decide(text, where, cmps, ", ".join(f"{e} {gm(deep[e][min(deep[e])]):.1f}" for e in mix))
+    return _decide(text, where, cmps, ", ".join(f"{e} {gm(study_run(deep, e)):.1f}" for e in mix))
 
 
 def orderings_similar_claim(deep: dict, noise: dict, orders: dict[str, str]) -> Claim:
@@ -706,12 +705,12 @@ def orderings_similar_claim(deep: dict, noise: dict, orders: dict[str, str]) -> 
     if ref not in deep or not rivals:
         return not_run(text, [ref, *(orders[k] for k in CONCEPT_ORDERINGS if k in orders)], deep, where)
     gm = _end_of("GM")
-    base = gm(deep[ref][min(deep[ref])])
+    base = gm(study_run(deep, ref))
     margin = similar_fraction("GM") * base
-    ev = ", ".join(f"{e} {gm(deep[e][min(deep[e])]):.1f}" for e in [ref, *rivals]) + f"; margin ±{margin:.2f} = {similar_fraction('GM'):.1%} of random's GM (the paper's own spread)"
+    ev = ", ".join(f"{e} {gm(study_run(deep, e)):.1f}" for e in [ref, *rivals]) + f"; margin ±{margin:.2f} = {similar_fraction('GM'):.1%} of random's GM (the paper's own spread)"
     cite = "§7.1: frequency 55.2/65.6 vs easy-to-hard 53.8/64.3 (A_KA/A_ZS) called similar: 2.3 % of GM"
-    return _worst(text, [_equivalence(text, where, deep, e, ref, gm, margin, comparison_sd(noise, "GM"), cite, f"{e}: {ev}")
-                         for e in rivals])
+    return _worst(text, [_equivalence(text, where, *_paired(deep, e, ref, gm), margin, comparison_sd(noise, "GM"), cite,
+                                      f"{e}: {ev}") for e in rivals])
 
 
 def model_size_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
@@ -728,7 +727,7 @@ def model_size_claim(deep: dict, noise: dict, scales: dict, reference: str = "fo
     cmps = [_cmp("small vs default", *_paired(deep, order[0], order[1], forg), sd, "A_ZS", scales),
             _cmp("default vs large", *_paired(deep, order[1], order[2], forg), sd, "A_ZS", scales, zl - zb,
                  f"§6.2: forgetting B/16 {-zb:.1f} vs L/14 {-zl:.1f}")]
-    return _decide(text, where, cmps, ", ".join(f"{e} {forg(deep[e][min(deep[e])]):.1f}" for e in order))
+    return _decide(text, where, cmps, ", ".join(f"{e} {forg(study_run(deep, e)):.1f}" for e in order))
 
 
 def pool_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft", pools=POOLS, level: float = 0.95) -> Claim:
@@ -740,7 +739,7 @@ def pool_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft"
     pl = [e for e in [reference, *pools] if e in deep]
     if reference not in deep or len(pl) < 2:
         return not_run(text, [reference, *pools], deep, where)
-    zs = {e: endpoint(deep[e][min(deep[e])])["A_ZS"] for e in pl}
+    zs = {e: endpoint(study_run(deep, e))["A_ZS"] for e in pl}
     hi, lo = max(pl, key=zs.get), min(pl, key=zs.get)
     sd = comparison_sd(noise, "A_ZS")
     k = len(pl)
@@ -760,7 +759,7 @@ def compute_scaling_claim(deep: dict, noise: dict, scales: dict) -> Claim:
         return not_run(text, exps, deep, where)
     common = sorted(set.intersection(*(set(deep[e]) for e in exps)))
     seeds = common if len(common) >= 2 else [None]          # paired by seed where all four have them, else one run each
-    gm = lambda e, s: endpoint(deep[e][min(deep[e]) if s is None else s])["GM"]   # noqa: E731
+    gm = lambda e, s: endpoint(study_run(deep, e) if s is None else deep[e][s])["GM"]   # noqa: E731
     g_ft = [gm("fomo-ft-c6", s) - gm("fomo-ft-c025", s) for s in seeds]
     g_ema = [gm("fomo-ema-c6", s) - gm("fomo-ema-c025", s) for s in seeds]
     return _decide(text, where, [_cmp("", g_ema, g_ft, comparison_sd(noise, "GM", evals=4, runs=4), "GM", scales)],
@@ -772,7 +771,7 @@ def stream_length_claim(deep: dict, noise: dict, scales: dict, reference: str = 
     text, where = "A longer stream (T = 50) at equal compute lowers both accumulation and retention", "Fig. 19"
     if "fomo-t50" not in deep or reference not in deep:
         return not_run(text, ["fomo-t50", reference], deep, where)
-    end = lambda e, m: endpoint(deep[e][min(deep[e])])[m]   # noqa: E731
+    end = lambda e, m: endpoint(study_run(deep, e))[m]   # noqa: E731
     ev = (f"T=20 {end(reference, 'A_KA'):.1f}/{end(reference, 'A_ZS'):.1f} vs T=50 "
           f"{end('fomo-t50', 'A_KA'):.1f}/{end('fomo-t50', 'A_ZS'):.1f} (A_KA/A_ZS)")
     return _decide(text, where, _vs_reference(deep, noise, scales, reference, ["fomo-t50"], [("A_KA", 1), ("A_ZS", 1)]), ev)
@@ -790,13 +789,12 @@ def locked_towers_claim(deep: dict, noise: dict, scales: dict, reference: str = 
     from vlcp.report.refs import paper_table
 
     t4 = paper_table("fomo_table4").set_index("method")
-    one = lambda e: deep[e][min(deep[e])]   # noqa: E731
-    ft, steps_ft = endpoint(one(reference))["GM"], one(reference)["steps_per_task"][0]
+    ft, steps_ft = endpoint(study_run(deep, reference))["GM"], study_run(deep, reference)["steps_per_task"][0]
     parts = []
     for e in locked:
         paper_x = t4.loc[e.removeprefix("fomo-"), "steps_T20"] / t4.loc["full-ft", "steps_T20"]
-        gm = endpoint(one(e))["GM"]
-        parts.append(f"{e} GM {gm:.1f} with {one(e)['steps_per_task'][0] / steps_ft:.1f}× full FT's steps per task "
+        gm = endpoint(study_run(deep, e))["GM"]
+        parts.append(f"{e} GM {gm:.1f} with {study_run(deep, e)['steps_per_task'][0] / steps_ft:.1f}× full FT's steps per task "
                      f"(paper {paper_x:.1f}×)" + (f"; it ends {gm - ft:.1f} GM above full FT: at our scale the extra steps "
                                                    "of a locked tower can outweigh joint tuning" if gm > ft else ""))
     cmps = _vs_reference(deep, noise, scales, reference, locked, [("GM", 1)])
