@@ -319,3 +319,27 @@ def test_runs_in_one_process_share_their_inputs(emoji_root, tmp_path):
     other.data.languages = ["en", "de"]
     assert run_experiment(other, tmp_path / "d")["languages"] == ["en", "de"]
     assert rl.stream_inputs.cache_info().misses == 2
+
+
+def test_convergence_fisher_trace_is_the_mean_per_pair_squared_gradient(monkeypatch):
+    """CLL-CLIP Fig. 3: the trace of the empirical Fisher over training pairs, mean_i ‖∇ℓ_i‖², not
+    the squared norm of the batch-mean gradient ‖mean_i ∇ℓ_i‖² (smaller unless every pair's gradient
+    is the same). A one-parameter-vector model whose pair loss is (x_i · w)², gradient 2 (x_i · w) x_i."""
+    from types import SimpleNamespace
+
+    from vlcp.run.streams import language
+
+    x = torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0], [3.0, -1.0]])
+    model = torch.nn.Module()
+    model.w = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    monkeypatch.setattr(language.CLLCLIP, "sample_losses", lambda self, m, batch, ctx: (batch @ m.w) ** 2)
+    ctx = SimpleNamespace(pool=torch.arange(4), materialize=lambda ids, gen: x[ids])
+    out = language.convergence(model, None, ctx, batches=1, batch_size=4, per_batch=4)
+    ids = torch.randint(0, 4, (4,), generator=torch.Generator().manual_seed(0))    # the pass's seeded sample
+    z = x[ids] @ model.w.detach()
+    grads = 2 * z[:, None] * x[ids]
+    assert out["fisher_trace"] == pytest.approx(float((grads ** 2).sum(1).mean()))
+    assert out["loss"] == pytest.approx(float((z ** 2).mean()))
+    assert out["fisher_trace"] > float((grads.mean(0) ** 2).sum())              # not the batch-mean gradient's
+    assert out["fisher_pairs"] == 4
+    assert language.convergence(model, None, ctx, batches=1, batch_size=4, per_batch=2)["fisher_pairs"] == 2

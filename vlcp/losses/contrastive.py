@@ -49,7 +49,7 @@ def gather_ids(x: torch.Tensor) -> torch.Tensor:
 
 def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor,
               extra_text: torch.Tensor | None = None, anchors: torch.Tensor | None = None,
-              pair_ids: torch.Tensor | None = None) -> torch.Tensor:
+              pair_ids: torch.Tensor | None = None, reduction: str = "mean") -> torch.Tensor:
     """Symmetric InfoNCE over the (global) batch.
 
     `extra_text`: optional extra text features used as negatives in the image→text direction
@@ -58,7 +58,14 @@ def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_s
     losses are averaged), the others are negatives only (Co2L's asymmetric contrastive loss).
     `pair_ids`: optional long [B]; rows with equal ids are all positives of each other, with
     the target mass split evenly (CLFM's multi-positive targets: one image, several captions).
+    `reduction`: "mean" (the loss) or "none": the local rows' losses [B], row i being
+    (image i's image→text loss + text i's text→image loss) / 2, whose mean is the loss
+    (CLL-CLIP Fig. 3's per-sample Fisher trace). Not with `anchors`.
     """
+    if reduction not in ("mean", "none"):
+        raise ValueError(f"clip_loss: reduction must be 'mean' or 'none', got {reduction!r}")
+    if reduction == "none" and anchors is not None:
+        raise ValueError("clip_loss: reduction='none' with anchors is not defined (anchors average a subset of rows)")
     rank, _ = world()
     all_img, all_txt = gather_pair(image_features, text_features)
     labels = torch.arange(image_features.shape[0], device=image_features.device) + rank * image_features.shape[0]
@@ -72,8 +79,10 @@ def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_s
         else:
             same_i2t = same
         soft = lambda s: s / s.sum(1, keepdim=True)  # noqa: E731
-        return (F.cross_entropy(logits_i2t, soft(same_i2t)) + F.cross_entropy(logits_t2i, soft(same))) / 2
+        return (F.cross_entropy(logits_i2t, soft(same_i2t), reduction=reduction)
+                + F.cross_entropy(logits_t2i, soft(same), reduction=reduction)) / 2
     if anchors is None:
-        return (F.cross_entropy(logits_i2t, labels) + F.cross_entropy(logits_t2i, labels)) / 2
+        return (F.cross_entropy(logits_i2t, labels, reduction=reduction)
+                + F.cross_entropy(logits_t2i, labels, reduction=reduction)) / 2
     rows = (F.cross_entropy(logits_i2t, labels, reduction="none") + F.cross_entropy(logits_t2i, labels, reduction="none")) / 2
     return rows[anchors].sum() / anchors.sum().clamp_min(1)

@@ -134,6 +134,20 @@ class CLLCLIP(Method):
             terms["cl"] = self.cfg.gamma_cl * F.mse_loss(txt, self.cl_target(txt, batch, ctx))
         return terms
 
+    def sample_losses(self, model, batch, ctx) -> torch.Tensor:
+        """`loss`'s objective pair by pair, [B], whose mean is the sum of `loss`'s terms: pair i's
+        cross-modal row (against the batch's negatives) and its own squared error to the target
+        (CLL-CLIP Fig. 3's per-sample Fisher trace)."""
+        txt = self.text_features(model, batch, ctx)
+        out = txt.new_zeros(len(txt))
+        if self.cfg.gamma_cm:
+            scale = unwrap(model).logit_scale.exp()
+            out = out + self.cfg.gamma_cm * clip_loss(batch.images, F.normalize(txt, dim=-1), scale,
+                                                      pair_ids=batch.items, reduction="none")
+        if self.cfg.gamma_cl:
+            out = out + self.cfg.gamma_cl * (txt - self.cl_target(txt, batch, ctx)).pow(2).mean(1)
+        return out
+
     def after_task(self, model, ctx):
         self.counts[self.used] += 1
 

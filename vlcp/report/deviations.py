@@ -398,6 +398,14 @@ DEVIATIONS: dict[str, tuple[Deviation, ...]] = {
                   "γ1 = 0.01, γ2 = 1 were searched with the code's scale; eq. (3)'s would weight L_cl 256× against "
                   "L_cm at the same γ (the reported runs are the code's)",
                   "every table and figure", "CLL-CLIP eq. (3); CLFM clfm/losses/CLLoss.py"),
+        Deviation("scale", "Fig. 3's Fisher trace is the per-pair trace the paper names (mean over pairs of the squared "
+                  "norm of each pair's loss gradient) over 128 seeded training pairs (the first 8 of each of the 16 "
+                  "batches of 128 whose mean loss is Fig. 3 left), not over all training samples",
+                  "one backward pass a pair: ~3 s a run for 128 pairs on the tiny model, ~13 s for 512 (measured "
+                  "2026-11-28); 128 and 512 pairs gave 76.3 and 71.1 on cll-clip seed 0 (7 %), the same pairs for "
+                  "every setting. The batch-mean gradient's squared norm used before (0.63 there) is ~120 × smaller "
+                  "and is not the paper's quantity",
+                  "Fig. 3 right", "CLL-CLIP §Effect of TEIR on Model Convergence; vlcp/run/streams/language.py convergence"),
         Deviation("scale", "one seed per run, except TEIR on and off on the 12-language stream (cll-clip, "
                   "cll-clip-teir: the seed subset, report.cllclip.spread), the main claim, read at every subset seed "
                   "and paired by seed; the single-seed rows are exploratory and add the subset's seed spread to the "

@@ -197,24 +197,29 @@ def evaluate(model, method, evaluator: LanguageEvaluator, languages, learned, or
     return out
 
 
-def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: int = 128) -> dict:
+def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: int = 128,
+                per_batch: int = 8) -> dict:
     """CLL-CLIP Fig. 3: the final model's mean training loss and the trace of the empirical
-    Fisher (mean over batches of the squared norm of the batch-loss gradient w.r.t. the
-    trainable parameters) on a seeded sample of every language's training examples. Under DDP
-    every rank runs it on its slice of each batch; loss and gradient are averaged over ranks
-    (the one-process values)."""
+    Fisher, the mean over training pairs of the squared norm of each pair's loss gradient w.r.t.
+    the trainable parameters (the paper's per-sample trace; pair i's loss is row i of the CLL-CLIP
+    objective, `CLLCLIP.sample_losses`, scored against its batch's negatives), on a seeded sample
+    of every language's training examples: the loss over `batches` batches, the trace over the
+    first `per_batch` pairs of each (one backward pass a pair). Under DDP every rank runs it on
+    its slice of each batch and the values are averaged over ranks."""
     gen = torch.Generator().manual_seed(0)
     params = [p for p in model.parameters() if p.requires_grad]
     losses, traces = [], []
     for _ in range(batches):
         ids = ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=gen)]
         batch = ctx.materialize(ids, gen)
-        loss = sum(CLLCLIP.loss(method, model, batch, ctx).values())
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
-        losses.append(all_reduce_mean(loss).item())
-        traces.append(sum(float((all_reduce_mean(g).float() ** 2).sum()) for g in grads if g is not None))
-    return {"loss": sum(losses) / batches, "fisher_trace": sum(traces) / batches, "batches": batches,
-            "batch_size": batch_size}
+        rows = CLLCLIP.sample_losses(method, model, batch, ctx)
+        losses.append(all_reduce_mean(rows.mean().detach()).item())
+        for i in range(min(per_batch, len(rows))):
+            grads = torch.autograd.grad(rows[i], params, retain_graph=True, allow_unused=True)
+            norm = sum(g.float().pow(2).sum() for g in grads if g is not None)
+            traces.append(all_reduce_mean(torch.as_tensor(norm, dtype=torch.float32)).item())
+    return {"loss": sum(losses) / batches, "fisher_trace": sum(traces) / len(traces), "batches": batches,
+            "batch_size": batch_size, "fisher_pairs": len(traces)}
 
 
 class LanguageStream(Stream):
