@@ -211,3 +211,30 @@ def test_powered_equivalence_each_verdict(a, b, margin, verdict):
     assert c.scaled_effect == margin and c.sigma_d > 0 and (c.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
     one = powered_equivalence("a ≈ b", a[:1], b[:1], margin, paper="p", sd=0.01, exploratory=True)
     assert one.verdict == "inconclusive" and "would read" in one.evidence
+
+
+def test_powered_equivalence_refutes_one_of_k_only_on_its_bonferroni_interval():
+    """Outside the margin at 90 % but not at 1 − 0.10/k: one of k equivalences does not refute the row."""
+    from vlcp.report.claims import all_equivalent, powered_equivalence
+
+    a, b = [21.0, 21.3, 20.8, 21.1], [20.0, 20.0, 20.0, 20.0]       # 90 % [+0.81, +1.29]; at k = 20 [+0.27, +1.83]
+    assert powered_equivalence("c", a, b, 0.5, paper="p").verdict == "refuted"
+    wide = powered_equivalence("c", a, b, 0.5, paper="p", comparisons=20)
+    assert wide.verdict in ("inconclusive", "underpowered")
+    far = powered_equivalence("c", [25.0, 25.1, 24.9, 25.0], b, 0.5, paper="p", comparisons=20)
+    assert far.verdict == "refuted"
+    row = all_equivalent("all hold", [powered_equivalence("x", b, b, 0.5, paper="p", sd=0.01), far])
+    assert row.verdict == "refuted" and row.claim == "all hold" and row.effect == far.effect
+
+
+def test_powered_equivalence_with_a_zero_margin_is_never_confirmed():
+    """A headroom that is not positive carries the paper's margin to 0: refuted by an interval that
+    excludes 0, else underpowered (no number of seeds decides it)."""
+    from vlcp.report.claims import powered_equivalence
+
+    same = powered_equivalence("c", [20.0, 20.1, 19.9, 20.0], [20.0] * 4, 0.0, paper="p")
+    assert same.verdict == "underpowered" and same.seeds_to_decide is None and "margin 0" in same.evidence
+    apart = powered_equivalence("c", [23.0, 23.1, 22.9, 23.0], [20.0] * 4, 0.0, paper="p")
+    assert apart.verdict == "refuted" and apart.scaled_effect == 0.0
+    with pytest.raises(ValueError, match=">= 0"):
+        powered_equivalence("c", [1.0], [1.0], -0.1, paper="p")

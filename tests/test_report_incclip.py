@@ -198,6 +198,34 @@ def test_slightly_better_is_an_equivalence_with_the_stated_margin(ucir, sd, verd
     assert "margin ±1.4" in c.evidence and "14.5%" in c.claim
 
 
+def test_slight_gain_is_the_margins_gain_in_points():
+    pts, how = ic.slight_gain(paper_table("incclip_table1"))
+    assert pts == pytest.approx(12.62 - 11.02) and "1.60 points" in how
+
+
+@pytest.mark.parametrize("shift, jitter, verdict", [
+    (0.1, 0.05, "confirmed"),     # every paired difference inside ±0.8
+    (5.0, 0.05, "refuted"),       # UCIR 5 points above ER at every seed: outside even the Bonferroni interval
+    (0.0, 3.0, "underpowered"),   # seed noise far above the margin
+])
+def test_slightly_better_judged_for_power_reaches_every_verdict(shift, jitter, verdict):
+    """The margin: the paper's 1.60 points × our H 5 / the paper's 10 = 0.80, paired at 5 seeds."""
+    from vlcp.report.claims import Scale
+
+    er = [10.0, 12.0, 11.0, 13.0, 9.0]
+    noise = [0.0, 1.0, -1.0, 0.5, -0.5]
+    vals = {"4 steps": {"er": er, "ucir": [e + shift + jitter * n for e, n in zip(er, noise)],
+                        "co2l": [e + 0.05 + jitter * n for e, n in zip(er, noise[::-1])]}}
+    c = ic.slightly_better(vals, ["ucir", "co2l"], "er", 0.145, "paper", 1.0, SRC, scale=Scale(5.0, 10.0, "test"),
+                           paper_gain=1.60)
+    assert c.verdict == verdict and c.scaled_effect == pytest.approx(0.80)
+    assert "2 equivalences, all must hold" in c.evidence and "±0.80" in c.claim
+    single = {"4 steps": {"er": [10.0], "ucir": [10.0 + shift], "co2l": [10.0]}}
+    one = ic.slightly_better(single, ["ucir", "co2l"], "er", 0.145, "paper", 0.01, SRC, scale=Scale(5.0, 10.0, "test"),
+                             paper_gain=1.60)
+    assert one.verdict in ("inconclusive", "underpowered")         # one run each: exploratory, never decided
+
+
 @pytest.mark.parametrize("vals, sd, verdict", [([40, 30, 20, 10], 1.0, "confirmed"), ([13, 12, 11, 10], 6.4, "inconclusive"),
                                                ([40, 30, 35, 10], 1.0, "not confirmed")])
 def test_ordered_claim_every_verdict(vals, sd, verdict):

@@ -30,6 +30,7 @@ verdict comes from the functions here:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
@@ -339,17 +340,28 @@ def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: lis
 
 def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence: str = "", source: str = "",
                         sd: float | None = None, sd_source: str = "given sd", sd_dof: int | None = None,
-                        exploratory: bool = False) -> Claim:
+                        exploratory: bool = False, comparisons: int = 1) -> Claim:
     """"a ≈ b within ±`margin`" (per-seed values, as `effect` takes them; the margin the paper's own,
     carried to our scale, cited by `paper`), judged for power: **confirmed** when the 90 % interval
     lies inside (−margin, margin) (two one-sided tests at 5 %); **refuted** when it lies wholly
     outside (the difference exceeds the margin); **underpowered** when the margin is below the
     smallest one this design shows with 80 % power at a true difference of 0
     (`power.equivalence_mde`; the row then says the seeds that would); else **inconclusive**.
-    `exploratory` as in `powered`."""
-    if not margin > 0:
-        raise ValueError(f"claim {claim!r}: equivalence margin must be > 0, got {margin}")
+    `exploratory` as in `powered`. `comparisons`: how many equivalences the row's claim holds at
+    once (`all_equivalent`): confirming each at 90 % confirms them all (an intersection-union
+    test), but one refutes the row only when its Bonferroni interval (level 1 − 0.10/k) lies
+    wholly outside the margin. A margin of 0 (a `Scale` whose headroom is not positive carries the
+    paper's margin to 0) cannot be confirmed: refuted by an interval that excludes 0, else
+    underpowered, which no number of seeds decides."""
+    if not margin >= 0 or not math.isfinite(margin):
+        raise ValueError(f"claim {claim!r}: equivalence margin must be >= 0, got {margin}")
+    if margin == 0:
+        return _zero_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, exploratory, comparisons)
     shown, e = equivalent_verdict(a, b, margin, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+    if shown == "not confirmed" and comparisons > 1:
+        wide = effect(a, b, sd=sd, level=1 - 0.10 / comparisons, sd_source=sd_source, sd_dof=sd_dof)
+        if not (wide.low >= margin or wide.high <= -margin):
+            shown = "inconclusive"
     mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
     verdict = {"confirmed": "confirmed", "not confirmed": "refuted"}.get(
         shown, "underpowered" if mde > margin else "inconclusive")
@@ -362,6 +374,27 @@ def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence
                                               else f"; more than {pw.MAX_SEEDS} seeds per arm would be needed")))
     ev = "; ".join(x for x in (explored, evidence, note, f"effect {e} (90 %)") if x)
     return Claim(claim, verdict, ev, source, e.diff, e.low, e.high, e.n, paper, margin, e.sd, mde, decide, 1)
+
+
+def _zero_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, exploratory, comparisons) -> Claim:
+    e = effect(a, b, sd=sd, level=1 - 0.10 / comparisons, sd_source=sd_source, sd_dof=sd_dof)
+    verdict = "refuted" if e.low > 0 or e.high < 0 else "underpowered"
+    explored, verdict = _below_depth(verdict, exploratory)
+    note = ("equivalence margin 0: our headroom carries the paper's margin to 0, so no equivalence can be shown "
+            "and no number of seeds decides it; an interval that excludes 0 refutes it")
+    mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+    note += f" (the smallest margin this design shows: {mde:.2f} at {e.n} seed{'s' if e.n > 1 else ''})"
+    ev = "; ".join(x for x in (explored, evidence, note, f"effect {e} ({100 * (1 - 0.10 / comparisons):.1f} %)") if x)
+    return Claim(claim, verdict, ev, source, e.diff, e.low, e.high, e.n, paper, 0.0, e.sd, mde, None, 1)
+
+
+def all_equivalent(claim: str, rows: list[Claim]) -> Claim:
+    """Several equivalences that must all hold (each `powered_equivalence` with `comparisons` =
+    their number): the one that decides the row (refuted, then underpowered, inconclusive,
+    confirmed), its text replaced by `claim`."""
+    order = {"refuted": 0, "underpowered": 1, "inconclusive": 2, "confirmed": 3}
+    worst = min(rows, key=lambda c: order[c.verdict])
+    return dataclasses.replace(worst, claim=claim)
 
 
 def greater(a, b, floor: float = 0.0) -> str:

@@ -8,7 +8,6 @@ GM = √(A_KA·A_ZS).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from pathlib import Path
@@ -19,7 +18,8 @@ import pandas as pd
 from scipy import stats
 
 from vlcp.eval import continual
-from vlcp.report.claims import Claim, Effect, Noise, Scale, claim_from, effect, runs_where, seed_spread
+from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, claim_from, effect, runs_where,
+                                seed_spread)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.utils import read_json
@@ -521,22 +521,14 @@ def _end_of(m: str):
 
 
 def _equivalence(text: str, where: str, va: list, vb: list, margin: float, noise: Noise, cite: str,
-                 evidence: str = "") -> Claim:
+                 evidence: str = "", comparisons: int = 1) -> Claim:
     """`claims.powered_equivalence` of per-seed values (`_paired`'s); one run each: on `noise`, exploratory."""
     from vlcp.report.claims import powered_equivalence
 
     single = min(len(va), len(vb)) < 2
     kw = dict(sd=noise.sd, sd_source=noise.source, sd_dof=noise.dof) if single else {}
     return powered_equivalence(text, va, vb, margin, paper=cite, evidence=evidence, source=f"{SRC} {where}",
-                               exploratory=single, **kw)
-
-
-def _worst(text: str, claims: list[Claim]) -> Claim:
-    """Several equivalences that must all hold: the one that decides the row (refuted, then
-    underpowered, inconclusive, confirmed), its text replaced by `text`."""
-    order = {"refuted": 0, "underpowered": 1, "inconclusive": 2, "confirmed": 3}
-    worst = min(claims, key=lambda c: order[c.verdict])
-    return dataclasses.replace(worst, claim=text)
+                               exploratory=single, comparisons=comparisons, **kw)
 
 
 def not_run(claim: str, exps, runs: dict, where: str) -> Claim:
@@ -709,8 +701,8 @@ def orderings_similar_claim(deep: dict, noise: dict, orders: dict[str, str]) -> 
     margin = similar_fraction("GM") * base
     ev = ", ".join(f"{e} {gm(study_run(deep, e)):.1f}" for e in [ref, *rivals]) + f"; margin ±{margin:.2f} = {similar_fraction('GM'):.1%} of random's GM (the paper's own spread)"
     cite = "§7.1: frequency 55.2/65.6 vs easy-to-hard 53.8/64.3 (A_KA/A_ZS) called similar: 2.3 % of GM"
-    return _worst(text, [_equivalence(text, where, *_paired(deep, e, ref, gm), margin, comparison_sd(noise, "GM"), cite,
-                                      f"{e}: {ev}") for e in rivals])
+    return all_equivalent(text, [_equivalence(text, where, *_paired(deep, e, ref, gm), margin, comparison_sd(noise, "GM"),
+                                              cite, f"{e}: {ev}", comparisons=len(rivals)) for e in rivals])
 
 
 def model_size_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo-ft") -> Claim:
