@@ -166,8 +166,70 @@ def test_from_another_folder_leaves_it_as_it_was(tmp_path, keep_folder):
     before = {p.relative_to(prev): p.read_bytes() for p in prev.rglob("*") if p.is_file()}
     h = run_update(make_chunk(tmp_path, "folder", 1), tmp_path / "new", start=prev, report=False)
     assert {p.relative_to(prev): p.read_bytes() for p in prev.rglob("*") if p.is_file()} == before
-    assert len(h["updates"]) == 2 and h["keep"] == [str(keep_folder)]
+    assert len(h["updates"]) == 2 and h["keep"] == [f"colours={keep_folder.resolve()}"]
     assert h["updates"][0]["data"]["read"] == 24 and load_history(tmp_path / "new") == json.loads(json.dumps(h))
+
+
+def test_an_interrupted_first_update_resumes_on_the_same_command(tmp_path, keep_folder, monkeypatch):
+    """Killed after its run but before its history: the folder says so, refuses another command,
+    and the same command finishes it; the result equals an uninterrupted update's. One copy of the
+    weights (a hard link) and no checkpoint stay after success."""
+    import vlcp.update as upd
+
+    chunk, out = make_chunk(tmp_path, "folder", 0), tmp_path / "m"
+    kw = dict(model="vlcp-tiny", keep=[f"colours={keep_folder}"], report=False)
+
+    def killed(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(upd, "_publish", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_update(chunk, out, **kw)
+    monkeypatch.undo()
+    assert (out / "pending.json").exists() and not (out / "history.json").exists()
+    with pytest.raises(VlcpError, match="update 1 .* has not finished: run the same vlcp update command"):
+        evaluate(folder=out)
+    with pytest.raises(VlcpError, match="differs in recipe"):
+        run_update(chunk, out, recipe="lora", **kw)
+    h = run_update(chunk, out, **kw)
+    assert len(h["updates"]) == 1 and not (out / "pending.json").exists()
+    assert not list(out.rglob("checkpoint*.pt"))
+    assert (out / "model.pt").stat().st_ino == (out / "runs" / "001" / "model.pt").stat().st_ino
+    clean = run_update(chunk, tmp_path / "clean", **kw)
+    assert clean["updates"][0]["after"] == h["updates"][0]["after"]
+    assert (out / "model.pt").read_bytes() == (tmp_path / "clean" / "model.pt").read_bytes()
+
+
+def test_an_update_folder_moved_with_its_data_finds_it_and_names_what_is_missing(tmp_path, keep_folder, capsys):
+    """history.json keeps each source absolute and, inside the folder's project, relative to the
+    folder: a project moved as a whole still scores; a source that is gone is named, with the
+    option that points at it."""
+    from vlcp.cli import main
+
+    project = tmp_path / "project"
+    (project / ".dvc").mkdir(parents=True)
+    shutil.copytree(keep_folder, project / "keep" / "colours")
+    chunk = make_chunk(project / "chunks", "csv", 0)
+    run_update(chunk, project / "models" / "m", model="vlcp-tiny", keep=[str(project / "keep" / "colours")],
+               report=False)
+    h = load_history(project / "models" / "m")
+    assert h["relative"] == {"csv-0": "../../chunks/csv-0/csv-0.csv", "colours": "../../keep/colours"}
+    before = evaluate(folder=project / "models" / "m")
+    moved = tmp_path / "elsewhere"
+    shutil.move(project, moved)
+    after = evaluate(folder=moved / "models" / "m")                   # from the relative paths
+    assert after["datasets"] == pytest.approx(before["datasets"])
+    shutil.move(moved / "keep" / "colours", tmp_path / "colours-now")
+    with pytest.raises(VlcpError, match="the keep-set 'colours' is not at .* nor at .*; if it moved, point at it "
+                                        "with --moved colours=PATH"):
+        evaluate(folder=moved / "models" / "m")
+    again = evaluate(folder=moved / "models" / "m", moved=[f"colours={tmp_path / 'colours-now'}"])
+    assert again["datasets"] == pytest.approx(before["datasets"])
+    assert main(["eval", str(moved / "models" / "m"), "--moved", f"colours={tmp_path / 'colours-now'}",
+                 "--json", str(tmp_path / "s.json")]) == 0
+    assert main(["eval", str(moved / "models" / "m"), "--moved", f"colours={tmp_path / 'colours-now'}",
+                 "--json", str(tmp_path / "s.json")]) == 2                # never over a file of the user's
+    assert "s.json exists" in capsys.readouterr().err
 
 
 def test_corrupt_images_are_skipped_and_counted(tmp_path, keep_folder):
@@ -289,19 +351,25 @@ def test_dvc_example_runs_one_stage_per_chunk(tmp_path, keep_folder):
     model, _ = create_model("vlcp-tiny")
     save_open_clip(model, work / "start.pt")
     params = (work / "params.yaml").read_text()
+    venv = Path(sys.executable).parent
     for old, new in (("model: ViT-B-32", "model: vlcp-tiny"), ("pretrained: ViT-B-32.pt", "pretrained: start.pt"),
-                     ("steps: 500", "steps: 2"), ("lr: 1.0e-5", "lr: 1.0e-3"), ("batch_size: 128", "batch_size: 8")):
+                     ("steps: 500", "steps: 2"), ("lr: 1.0e-5", "lr: 1.0e-3"), ("batch_size: 128", "batch_size: 8"),
+                     ("vlcp: vlcp ", f"vlcp: {venv / 'vlcp'} ")):
         assert old in params, old
         params = params.replace(old, new)
     (work / "params.yaml").write_text(params)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", DVC_NO_ANALYTICS="1")
-    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
-    r = subprocess.run(["dvc", "repro"], cwd=work, capture_output=True, text=True, env=env)
+    # the README's convention: the venv's dvc by its path, the venv not on PATH (the `vlcp:` param names its vlcp)
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p).resolve() != venv.resolve())
+    env = dict(os.environ, PATH=path, DVC_NO_ANALYTICS="1")
+    dvc = str(venv / "dvc")
+    subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=work, check=True, env=env)
+    r = subprocess.run([dvc, "repro"], cwd=work, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Running stage 'update@2026-02'" in r.stdout                  # named after the month
     h = load_history(work / "models" / "2026-02")
     assert [u["chunk"] for u in h["updates"]] == ["2026-01", "2026-02"]
     assert (work / "models" / "2026-02" / "report.html").exists()
-    assert "up to date" in subprocess.run(["dvc", "repro"], cwd=work, capture_output=True, text=True, env=env).stdout
+    assert "up to date" in subprocess.run([dvc, "repro"], cwd=work, capture_output=True, text=True, env=env).stdout
 
 
 def ddp_update(rank, world, port, chunk, out, keep):

@@ -265,7 +265,8 @@ def cmd_update(args) -> None:
     history = update(args.chunks, args.out, start=args.start, model=args.model, pretrained=args.pretrained,
                      keep=(args.keep or []) + _keep_sets(args.keep_sets), recipe=args.recipe, seed=args.seed, train=train, options=options, data=data,
                      candidates=[c.strip() for c in args.candidates.split(",")] if args.candidates else _auto_candidates(),
-                     trial_fraction=args.trial_fraction, overrides=args.set or [], report=not args.no_report)
+                     trial_fraction=args.trial_fraction, overrides=args.set or [], report=not args.no_report,
+                     moved=args.moved or [])
     from vlcp.train.distributed import is_main
     if not is_main():
         return
@@ -307,8 +308,12 @@ def cmd_eval(args) -> None:
     from vlcp.utils import write_json
 
     train, options, data = _update_options(args)
+    if args.json and Path(args.json).exists() and not args.force:
+        raise VlcpError(f"--json: {args.json} exists; name a new file, or add --force to replace it")
     row = evaluate(args.model, args.pretrained, args.folder, args.keep or [], args.chunk or [], options, data,
-                   device=train.get("device", "auto"))
+                   device=train.get("device", "auto"), moved=args.moved or [])
+    if row.get("status"):
+        print(f"note: {row['status']}; the scores are of its last finished update")
     width = max(len(n) for n in row["datasets"])
     for name, value in row["datasets"].items():
         role = "accumulation (held-out slice)" if row["roles"][name] == "adaptation" else "retention (keep-set)"
@@ -452,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     upd.add_argument("--seed", type=int, default=0)
     upd.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any config field (e.g. method.r=8)")
     upd.add_argument("--no-report", action="store_true", help="do not render report.html")
+    upd.add_argument("--moved", action="append", metavar="NAME=PATH",
+                     help="where a chunk or keep-set of the folder's history is now, if it moved (repeatable)")
     _data_options(upd)
     upd.set_defaults(func=cmd_update)
 
@@ -461,7 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--pretrained", default=None, help="its weights file")
     ev.add_argument("--keep", action="append", metavar="[NAME=]PATH", help="a set to keep (as vlcp update --keep)")
     ev.add_argument("--chunk", action="append", metavar="[NAME=]PATH", help="a chunk whose held-out slice is scored")
-    ev.add_argument("--json", default=None, help="also write the scores to this JSON file")
+    ev.add_argument("--json", default=None, help="also write the scores to this JSON file (a new one)")
+    ev.add_argument("--force", action="store_true", help="--json: replace the file if it exists")
+    ev.add_argument("--moved", action="append", metavar="NAME=PATH",
+                    help="where a chunk or keep-set of the folder's history is now, if it moved (repeatable)")
     _data_options(ev)
     ev.set_defaults(func=cmd_eval)
 

@@ -8,9 +8,12 @@ An update folder `DIR` holds:
 - `history.json`: every update so far (`vlcp.update.history`), appended to by each later update;
 - `report.html`: before/after per set, the accumulation–retention trajectory, the recipe trial, the
   cost (`notebooks/update_report.ipynb`, rendered by papermill);
-- `runs/NNN/`: each update's run (results.json, its checkpoints: an interrupted update resumes
-  when the same command runs again) and the model it made (`model.pt`); `runs/NNN/trial/<recipe>/`
-  the runs of `--recipe auto`'s trial.
+- `runs/NNN/`: each update's run (results.json, and while it runs its checkpoints) and the model
+  it made (`model.pt`, the same file as the folder's `model.pt`, hard-linked where the file system
+  allows); `runs/NNN/trial/<recipe>/` the runs of `--recipe auto`'s trial;
+- `pending.json` while an update has not finished: an interrupted, stopped or failed update (the
+  first one too) resumes from its last checkpoint when the same command runs again; `history.json`
+  never holds an update that did not finish.
 
 An update starts from `--model NAME [--pretrained FILE]` (a new folder), from the folder's own
 latest model (`--out DIR` where DIR is an update folder), or from another update folder
@@ -26,7 +29,8 @@ from pathlib import Path
 from typing import Sequence
 
 from vlcp.errors import ConfigError, VlcpError
-from vlcp.update.history import entries, load_history, new_history, write_history
+from vlcp.update.history import (anchor, begin, entries, finish, load_history, load_pending, new_history, pending_line,
+                                 resolve, write_history)
 from vlcp.update.recipes import AUTO_CANDIDATES, FOMO_TRAIN, RECIPES, method_section, pick
 
 REPORT = "update_report.ipynb"
@@ -53,13 +57,21 @@ def _latest_model(folder: Path, history: dict) -> str:
     return str(own if own is not None and own.exists() else folder / "model.pt")
 
 
-def _start(out: Path, start: str | Path | None, model: str | None, pretrained: str | None) -> tuple[dict, str | None]:
-    """(the history this update extends, the weights it starts from). `out` must be new, empty, or
-    (without `start`) an update folder to continue."""
-    here = load_history(out)
+def _start(out: Path, start: str | Path | None, model: str | None, pretrained: str | None,
+           command: dict) -> tuple[dict, str | None]:
+    """(the history this update extends, the weights it starts from). `out` must be new, empty, an
+    update folder to continue (without `start`), or a folder whose first update did not finish
+    under the same `command` (its `pending.json`)."""
+    here, pending = load_history(out), load_pending(out)
     if start is not None and here is not None and Path(start).resolve() != out.resolve():
         raise VlcpError(f"--out: {out} is an update folder already; continue it without --from, or name a new folder")
-    if here is None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if pending is not None and pending.get("command") != command:
+        unfinished = out / "runs" / f"{pending.get('update', 0):03d}"
+        differ = sorted(k for k in set(command) | set(pending.get("command", {}))
+                        if command.get(k) != pending.get("command", {}).get(k))
+        raise VlcpError(pending_line(out, pending) + f"; this command differs in {', '.join(differ)}. To start that "
+                        f"update over instead, delete {out / 'pending.json'} and {unfinished}")
+    if here is None and out.exists() and (not out.is_dir() or any(out.iterdir())) and pending is None:
         raise VlcpError(f"--out: {out} exists and is not an update folder (no history.json); name a new folder "
                         "(vlcp writes nothing into a folder it did not make)")
     if start is not None:
@@ -81,6 +93,27 @@ def _start(out: Path, start: str | Path | None, model: str | None, pretrained: s
         raise ConfigError("--model: name the open_clip architecture to start from (and --pretrained FILE for its "
                           "weights), or continue an update folder (--out DIR, --from DIR)")
     return new_history(model, pretrained), pretrained
+
+
+def _moved(specs: Sequence[str]) -> dict[str, str]:
+    """`--moved NAME=PATH` (and --keep NAME=PATH naming a source of the history): {NAME: PATH}."""
+    from vlcp.run.streams.user import parse_source
+
+    out = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--moved: expected NAME=PATH (a source of the folder's history and where it is now), "
+                              f"got {spec!r}")
+        out[parse_source(spec).name] = path
+    return out
+
+
+def _sources(history: dict, folder: Path, moved: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The history's (chunks, keep-sets) as "NAME=PATH" that exist now (`history.resolve`)."""
+    rel = history.get("relative", {})
+    return ([resolve(c, folder, rel, moved, "chunk") for c in history["chunks"]],
+            [resolve(k, folder, rel, moved, "keep-set") for k in history["keep"]])
 
 
 def _experiment(history: dict, weights: str | None, chunks: Sequence[str], keep: list[str], recipe_method: dict,
@@ -105,7 +138,7 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
            pretrained: str | None = None, keep: Sequence[str] = (), recipe: str = "full",
            candidates: Sequence[str] = AUTO_CANDIDATES, trial_fraction: float = 0.25, seed: int = 0,
            train: dict | None = None, options: dict | None = None, data: dict | None = None,
-           overrides: Sequence[str] = (), report: bool = True) -> dict:
+           overrides: Sequence[str] = (), report: bool = True, moved: Sequence[str] = ()) -> dict:
     """Train the model on `chunks` (one task each, in order) and return the updated history.
 
     `keep`: `[NAME=]PATH` sets to keep (added to the folder's own); `recipe`: a name of
@@ -113,7 +146,10 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     `trial_fraction` of the first chunk's training pairs, with that share of the budget; the highest
     GM wins, `recipes.pick`); `train`, `options`, `data`: the experiment's `train:`, `update:`,
     `data:` settings (e.g. {"lr": 1e-5, "batch_size": 256}, {"steps": 500, "budget": "mafs"}); `overrides`:
-    `KEY=VALUE` over all of them (as `vlcp run --set`)."""
+    `KEY=VALUE` over all of them (as `vlcp run --set`); `moved`: `NAME=PATH` of the folder's chunks
+    and keep-sets that are no longer where its history says (a `keep` of the same name also
+    replaces it). An update that did not finish (`pending.json`) resumes when the same call runs
+    again."""
     from vlcp.registry import method_names
     from vlcp.run import run_experiment
     from vlcp.run.requirements import check_config
@@ -122,17 +158,35 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     if not chunks:
         raise ConfigError("update: name at least one chunk of data")
     out = Path(out)
-    history, weights = _start(out, start, model, pretrained)
-    keep_all = list(dict.fromkeys(list(history["keep"]) + list(keep)))
+    new = [anchor(c, out) for c in chunks]
+    mine = [anchor(k, out) for k in keep]
+    command = {"model": model, "pretrained": pretrained and str(Path(pretrained).resolve()),
+               "from": start and str(Path(start).resolve()), "chunks": [a for a, _ in new], "recipe": recipe,
+               "seed": seed}
+    history, weights = _start(out, start, model, pretrained, command)
+    named = {a.partition("=")[0] for a, _ in mine}
+    moved = {**_moved(moved or ()), **{a.partition("=")[0]: a.partition("=")[2] for a, _ in mine}}
+    earlier, kept = _sources(history, Path(start) if start is not None else out, moved)
+    earlier = [anchor(c, out) for c in earlier]                       # absolute, and relative to this folder
+    kept = [anchor(c, out) for c in kept if c.partition("=")[0] not in named] + mine
+    keep_all = [a for a, _ in kept]
+    history = {**history, "chunks": [a for a, _ in earlier], "keep": keep_all,
+               "relative": {a.partition("=")[0]: r for a, r in earlier + kept + new if r}}
     train, options, data = dict(train or {}), dict(options or {}), dict(data or {})
     k = len(history["updates"]) + 1
     run_dir = out / "runs" / f"{k:03d}"
+    chunks = [a for a, _ in new]
 
     def experiment(method: dict, chunk_list, name: str, extra: dict):
         cfg = _experiment(history, weights, chunk_list, keep_all, method, seed, train, {**options, **extra}, data, name,
                           overrides)
         check_config(cfg)
         return cfg
+
+    if is_main():
+        out.mkdir(parents=True, exist_ok=True)
+        if load_pending(out) is None:
+            begin(out, k, command)
 
     trial = None
     if recipe == "auto":
@@ -166,11 +220,12 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     if not is_main():
         barrier()
         return history
-    history = {**history, "keep": keep_all, "chunks": list(history["chunks"]) + list(cfg.update.chunks)}
+    history = {**history, "chunks": list(history["chunks"]) + list(cfg.update.chunks)}
     history["updates"] = list(history["updates"]) + entries(results, k, recipe, str(run_dir.relative_to(out)), trial)
-    out.mkdir(parents=True, exist_ok=True)
     _publish(run_dir / "model.pt", out / "model.pt")
     write_history(out, history)
+    finish(out)
+    _drop_checkpoints(run_dir)
     if report:
         render_report(out)
     barrier()
@@ -178,11 +233,22 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
 
 
 def _publish(src: Path, dst: Path) -> None:
-    """`dst` becomes a copy of `src`, atomically."""
+    """`dst` becomes `src`'s file, atomically: a hard link (one copy of the weights on disk), or a
+    copy where the file system has none."""
     from vlcp.utils import atomic_path
 
     with atomic_path(dst) as tmp:
-        shutil.copyfile(src, tmp)
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+
+
+def _drop_checkpoints(run_dir: Path) -> None:
+    """A finished update's checkpoints (its own and its trial's): the history and model.pt hold
+    what they were for."""
+    for f in run_dir.rglob("checkpoint*.pt"):
+        f.unlink()
 
 
 def report_notebook() -> Path:
@@ -205,22 +271,30 @@ def render_report(folder: str | Path) -> Path:
 
 def evaluate(model: str | None = None, pretrained: str | None = None, folder: str | Path | None = None,
              keep: Sequence[str] = (), chunks: Sequence[str] = (), options: dict | None = None,
-             data: dict | None = None, batch_size: int = 512, device: str = "auto") -> dict:
+             data: dict | None = None, batch_size: int = 512, device: str = "auto", moved: Sequence[str] = ()) -> dict:
     """Score a model on sets: `keep` (retention: ImageFolder zero-shot, caption-set retrieval) and the
     held-out slices of `chunks` (accumulation); from an update folder, its latest model on its own
-    keep-sets and chunks plus these. Returns {"datasets", "A_KA", "A_ZS", "GM", "roles"}."""
+    keep-sets and chunks plus these (`moved` / a `keep` or `chunk` of the same name: where one of
+    them is now). Returns {"datasets", "A_KA", "A_ZS", "GM", "roles", "status"} (`status`: a line
+    when the folder's last update has not finished, else None)."""
     from vlcp.config import experiment_from_dict
     from vlcp.run.streams.user import UserStream
 
+    status = None
     if folder is not None:
-        h = load_history(folder)
+        h, pending = load_history(folder), load_pending(folder)
         if h is None:
-            raise VlcpError(f"{folder}: is not an update folder (no history.json)")
+            raise VlcpError(pending_line(folder, pending) + " (it has no model yet)" if pending is not None
+                            else f"{folder}: is not an update folder (no history.json)")
+        status = pending_line(folder, pending) if pending is not None else None
         if model is not None and model != h["model"]["name"]:
             raise ConfigError(f"--model: {model!r}, but the update folder's model is {h['model']['name']!r}")
         model, pretrained = h["model"]["name"], str(Path(folder) / "model.pt")
-        keep = list(dict.fromkeys(list(h["keep"]) + list(keep)))
-        chunks = list(dict.fromkeys(list(h["chunks"]) + list(chunks)))
+        mine = {x.partition("=")[0]: x.partition("=")[2] for x in (*keep, *chunks) if "=" in x}
+        old_chunks, old_keep = _sources(h, Path(folder), {**_moved(moved), **mine})
+        names = lambda xs: {x.partition("=")[0] for x in xs}  # noqa: E731
+        keep = old_keep + [k for k in keep if "=" not in k or k.partition("=")[0] not in names(old_keep)]
+        chunks = old_chunks + [c for c in chunks if "=" not in c or c.partition("=")[0] not in names(old_chunks)]
     if model is None:
         raise ConfigError("--model: name the open_clip architecture (and --pretrained FILE), or an update folder")
     if not keep and not chunks:
@@ -236,7 +310,7 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
     stream.load_sets(train=False)
     stream.use_model(*stream.create_model())
     row = stream.zero_shot(stream.model)
-    return {**row, "roles": {s.name: s.role for s in stream.sets}, "data": stream.data}
+    return {**row, "roles": {s.name: s.role for s in stream.sets}, "data": stream.data, "status": status}
 
 
 __all__ = ["update", "evaluate", "render_report", "RECIPES", "AUTO_CANDIDATES"]

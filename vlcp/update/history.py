@@ -4,7 +4,14 @@
      "model": {"name": open_clip architecture, "start": the weights the first update started from},
      "keep": ["NAME=PATH", ...],            the keep-sets (every update adds its own)
      "chunks": ["NAME=PATH", ...],          every chunk trained so far, in order
+     "relative": {"NAME": "PATH", ...},     where a source inside the folder's project is, from the folder
      "updates": [one entry per chunk: see `entries`]}
+
+PATHs in `keep` and `chunks` are absolute; a source inside the folder's project (the nearest
+folder above it holding `.git`, `.dvc` or `dvc.yaml`, else the folder's parent) is also kept
+relative to the folder, so a folder moved with its project, or alone, still finds its inputs
+(`resolve`: the absolute path, then the relative one). A folder whose update has not finished
+holds `pending.json` (`begin`, `finish`): the same command resumes it.
 
 Each update's `before`/`after` hold every set's score and the averages over the sets that count at
 that point: A_KA over the held-out slices of the chunks seen so far (this one included), A_ZS over
@@ -13,6 +20,7 @@ the keep-sets, GM = √(A_KA·A_ZS). The first update's `before` is θ0, the sta
 from __future__ import annotations
 
 import datetime
+import os
 from pathlib import Path
 
 from vlcp.errors import VlcpError
@@ -21,6 +29,7 @@ from vlcp.utils import read_json, write_json
 
 FORMAT = 1
 NAME = "history.json"
+PENDING = "pending.json"
 
 
 def load_history(folder: str | Path) -> dict | None:
@@ -39,7 +48,93 @@ def load_history(folder: str | Path) -> dict | None:
 
 
 def new_history(model: str, start: str | None) -> dict:
-    return {"format": FORMAT, "model": {"name": model, "start": start}, "keep": [], "chunks": [], "updates": []}
+    return {"format": FORMAT, "model": {"name": model, "start": start}, "keep": [], "chunks": [], "relative": {},
+            "updates": []}
+
+
+# -- where the sources are: absolute, and relative to the folder inside its project ---------------
+
+def _exists(path: str) -> bool:
+    """A source's path exists (a shard pattern such as `shards/{000..009}.tar`: its folder does)."""
+    p = Path(path)
+    return (p.parent if "{" in path or "*" in path else p).exists()
+
+
+def project_root(folder: str | Path) -> Path:
+    """The folder's project: the nearest folder above it with `.git`, `.dvc` or `dvc.yaml`, else its parent."""
+    folder = Path(folder).resolve()
+    for up in folder.parents:
+        if any((up / m).exists() for m in (".git", ".dvc", "dvc.yaml")):
+            return up
+    return folder.parent
+
+
+def anchor(spec: str, folder: str | Path) -> tuple[str, str | None]:
+    """`[NAME=]PATH` as written by a user (PATH from the current folder) -> ("NAME=ABSOLUTE", the path
+    relative to `folder` when the source is inside the folder's project, else None)."""
+    from vlcp.run.streams.user import parse_source
+
+    src = parse_source(spec)
+    path = Path(src.path)
+    absolute = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    rel = None
+    root = project_root(folder)
+    if absolute == root or root in absolute.parents:
+        rel = os.path.relpath(absolute, Path(folder).resolve())
+    return f"{src.name}={absolute}", rel
+
+
+def resolve(spec: str, folder: str | Path, relative: dict, moved: dict, what: str) -> str:
+    """A history source as "NAME=PATH" that exists now: `moved[NAME]` (the user's --moved / a
+    --keep of the same name), else the stored path (absolute; an older history's relative one is
+    read from the current folder), else the folder-relative one; else an error naming it."""
+    from vlcp.run.streams.user import parse_source
+
+    src = parse_source(spec)
+    if src.name in moved:
+        return f"{src.name}={moved[src.name]}"
+    tried = [src.path]
+    if _exists(src.path):
+        return f"{src.name}={src.path}"
+    rel = relative.get(src.name)
+    if rel is not None:
+        here = os.path.normpath(Path(folder) / rel)
+        tried.append(here)
+        if _exists(here):
+            return f"{src.name}={here}"
+    raise VlcpError(f"{Path(folder) / NAME}: the {what} {src.name!r} is not at " + " nor at ".join(tried)
+                    + f"; if it moved, point at it with --moved {src.name}=PATH")
+
+
+# -- an update that has not finished ------------------------------------------------------------
+
+def load_pending(folder: str | Path) -> dict | None:
+    path = Path(folder) / PENDING
+    if not path.exists():
+        return None
+    try:
+        return read_json(path)
+    except ValueError as e:
+        raise VlcpError(f"{path}: not readable ({e}); delete it and the folder's unfinished runs/ to start over") from None
+
+
+def begin(folder: str | Path, update: int, command: dict) -> None:
+    """Mark update `update` of `folder` as started by `command` (its identity: model, weights,
+    chunks, recipe, seed), until `finish`."""
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    write_json(Path(folder) / PENDING, {"format": FORMAT, "update": update, "started": now, "command": command})
+
+
+def finish(folder: str | Path) -> None:
+    (Path(folder) / PENDING).unlink(missing_ok=True)
+
+
+def pending_line(folder: str | Path, pending: dict) -> str:
+    """One line saying which update of `folder` has not finished and how to resume it."""
+    c = pending.get("command", {})
+    chunks = ", ".join(x.partition("=")[0] for x in c.get("chunks", []))
+    return (f"{folder}: update {pending.get('update')} ({chunks}; recipe {c.get('recipe')}, started "
+            f"{pending.get('started')}) has not finished: run the same vlcp update command to resume it")
 
 
 def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[dict] | None) -> list[dict]:
