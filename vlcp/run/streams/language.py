@@ -46,7 +46,8 @@ from vlcp.models.clip import create_clip
 from vlcp.models.token_embedding import CLLText
 from vlcp.run.stream import Stream
 from vlcp.train import budget
-from vlcp.train.distributed import all_reduce_max, all_reduce_mean, broadcast_object, is_main, local_slice
+from vlcp.train.distributed import (all_reduce_max, all_reduce_mean, broadcast_object, is_main, local_slice,
+                                    rank_and_size)
 from vlcp.utils import derive_seed
 
 ORACLE_FACTOR = 20   # oracle vocab size / per-language size (the paper: 200K vs 10K)
@@ -204,20 +205,27 @@ def convergence(model, method, ctx: TaskContext, batches: int = 16, batch_size: 
     the trainable parameters (the paper's per-sample trace; pair i's loss is row i of the CLL-CLIP
     objective, `CLLCLIP.sample_losses`, scored against its batch's negatives), on a seeded sample
     of every language's training examples: the loss over `batches` batches, the trace over the
-    first `per_batch` pairs of each (one backward pass a pair). Under DDP every rank runs it on
-    its slice of each batch and the values are averaged over ranks."""
+    first `per_batch` pairs of each (one backward pass a pair). Under DDP every rank holds its
+    slice of each batch: the loss is averaged over ranks, and each pair's gradient is its owner's
+    row differentiated on every rank (the others differentiate 0 through the same graph, so the
+    features' all-gather runs backward on all) and summed over ranks: the one-process values."""
     gen = torch.Generator().manual_seed(0)
     params = [p for p in model.parameters() if p.requires_grad]
+    rank, world = rank_and_size()
     losses, traces = [], []
     for _ in range(batches):
         ids = ctx.pool[torch.randint(0, len(ctx.pool), (batch_size,), generator=gen)]
         batch = ctx.materialize(ids, gen)
         rows = CLLCLIP.sample_losses(method, model, batch, ctx)
         losses.append(all_reduce_mean(rows.mean().detach()).item())
-        for i in range(min(per_batch, len(rows))):
-            grads = torch.autograd.grad(rows[i], params, retain_graph=True, allow_unused=True)
-            norm = sum(g.float().pow(2).sum() for g in grads if g is not None)
-            traces.append(all_reduce_mean(torch.as_tensor(norm, dtype=torch.float32)).item())
+        for g in range(min(per_batch, len(rows) * world)):
+            owner, i = divmod(g, len(rows))
+            target = rows[i] if owner == rank else rows.sum() * 0
+            grads = torch.autograd.grad(target, params, retain_graph=True, allow_unused=True, materialize_grads=True)
+            flat = torch.cat([x.reshape(-1).float() for x in grads])
+            if world > 1:
+                torch.distributed.all_reduce(flat)
+            traces.append(float(flat.pow(2).sum()))
     return {"loss": sum(losses) / batches, "fisher_trace": sum(traces) / len(traces), "batches": batches,
             "batch_size": batch_size, "fisher_pairs": len(traces)}
 
