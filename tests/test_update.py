@@ -23,7 +23,8 @@ COLOURS = {"red": (220, 30, 30), "green": (30, 180, 60), "blue": (40, 60, 220), 
            "purple": (140, 50, 170), "orange": (240, 140, 20)}
 SHAPES = ("square", "circle", "triangle")
 TRAIN = {"lr": 1e-3, "batch_size": 8, "device": "cpu", "num_threads": 1, "progress": False}
-OPTIONS = {"steps": 3, "holdout": 0.25, "max_eval": 16}
+OPTIONS = {"steps": 3, "holdout": 0.25, "max_eval": 16, "min_candidates": 0}   # the sets are small: score them anyway
+SMALL = {"holdout": 0.25, "max_eval": 16, "min_candidates": 0}                  # vlcp eval of those folders
 
 
 def picture(colour: str, shape: str, k: int) -> Image.Image:
@@ -214,20 +215,20 @@ def test_an_update_folder_moved_with_its_data_finds_it_and_names_what_is_missing
                report=False)
     h = load_history(project / "models" / "m")
     assert h["relative"] == {"csv-0": "../../chunks/csv-0/csv-0.csv", "colours": "../../keep/colours"}
-    before = evaluate(folder=project / "models" / "m")
+    before = evaluate(folder=project / "models" / "m", options=SMALL)
     moved = tmp_path / "elsewhere"
     shutil.move(project, moved)
-    after = evaluate(folder=moved / "models" / "m")                   # from the relative paths
+    after = evaluate(folder=moved / "models" / "m", options=SMALL)                   # from the relative paths
     assert after["datasets"] == pytest.approx(before["datasets"])
     shutil.move(moved / "keep" / "colours", tmp_path / "colours-now")
     with pytest.raises(VlcpError, match="the keep-set 'colours' is not at .* nor at .*; if it moved, point at it "
                                         "with --moved colours=PATH"):
-        evaluate(folder=moved / "models" / "m")
-    again = evaluate(folder=moved / "models" / "m", moved=[f"colours={tmp_path / 'colours-now'}"])
+        evaluate(folder=moved / "models" / "m", options=SMALL)
+    again = evaluate(folder=moved / "models" / "m", moved=[f"colours={tmp_path / 'colours-now'}"], options=SMALL)
     assert again["datasets"] == pytest.approx(before["datasets"])
-    assert main(["eval", str(moved / "models" / "m"), "--moved", f"colours={tmp_path / 'colours-now'}",
+    assert main(["eval", "--min-candidates", "0", str(moved / "models" / "m"), "--moved", f"colours={tmp_path / 'colours-now'}",
                  "--json", str(tmp_path / "s.json")]) == 0
-    assert main(["eval", str(moved / "models" / "m"), "--moved", f"colours={tmp_path / 'colours-now'}",
+    assert main(["eval", "--min-candidates", "0", str(moved / "models" / "m"), "--moved", f"colours={tmp_path / 'colours-now'}",
                  "--json", str(tmp_path / "s.json")]) == 2                # never over a file of the user's
     assert "s.json exists" in capsys.readouterr().err
 
@@ -250,18 +251,59 @@ def test_auto_picks_the_highest_gm_of_its_trial(tmp_path, keep_folder):
     trial = u["trial"]
     assert [t["recipe"] for t in trial] == ["full", "lora", "zs-merge"]
     assert all(t["steps"] == 2 for t in trial)
-    assert u["recipe"] == max(trial, key=lambda t: t["GM"])["recipe"] == pick(trial)
+    assert u["recipe"] == pick(trial)[0] and all(t["GM_halfwidth"] > 0 and t["flops"] > 0 for t in trial)
     assert (tmp_path / "out" / "runs" / "001" / "trial" / "lora" / "results.json").exists()
 
 
 def test_pick_rule():
-    rows = [{"recipe": "full", "GM": 20.0}, {"recipe": "lora", "GM": 25.5}, {"recipe": "ema-merge", "GM": 25.5},
-            {"recipe": "zs-merge", "GM": None}]
-    assert pick(rows) == "lora"                                   # highest GM; a tie goes to the first
-    assert pick([{"recipe": "zs-merge", "GM": None}, {"recipe": "full", "GM": 1.0}]) == "full"
-    assert pick([{"recipe": "zs-merge", "GM": None}]) == "zs-merge"
+    rows = [{"recipe": "full", "GM": 20.0}, {"recipe": "lora", "GM": 25.5, "flops": 9.0},
+            {"recipe": "ema-merge", "GM": 25.5, "flops": 4.0}, {"recipe": "zs-merge", "GM": None}]
+    assert pick(rows)[0] == "ema-merge"                           # an exact tie goes to the cheaper, not the first
+    assert pick([{"recipe": "zs-merge", "GM": None}, {"recipe": "full", "GM": 1.0}])[0] == "full"
+    assert pick([{"recipe": "zs-merge", "GM": None}])[0] == "zs-merge"
     with pytest.raises(ConfigError):
         pick([])
+    # within each other's sampling noise (half-widths 3: the difference's is 4.2): tied, the cheaper wins, and says so
+    noisy = [{"recipe": "full", "GM": 30.0, "GM_halfwidth": 3.0, "flops": 10.0},
+             {"recipe": "lora", "GM": 27.0, "GM_halfwidth": 3.0, "flops": 2.0},
+             {"recipe": "zs-merge", "GM": 20.0, "GM_halfwidth": 3.0, "flops": 1.0}]
+    recipe, why = pick(noisy)
+    assert recipe == "lora" and "tied" in why and "zs-merge" not in why
+    recipe, why = pick([{**r, "GM_halfwidth": 0.5} for r in noisy])     # now 3 points is beyond the noise
+    assert recipe == "full" and "highest GM" in why
+
+
+def test_sampling_half_widths_hand_computed():
+    from vlcp.eval.continual import differs, score_halfwidth, trade_off_halfwidths
+
+    assert score_halfwidth(50.0, 100) == pytest.approx(1.959964 * 0.05 * 100, rel=1e-6)     # 9.8 points
+    assert score_halfwidth(100.0, 9) == pytest.approx(1.959964 * (0.9 * 0.1 / 9) ** 0.5 * 100, rel=1e-6)  # p held off 1
+    assert score_halfwidth(None, 10) is None and score_halfwidth(50.0, 0) is None
+    row = {"datasets": {"a": 50.0, "b": 50.0, "k": 80.0}, "A_KA": 50.0, "A_ZS": 80.0, "GM": 40 ** 0.5 * 10}
+    h = trade_off_halfwidths(row, {"a": 100, "b": 100, "k": 100}, ["a", "b"], ["k"])
+    assert h["A_KA"] == pytest.approx(9.79982 / 2 ** 0.5, rel=1e-4) and h["A_ZS"] == pytest.approx(1.959964 * 0.4 * 100 / 10, rel=1e-5)
+    assert h["GM"] == pytest.approx(0.5 * row["GM"] * ((h["A_KA"] / 50) ** 2 + (h["A_ZS"] / 80) ** 2) ** 0.5)
+    assert differs(50.0, 3.0, 56.0, 4.0) and not differs(50.0, 3.0, 54.0, 4.0) and not differs(50.0, None, 90.0, 1.0)
+
+
+def test_scores_need_range_and_a_still_update_says_what_to_try(tmp_path, keep_folder, capsys):
+    """With the default minimum (20 candidates; R@5 over at least 25), a 7-pair held-out slice and a
+    12-image keep-set are not scored, and said; a one-class keep-set is an error; an update whose
+    scores do not move beyond their sampling intervals prints what to try."""
+    chunk = make_chunk(tmp_path, "folder", 0)
+    h = run_update(chunk, tmp_path / "a", model="vlcp-tiny", keep=[f"colours={keep_folder}"], report=False,
+                   options={**OPTIONS, "min_candidates": 20})
+    printed = capsys.readouterr().out
+    assert "folder-0 is not scored: R@5 over 7 candidates" in printed and "no score of" not in printed and "raise --holdout (now 0.25)" in printed
+    assert "colours is not scored: zero-shot over 12 images" in printed
+    assert h["updates"][0]["after"]["GM"] is None and h["updates"][0]["data"]["refused"].startswith("R@5 over 7")
+    one = tmp_path / "one"
+    shutil.copytree(keep_folder / "red", one / "red")
+    with pytest.raises(ConfigError, match="one: an ImageFolder keep-set needs at least 2 classes"):
+        run_update(chunk, tmp_path / "b", model="vlcp-tiny", keep=[f"one={one}"], report=False)
+    run_update(chunk, tmp_path / "c", model="vlcp-tiny", keep=[f"colours={keep_folder}"], report=False,
+               train={**TRAIN, "lr": 1e-12}, options={**OPTIONS, "steps": 1})
+    assert "no score of update 1 moved beyond its sampling interval: try a higher --lr (now 1e-12)" in capsys.readouterr().out
 
 
 def test_budgets(tmp_path, keep_folder):
@@ -312,12 +354,12 @@ def test_eval_scores_a_folder_and_a_weights_file(tmp_path, keep_folder, capsys):
 
     out = tmp_path / "out"
     run_update(make_chunk(tmp_path, "csv", 0), out, model="vlcp-tiny", keep=[f"colours={keep_folder}"], report=False)
-    row = evaluate(folder=out)
+    row = evaluate(folder=out, options=SMALL)
     h = load_history(out)
     assert row["datasets"] == pytest.approx(h["updates"][0]["after"]["datasets"])
-    row2 = evaluate(model="vlcp-tiny", pretrained=str(out / "model.pt"), keep=[f"colours={keep_folder}"])
+    row2 = evaluate(model="vlcp-tiny", pretrained=str(out / "model.pt"), keep=[f"colours={keep_folder}"], options=SMALL)
     assert row2["datasets"]["colours"] == pytest.approx(row["datasets"]["colours"]) and row2["A_KA"] is None
-    assert main(["eval", str(out), "--json", str(tmp_path / "scores.json")]) == 0
+    assert main(["eval", "--min-candidates", "0", str(out), "--json", str(tmp_path / "scores.json")]) == 0
     printed = capsys.readouterr().out
     assert "colours" in printed and "A_ZS" in printed
     assert json.loads((tmp_path / "scores.json").read_text())["datasets"]["colours"] == pytest.approx(row["datasets"]["colours"])
@@ -329,7 +371,7 @@ def test_cli_update_runs_and_prints_the_gain(tmp_path, keep_folder, capsys):
     chunk = make_chunk(tmp_path, "folder", 0)
     rc = main(["update", chunk, "--out", str(tmp_path / "m"), "--model", "vlcp-tiny", "--keep", str(keep_folder),
                "--steps", "2", "--lr", "1e-3", "--batch-size", "8", "--device", "cpu", "--threads", "1",
-               "--holdout", "0.25", "--no-report", "--set", "train.progress=false"])
+               "--holdout", "0.25", "--min-candidates", "0", "--no-report", "--set", "train.progress=false"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "update 1 (folder-0, full): A_KA" in out and "wrote" in out

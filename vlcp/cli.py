@@ -248,7 +248,7 @@ def _update_options(args) -> tuple[dict, dict, dict]:
     options = {"holdout": args.holdout, "max_eval": args.max_eval, "layout": args.layout,
                "csv_img_key": args.csv_img_key, "csv_caption_key": args.csv_caption_key,
                "csv_separator": args.csv_separator or "", "image_root": args.image_root or "",
-               "check_images": not args.no_check_images}
+               "check_images": not args.no_check_images, "min_candidates": args.min_candidates}
     for key in ("steps", "samples", "budget", "pretraining", "mixture"):
         if getattr(args, key, None) is not None:
             options[key] = getattr(args, key)
@@ -270,11 +270,14 @@ def cmd_update(args) -> None:
     from vlcp.train.distributed import is_main
     if not is_main():
         return
+    from vlcp.update import _pm
     last = history["updates"][-1]
     for u in history["updates"][-len(args.chunks):]:
         b, a = u["before"], u["after"]
-        print(f"update {u['update']} ({u['chunk']}, {u['recipe']}): A_KA {_fmt(b['A_KA'])} -> {_fmt(a['A_KA'])}, "
-              f"A_ZS {_fmt(b['A_ZS'])} -> {_fmt(a['A_ZS'])}, GM {_fmt(b['GM'])} -> {_fmt(a['GM'])}")
+        hb, ha = b.get("halfwidth", {}), a.get("halfwidth", {})
+        print(f"update {u['update']} ({u['chunk']}, {u['recipe']}): "
+              + ", ".join(f"{k} {_pm(b[k], hb.get(k))} -> {_pm(a[k], ha.get(k))}" for k in ("A_KA", "A_ZS", "GM"))
+              + " (95 % sampling intervals)")
     print(f"wrote {Path(args.out) / 'model.pt'} and {Path(args.out) / 'history.json'} "
           f"({len(history['updates'])} updates; last: {last['chunk']})"
           + ("" if args.no_report else f"; report: {Path(args.out) / 'report.html'}"))
@@ -314,11 +317,14 @@ def cmd_eval(args) -> None:
                    device=train.get("device", "auto"), moved=args.moved or [])
     if row.get("status"):
         print(f"note: {row['status']}; the scores are of its last finished update")
-    width = max(len(n) for n in row["datasets"])
+    from vlcp.update import _pm
+    width = max((len(n) for n in row["datasets"]), default=0)
+    half = row["halfwidth"]
     for name, value in row["datasets"].items():
         role = "accumulation (held-out slice)" if row["roles"][name] == "adaptation" else "retention (keep-set)"
-        print(f"{name:<{width}}  {value:6.1f}  {role}")
-    print(f"A_KA {_fmt(row['A_KA'])}  A_ZS {_fmt(row['A_ZS'])}  GM {_fmt(row['GM'])}")
+        print(f"{name:<{width}}  {_pm(value, half['datasets'].get(name)):>12}  over {row['sizes'][name]}  {role}")
+    print(f"A_KA {_pm(row['A_KA'], half['A_KA'])}  A_ZS {_pm(row['A_ZS'], half['A_ZS'])}  GM {_pm(row['GM'], half['GM'])}"
+          "  (95 % sampling intervals)")
     if args.json:
         write_json(args.json, row)
         print(f"wrote {args.json}")
@@ -328,6 +334,8 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     """The options of `vlcp update` and `vlcp eval` that say how to read the sources."""
     p.add_argument("--holdout", type=float, default=0.1, help="share of each chunk held out to score accumulation")
     p.add_argument("--max-eval", type=int, default=500, help="at most this many images per evaluation set")
+    p.add_argument("--min-candidates", type=int, default=20, help="score a set only over at least this many candidates "
+                                                                  "(retrieval: also R@5 over at least 25); 0: every set")
     p.add_argument("--layout", default="auto", choices=("auto", "folder", "csv", "wds", "coco", "karpathy"),
                    help="the sources' layout (auto: by path)")
     p.add_argument("--csv-img-key", default="filepath", help="CSV/TSV: the image path column (as open_clip_train)")

@@ -308,9 +308,13 @@ class UpdateCfg:
     fraction: float = ranged(1.0, gt=0, le=1)         # share of each chunk's training pairs trained on (the first by key hash; auto's trial: a slice)
     export: str = ""                                   # write the final model here as an open_clip weights file ("" = not)
     prior_steps: list[int] = ranged(factory=list, ge=1)   # the earlier updates' steps per chunk: a meta-schedule (train.schedule) continues over them
+    min_candidates: int = ranged(20, ge=0)             # a set is scored only over at least this many candidates (retrieval: also k <= a fifth of the pool); 0 = every set
 
     def __post_init__(self):
         check_ranges(self)
+        if len(self.csv_separator) > 1:
+            raise ConfigError(f"csv_separator: one character (e.g. ',' or ';'; empty: tab, or a comma for *.csv), "
+                              f"got {self.csv_separator!r}")
         if self.budget not in ("steps", "samples", "mafs"):
             raise ConfigError(f"budget: must be steps, samples or mafs, got {self.budget!r}")
         if self.budget == "samples" and not self.samples:

@@ -78,3 +78,42 @@ def above_trade_off_line(point, zero_shot, joint) -> float:
     if x1 == x0:
         raise ValueError("above_trade_off_line: zero-shot and joint points have the same A_KA")
     return float(y - (y0 + (y1 - y0) * (x - x0) / (x1 - x0)))
+
+
+# --------------------------------------------------------------------------- sampling intervals
+
+Z95 = 1.959963984540054
+
+
+def score_halfwidth(score: float | None, n: int | None) -> float | None:
+    """The 95 % sampling half-width (points) of a % score over `n` queries: z·√(p(1−p)/n)·100, the
+    normal approximation of the binomial, with p floored at 1/(n+1) from either end so that 0 % and
+    100 % get an interval too. None without a score or a size."""
+    if score is None or not n:
+        return None
+    p = min(max(score / 100, 1 / (n + 1)), n / (n + 1))
+    return float(Z95 * np.sqrt(p * (1 - p) / n) * 100)
+
+
+def trade_off_halfwidths(row: dict, sizes: dict[str, int], adaptation, retention) -> dict:
+    """{"datasets": {name: half-width}, "A_KA", "A_ZS", "GM"}: the 95 % sampling half-widths of a
+    `trade_off` row, the averages' from their sets' (independent sets: √Σh² / k), GM's by the delta
+    method (½·GM·√((h_KA/A_KA)² + (h_ZS/A_ZS)²)); None where a part is missing."""
+    per = {n: score_halfwidth(v, sizes.get(n)) for n, v in row["datasets"].items()}
+
+    def avg(names):
+        hs = [per.get(n) for n in names]
+        return None if not hs or any(h is None for h in hs) else float(np.sqrt(sum(h * h for h in hs)) / len(hs))
+
+    ka, zs = avg(list(adaptation)), avg(list(retention))
+    gm = None
+    if None not in (ka, zs, row.get("GM")) and row["A_KA"] and row["A_ZS"]:
+        gm = float(0.5 * row["GM"] * np.hypot(ka / row["A_KA"], zs / row["A_ZS"]))
+    return {"datasets": per, "A_KA": ka, "A_ZS": zs, "GM": gm}
+
+
+def differs(a: float | None, ha: float | None, b: float | None, hb: float | None) -> bool:
+    """Whether two scores differ beyond their sampling noise: |a − b| > √(ha² + hb²) (95 % each)."""
+    if None in (a, ha, b, hb):
+        return False
+    return abs(a - b) > float(np.hypot(ha, hb))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from vlcp.errors import ConfigError, VlcpError
+from vlcp.eval import continual
 from vlcp.update.history import (anchor, begin, entries, finish, load_history, load_pending, new_history, pending_line,
                                  resolve, write_history)
 from vlcp.update.recipes import AUTO_CANDIDATES, FOMO_TRAIN, RECIPES, method_section, pick
@@ -206,13 +207,17 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
             r = run_experiment(cfg, run_dir / "trial" / c)
             if is_main():   # (evaluations happen on the main rank)
                 after, row = r["trajectory"][0], r["train"][0]
+                sets = r["datasets"]
+                half = continual.trade_off_halfwidths(
+                    after, {n: d["n"] for n, d in sets.items()}, [n for n, d in sets.items() if d["role"] == "adaptation"],
+                    [n for n, d in sets.items() if d["role"] == "retention"])
                 trial.append({"recipe": c, "A_KA": after["A_KA"], "A_ZS": after["A_ZS"], "GM": after["GM"],
-                              "before_GM": r["zero_shot"]["GM"], "steps": row["steps"], "seconds": row["seconds"]})
-        recipe = broadcast_object(pick(trial) if is_main() else None)
+                              "GM_halfwidth": half["GM"], "before_GM": r["zero_shot"]["GM"], "steps": row["steps"],
+                              "seconds": row["seconds"], "flops": row["flops_per_step"] * row["steps"] + row["task_pass_flops"]})
+        recipe, why = broadcast_object(pick(trial) if is_main() else None)
         if is_main():
-            print(f"vlcp update: the trial picks {recipe!r} (highest GM: "
-                  + ", ".join(f"{t['recipe']} {t['GM']:.1f}" if t["GM"] is not None else f"{t['recipe']} -" for t in trial)
-                  + ")", flush=True)
+            print(f"vlcp update: the trial picks {recipe!r}: {why} ("
+                  + ", ".join(f"{t['recipe']} GM {_pm(t['GM'], t['GM_halfwidth'])}" for t in trial) + ")", flush=True)
 
     cfg = experiment(method_section(recipe, method_names()), chunks, f"update-{k:03d}",
                      {"export": str(run_dir / "model.pt")})
@@ -226,10 +231,30 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     write_history(out, history)
     finish(out)
     _drop_checkpoints(run_dir)
+    still = [u for u in history["updates"][-len(chunks):] if u["after"]["datasets"] and not moved_scores(u)]
+    if still:
+        print(f"vlcp update: no score of update {', '.join(str(u['update']) for u in still)} moved beyond its sampling "
+              f"interval: try a higher --lr (now {cfg.train.lr:g}), more --steps (now {cfg.update.steps}), or more data "
+              f"(its chunk has {', '.join(str(u['data'].get('train', '?')) for u in still)} training pairs)", flush=True)
     if report:
         render_report(out)
     barrier()
     return history
+
+
+def moved_scores(u: dict) -> list[str]:
+    """The sets of a history entry whose score changed beyond its sampling noise (`continual.differs`)."""
+    b, a = u["before"], u["after"]
+    hb, ha = b.get("halfwidth", {}).get("datasets", {}), a.get("halfwidth", {}).get("datasets", {})
+    return [n for n in a["datasets"] if n in b["datasets"]
+            and continual.differs(a["datasets"][n], ha.get(n), b["datasets"][n], hb.get(n))]
+
+
+def _pm(value: float | None, half: float | None) -> str:
+    """A score with its 95 % sampling half-width: "41.2 ± 6.3", "41.2", or "-"."""
+    if value is None:
+        return "-"
+    return f"{value:.1f}" + (f" ± {half:.1f}" if half is not None else "")
 
 
 def _publish(src: Path, dst: Path) -> None:
@@ -310,7 +335,11 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
     stream.load_sets(train=False)
     stream.use_model(*stream.create_model())
     row = stream.zero_shot(stream.model)
-    return {**row, "roles": {s.name: s.role for s in stream.sets}, "data": stream.data, "status": status}
+    roles = {s.name: s.role for s in stream.sets}
+    sizes = {s.name: len(s.images) if s.pairs is None else len(s.pairs.texts) for s in stream.sets}
+    half = continual.trade_off_halfwidths(row, sizes, [n for n, r in roles.items() if r == "adaptation"],
+                                          [n for n, r in roles.items() if r == "retention"])
+    return {**row, "halfwidth": half, "sizes": sizes, "roles": roles, "data": stream.data, "status": status}
 
 
 __all__ = ["update", "evaluate", "render_report", "RECIPES", "AUTO_CANDIDATES"]

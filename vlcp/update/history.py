@@ -15,7 +15,9 @@ holds `pending.json` (`begin`, `finish`): the same command resumes it.
 
 Each update's `before`/`after` hold every set's score and the averages over the sets that count at
 that point: A_KA over the held-out slices of the chunks seen so far (this one included), A_ZS over
-the keep-sets, GM = √(A_KA·A_ZS). The first update's `before` is θ0, the start of the trajectory.
+the keep-sets, GM = √(A_KA·A_ZS), and under `halfwidth` their 95 % sampling half-widths
+(`continual.trade_off_halfwidths`, from each set's size in `sizes`). The first update's `before` is
+θ0, the start of the trajectory.
 """
 from __future__ import annotations
 
@@ -140,9 +142,15 @@ def pending_line(folder: str | Path, pending: dict) -> str:
 def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[dict] | None) -> list[dict]:
     """One history entry per chunk of a user-stream run's `results`."""
     roles = results["datasets"]
+    sizes = {n: d.get("n") for n, d in roles.items()}
     retention = [n for n, d in roles.items() if d["role"] == "retention"]
     earlier = [n for n, d in roles.items() if d["role"] == "adaptation" and n not in results["tasks"]]
     out, now = [], datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+    def scored(datasets, seen):
+        row = continual.trade_off(datasets, seen, retention)
+        return {**row, "halfwidth": continual.trade_off_halfwidths(row, sizes, seen, retention)}
+
     for t, chunk in enumerate(results["tasks"]):
         seen = earlier + [c for c in results["tasks"][: t + 1] if c in roles]
         before = results["zero_shot"] if t == 0 else results["trajectory"][t - 1]
@@ -152,8 +160,8 @@ def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[
             "seed": results["seed"], "steps": row["steps"], "samples": row["samples"], "seconds": row["seconds"],
             "flops": row["flops_per_step"] * row["steps"] + row["task_pass_flops"],
             "peak_memory_mb": row["peak_memory_mb"], "data": results["data"].get(chunk, {}),
-            "before": continual.trade_off(before["datasets"], seen, retention),
-            "after": continual.trade_off(results["trajectory"][t]["datasets"], seen, retention),
+            "sizes": {n: sizes[n] for n in (*seen, *retention)},
+            "before": scored(before["datasets"], seen), "after": scored(results["trajectory"][t]["datasets"], seen),
             "trial": trial if t == 0 else None, "run": run, "date": now})
     return out
 

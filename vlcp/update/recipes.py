@@ -45,14 +45,25 @@ def method_section(recipe: str, known_methods) -> dict:
                       f"or a vlcp method ({', '.join(sorted(known_methods))})")
 
 
-def pick(rows: list[dict]) -> str:
-    """`auto`'s rule: the trial candidate with the highest GM = √(A_KA·A_ZS) after its trial (ties: the
-    first in trial order). A candidate whose GM is missing (no keep-set or no held-out slice) cannot win;
-    if none has one, the first candidate is the choice."""
+def pick(rows: list[dict]) -> tuple[str, str]:
+    """`auto`'s rule, as (recipe, why): the trial candidate with the highest GM = √(A_KA·A_ZS) after
+    its trial; candidates whose GM lies within the sampling noise of the best's (`GM_halfwidth`,
+    `continual.differs`), or equals it, are tied, and the tie goes to the cheapest (fewest training
+    `flops` in the trial; then trial order). A candidate whose GM is missing (no keep-set or no
+    held-out slice scored) cannot win; if none has one, the first candidate is the choice."""
+    from vlcp.eval.continual import differs
+
     if not rows:
         raise ConfigError("--recipe auto: no trial candidates")
     scored = [r for r in rows if r.get("GM") is not None]
     if not scored:
-        return rows[0]["recipe"]
-    best = max(r["GM"] for r in scored)
-    return next(r["recipe"] for r in scored if r["GM"] == best)
+        return rows[0]["recipe"], "no candidate has a GM (no keep-set or no held-out slice scored): the first candidate"
+    best = max(scored, key=lambda r: r["GM"])
+    tied = [r for r in scored if r["GM"] == best["GM"]
+            or (r.get("GM_halfwidth") is not None and best.get("GM_halfwidth") is not None
+                and not differs(r["GM"], r["GM_halfwidth"], best["GM"], best["GM_halfwidth"]))]
+    if len(tied) == 1:
+        return best["recipe"], f"the highest GM, {best['GM']:.1f}, beyond the others' sampling noise"
+    cheap = min(tied, key=lambda r: (r.get("flops") if r.get("flops") is not None else float("inf"), scored.index(r)))
+    within = ", ".join(f"{r['recipe']} {r['GM']:.1f}" for r in tied)
+    return cheap["recipe"], f"GMs within sampling noise of the best ({within}): tied, so the cheapest in training FLOPs"

@@ -46,6 +46,7 @@ from vlcp.train.loop import Materializer
 from vlcp.utils import derive_seed
 
 FOMO_MIXTURE = (0.33, 0.34, 0.33)   # FoMo-in-Flux's default λP, λD, λB
+RETRIEVAL_K = 5                      # a caption set's score is R@5 (vlcp.eval.fomo.score)
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,32 @@ class UserStream(Stream):
                 self.sets.append(EvalSet(src.name, "adaptation",
                                          pairs=record_pairs(test, self.cfg.data.image_size, self.cfg.data.workers, 1)))
         self.sets += [self._keep_set(src) for src in keep]
+        self.sets = [s for s in self.sets if self._in_range(s)]
         return parts if train else []
+
+    def _in_range(self, s: EvalSet) -> bool:
+        """Whether set `s` can be scored with range: a keep-set of one class is an error (every image is
+        right); a set over fewer than `update.min_candidates` candidates, or a retrieval slice whose
+        pool is under 5 × the k of its R@k, is left out (its score would barely move), and said."""
+        if s.pairs is None and len(s.classes) < 2:
+            raise ConfigError(f"update.keep: {s.name}: an ImageFolder keep-set needs at least 2 classes (with "
+                              f"{len(s.classes)} every image is classified right: A_ZS would be 100 whatever the model)")
+        least = self.cfg.update.min_candidates
+        if not least:
+            return True
+        n = len(s.images) if s.pairs is None else len(s.pairs.texts)
+        need = least if s.pairs is None else max(least, 5 * RETRIEVAL_K)
+        if n >= need:
+            return True
+        what = (f"zero-shot over {n} images" if s.pairs is None else
+                f"R@{RETRIEVAL_K} over {n} candidates (k must be at most a fifth of the pool)")
+        how = ("add images to it" if s.role == "retention"
+               else f"raise --holdout (now {self.cfg.update.holdout:g}) or add pairs to the chunk")
+        self.data.setdefault(s.name, {})["refused"] = f"{what}: needs {need}"
+        if is_main():
+            print(f"vlcp: {s.name} is not scored: {what} cannot move enough to mean anything (needs {need}; "
+                  f"update.min_candidates {least}); {how}, or set update.min_candidates 0 to score it anyway", flush=True)
+        return False
 
     def create_model(self):
         cfg = self.cfg
