@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from vlcp.errors import NonFiniteError, VlcpError
+from vlcp.errors import ConfigError, NonFiniteError, VlcpError
 from vlcp.eval.retrieval import (RANK_GALLERY, cross_modal, match_ranks, mean_average_precision, ranked_hits,
                                  recall_at_k, recall_from_ranks)
 from vlcp.utils import MANIFEST, atomic_dir, atomic_path
@@ -253,6 +253,29 @@ def test_cli_version_help_and_list(capsys):
     assert main(["list", "teir"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("cllclip (") and all("teir" in n for line in lines for n in line.split()[2:] if n)
+    assert main(["list", "ViT-B-3*"]) == 0                            # the models vlcp update can start from
+    out = capsys.readouterr().out
+    assert "models (open_clip's and vlcp's" in out and "ViT-B-32" in out
+    assert main(["list", "vlcp-tiny"]) == 0 and "vlcp-tiny" in capsys.readouterr().out
+
+
+def test_update_inputs_that_used_to_escape_as_please_report_it(tmp_path, capsys, monkeypatch):
+    """--out under a regular file, a two-character CSV separator, an open_clip tag offline: each a
+    clear one-line error, not an unchecked exception."""
+    from vlcp.cli import main
+    from vlcp.config import UpdateCfg
+    from vlcp.models.clip import create_clip
+
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "chunk").mkdir()
+    assert main(["update", str(tmp_path / "chunk"), "--out", str(tmp_path / "file" / "sub"), "--model", "vlcp-tiny",
+                 "--no-report"]) == 2
+    assert "--out: cannot create the update folder" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="csv_separator: one character"):
+        UpdateCfg(chunks=["x"], csv_separator=";;")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")                          # (vlcp sets it too)
+    with pytest.raises(VlcpError, match="'openai' is an open_clip tag whose weights are not in the local cache"):
+        create_clip("RN50", "openai")
 
 
 def test_random_init_is_said_once_in_vlcps_words(capsys, caplog):

@@ -150,6 +150,7 @@ def cmd_list(args) -> None:
     width = shutil.get_terminal_size((100, 24)).columns
     rows = [(study, keep(names)) for study, names in study_experiments(params).items()]
     rows += [("methods", keep(available_methods()))]
+    rows += [("models (open_clip's and vlcp's; --model of vlcp update)", keep(_model_names()))]
     rows += [(f"profiles (active: {params.get('profile', 'tiny')})", keep(list(params.get("profiles") or {})))]
     label = max(len(f"{s} ({len(n)})") for s, n in rows) + 2
     for study, names in rows:
@@ -157,6 +158,14 @@ def cmd_list(args) -> None:
             text = textwrap.fill(", ".join(names), width=max(width, label + 40), initial_indent=" " * label,
                                  subsequent_indent=" " * label, break_on_hyphens=False, break_long_words=False)
             print(f"{f'{study} ({len(names)})':<{label}}{text[label:]}")
+
+
+def _model_names() -> list[str]:
+    import open_clip
+
+    from vlcp.models.clip import register_configs
+    register_configs()
+    return list(open_clip.list_models())
 
 
 def study_experiments(params: dict) -> dict[str, list[str]]:

@@ -288,7 +288,7 @@ def create_albef(name: str, pretrained: str | None = None, device: str | torch.d
         bert = root / "bert"
         if not (bert / "config.json").exists() or not (bert / "vocab.txt").exists():
             raise VlcpError(f"model.pretrained: {bert} must be a transformers BERT directory (config.json, weights, "
-                            "vocab.txt); see README, 'Running at paper scale'")
+                            "vocab.txt); see docs/paper-scale.md, 'Weights'")
         from transformers import BertForMaskedLM
         tokenizer = WordPieceTokenizer.from_vocab(bert / "vocab.txt", cfg.context_length)
         mlm = BertForMaskedLM.from_pretrained(str(bert), local_files_only=True,

@@ -47,17 +47,23 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
         raise VlcpError(f"model.name: unknown open_clip model {name!r}")
     if pretrained and _looks_like_path(pretrained) and not os.path.exists(pretrained):
         raise VlcpError(f"model.pretrained: {pretrained} not found; put the weights file there "
-                        "(see README, 'Running at paper scale')")
+                        "(docs/paper-scale.md, 'Weights')")
     if pretrained and not _looks_like_path(pretrained):
         tags = open_clip.list_pretrained_tags_by_model(name)
         if pretrained not in tags:
             raise VlcpError(f"model.pretrained: {pretrained!r} is not a tag of {name} (tags: {', '.join(tags) or 'none'})")
+
     try:
         with without_random_init_warning():
             model = open_clip.create_model(name, pretrained=pretrained, device=device, force_image_size=image_size)
     except Exception as e:  # hub offline, corrupt file, ...
         if pretrained is None:
             raise
+        if not _looks_like_path(pretrained) and os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+            raise VlcpError(f"model.pretrained: {pretrained!r} is an open_clip tag whose weights are not in the local "
+                            f"cache, and vlcp runs offline (HF_HUB_OFFLINE=1): download them once "
+                            f"(open_clip.create_model({name!r}, pretrained={pretrained!r}) with HF_HUB_OFFLINE=0) or "
+                            "pass a weights file's path (docs/paper-scale.md, 'Weights')") from None
         raise VlcpError(f"model.pretrained: could not load {pretrained!r} for {name}: {e}") from None
     if pretrained is None:
         note_random_init(name)

@@ -185,7 +185,10 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
         return cfg
 
     if is_main():
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise VlcpError(f"--out: cannot create the update folder {out}: {e.strerror or e}") from None
         if load_pending(out) is None:
             begin(out, k, command)
 
