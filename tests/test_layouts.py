@@ -330,8 +330,12 @@ def test_image_folder_classes_labels_default_templates(tmp_path):
     assert folder.classes == ["cat", "dog"]
     assert folder.images == [root / "cat" / "2.png", root / "cat" / "sub" / "3.jpg", root / "dog" / "1.png"]
     assert folder.labels == [0, 0, 1]
-    assert len(folder.templates) == 80 and folder.templates == CLIP_ENSEMBLES["imagenet"]
+    assert len(folder.templates) == 7 and folder.templates[0] == "itap of a {}."      # open_clip's simple set
     assert all("{}" in t for t in folder.templates)
+    full = read_image_folder(root, ensemble="openai")                 # CLIP's 80, on request
+    assert len(full.templates) == 80 and full.templates == CLIP_ENSEMBLES["imagenet"]
+    with pytest.raises(VlcpError, match="not a prompt ensemble"):
+        read_image_folder(root, ensemble="eighty")
 
 
 def test_image_folder_classnames_and_templates_files(tmp_path):

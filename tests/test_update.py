@@ -374,7 +374,10 @@ def test_cli_update_runs_and_prints_the_gain(tmp_path, keep_folder, capsys):
                "--holdout", "0.25", "--min-candidates", "0", "--no-report", "--set", "train.progress=false"])
     assert rc == 0
     out = capsys.readouterr().out
-    assert "update 1 (folder-0, full): A_KA" in out and "wrote" in out
+    assert "update 1 (folder-0, full): A_KA" in out and "wrote" in out and "(95 % sampling intervals)" in out
+    # the plan, before training: steps, evaluations and their text encodings (3 classes × 7 templates), the disk
+    assert "vlcp update: plan: 1 chunk(s) × 2 steps at batch 8 (16 samples); 2 evaluations of 2 set(s)" in out
+    assert "text encodings each" in out and "MB kept (the model)" in out
     assert main(["update", chunk, "--out", str(tmp_path / "m2"), "--model", "vlcp-tiny", "--recipe", "nope"]) == 2
 
 

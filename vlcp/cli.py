@@ -257,7 +257,8 @@ def _update_options(args) -> tuple[dict, dict, dict]:
     options = {"holdout": args.holdout, "max_eval": args.max_eval, "layout": args.layout,
                "csv_img_key": args.csv_img_key, "csv_caption_key": args.csv_caption_key,
                "csv_separator": args.csv_separator or "", "image_root": args.image_root or "",
-               "check_images": not args.no_check_images, "min_candidates": args.min_candidates}
+               "check_images": not args.no_check_images, "min_candidates": args.min_candidates,
+               "templates": args.templates}
     for key in ("steps", "samples", "budget", "pretraining", "mixture"):
         if getattr(args, key, None) is not None:
             options[key] = getattr(args, key)
@@ -343,6 +344,9 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     """The options of `vlcp update` and `vlcp eval` that say how to read the sources."""
     p.add_argument("--holdout", type=float, default=0.1, help="share of each chunk held out to score accumulation")
     p.add_argument("--max-eval", type=int, default=500, help="at most this many images per evaluation set")
+    p.add_argument("--templates", choices=("simple", "openai"), default="simple",
+                   help="a class keep-set's prompts without its own templates.txt: open_clip's 7 simple ImageNet "
+                        "templates, or CLIP's 80 (80 text encodings a class at every evaluation)")
     p.add_argument("--min-candidates", type=int, default=20, help="score a set only over at least this many candidates "
                                                                   "(retrieval: also R@5 over at least 25); 0: every set")
     p.add_argument("--layout", default="auto", choices=("auto", "folder", "csv", "wds", "coco", "karpathy"),

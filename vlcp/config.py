@@ -309,6 +309,7 @@ class UpdateCfg:
     export: str = ""                                   # write the final model here as an open_clip weights file ("" = not)
     prior_steps: list[int] = ranged(factory=list, ge=1)   # the earlier updates' steps per chunk: a meta-schedule (train.schedule) continues over them
     min_candidates: int = ranged(20, ge=0)             # a set is scored only over at least this many candidates (retrieval: also k <= a fifth of the pool); 0 = every set
+    templates: str = "simple"                          # a class keep-set's prompts without its own templates.txt: simple (open_clip's 7) | openai (CLIP's 80)
 
     def __post_init__(self):
         check_ranges(self)
@@ -317,6 +318,9 @@ class UpdateCfg:
                               f"got {self.csv_separator!r}")
         if self.budget not in ("steps", "samples", "mafs"):
             raise ConfigError(f"budget: must be steps, samples or mafs, got {self.budget!r}")
+        if self.templates not in ("simple", "openai"):
+            raise ConfigError(f"templates: must be simple (open_clip's 7 ImageNet templates) or openai (CLIP's 80), "
+                              f"got {self.templates!r}")
         if self.budget == "samples" and not self.samples:
             raise ConfigError("samples: budget 'samples' needs update.samples >= 1 (samples per chunk)")
         if self.mixture is not None:

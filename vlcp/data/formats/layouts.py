@@ -455,22 +455,30 @@ def _numbered_lines(path: Path, what: str) -> list[tuple[int, str]]:
     return [(n, s) for n, s in enumerate((line.strip() for line in text.splitlines()), 1) if s]
 
 
-def _default_templates() -> list[str]:
-    """CLIP's 80 ImageNet prompt templates (open_clip's OPENAI_IMAGENET_TEMPLATES) as "{}" strings."""
-    from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES
-
-    return [t("{}") for t in OPENAI_IMAGENET_TEMPLATES]
+ENSEMBLES = ("simple", "openai")   # a keep-set's default prompts: open_clip's 7 SIMPLE or CLIP's 80 ImageNet templates
 
 
-def read_image_folder(path: str | Path, classnames: str | Path = "", templates: str | Path = "") -> ClassFolder:
+def _default_templates(ensemble: str = "simple") -> list[str]:
+    """A default prompt ensemble as "{}" strings: "simple", open_clip's SIMPLE_IMAGENET_TEMPLATES (7,
+    the subset CLIP's authors found nearly as good), or "openai", CLIP's 80 ImageNet templates
+    (OPENAI_IMAGENET_TEMPLATES: 80 encodings a class at every evaluation)."""
+    from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES, SIMPLE_IMAGENET_TEMPLATES
+
+    if ensemble not in ENSEMBLES:
+        raise VlcpError(f"templates: {ensemble!r} is not a prompt ensemble ({', '.join(ENSEMBLES)})")
+    return [t("{}") for t in (SIMPLE_IMAGENET_TEMPLATES if ensemble == "simple" else OPENAI_IMAGENET_TEMPLATES)]
+
+
+def read_image_folder(path: str | Path, classnames: str | Path = "", templates: str | Path = "",
+                      ensemble: str = "simple") -> ClassFolder:
     """An ImageFolder keep-set: one subfolder per class (sorted by name; hidden ones ignored), its
     images anywhere below it, label = the folder's index.
 
     Class names are the folder names, or the lines of `classnames` (default `ROOT/classnames.txt`
     if present), one per folder in sorted-folder order. Templates are the lines of `templates`
-    (default `ROOT/templates.txt` if present), each with "{}" for the class name, else CLIP's 80
-    ImageNet templates. A class folder without images, a count mismatch or a template without
-    "{}" is a VlcpError naming the file.
+    (default `ROOT/templates.txt` if present), each with "{}" for the class name, else the `ensemble`
+    (`_default_templates`: open_clip's 7 simple ImageNet templates, or CLIP's 80). A class folder
+    without images, a count mismatch or a template without "{}" is a VlcpError naming the file.
     """
     root = require(Path(path), "ImageFolder (one subfolder of images per class)")
     if not root.is_dir():
@@ -503,5 +511,5 @@ def read_image_folder(path: str | Path, classnames: str | Path = "", templates: 
                 raise VlcpError(f"{templates_file}: line {n} ({line!r}) has no '{{}}' where the class name goes")
         prompts = [s for _, s in lines]
     else:
-        prompts = _default_templates()
+        prompts = _default_templates(ensemble)
     return ClassFolder(images=images, labels=labels, classes=classes, templates=prompts)

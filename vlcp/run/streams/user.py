@@ -94,6 +94,20 @@ def record_pairs(records: list[Record], image_size: int, workers: int, max_capti
                    items=torch.arange(n))
 
 
+def plan(steps: list[int], batch_size: int, sets: list[EvalSet], parameters: int) -> str:
+    """`vlcp update`'s plan, printed before training: the steps, the evaluations and the text
+    encodings each costs (a class set: classes × templates; a caption set: its captions), and the
+    disk it writes (fp32 weights: the model once, model.pt being a link to it, and while it runs a
+    checkpoint of the model and AdamW's two moments)."""
+    prompts = sum(len(s.classes) * len(s.templates or [None]) if s.pairs is None else len(s.pairs.texts) for s in sets)
+    model_mb = parameters * 4 / 2 ** 20
+    return (f"vlcp update: plan: {len(steps)} chunk(s) × {steps[0] if steps else 0} steps at batch {batch_size} "
+            f"({sum(steps) * batch_size} samples); {len(steps) + 1} evaluations of {len(sets)} set(s), "
+            f"{prompts} text encodings each; disk about {model_mb:.0f} MB kept (the model) and {3 * model_mb:.0f} MB "
+            f"more while it runs (a checkpoint with AdamW's moments); the time: the progress bar's estimate "
+            f"after the first steps (measured per-step times: docs/update.md, 'Costs')")
+
+
 def auto_mixture(has_pretraining: bool) -> tuple[float, float, float]:
     """FoMo-in-Flux's default mixture, without pretraining data its λP moved to the chunk (λD)."""
     p, d, b = FOMO_MIXTURE
@@ -209,7 +223,7 @@ class UserStream(Stream):
     def _keep_set(self, src: Source) -> EvalSet:
         d, u = self.cfg.data, self.cfg.update
         if is_image_folder(src.path):
-            folder = read_image_folder(src.path)
+            folder = read_image_folder(src.path, ensemble=u.templates)
             keep = first_by_hash([Record(image=p, captions=("",), split="test", key=str(p)) for p in folder.images],
                                  u.max_eval)
             chosen = {r.key for r in keep}
@@ -222,6 +236,11 @@ class UserStream(Stream):
         test = first_by_hash(records, u.max_eval)
         self.data[src.name] = {**stats, "evaluated": len(test)}
         return EvalSet(src.name, "retention", pairs=record_pairs(test, d.image_size, d.workers, 1))
+
+    def ready(self) -> None:
+        if is_main():
+            print(plan(self.steps, self.cfg.train.batch_size, self.sets,
+                       sum(p.numel() for p in self.model.parameters())), flush=True)
 
     def reference_cost(self) -> None:
         if self.cfg.update.budget == "mafs":   # full fine-tuning's step: the budget's reference, before adapters
