@@ -233,6 +233,17 @@ def test_an_update_folder_moved_with_its_data_finds_it_and_names_what_is_missing
     assert "s.json exists" in capsys.readouterr().err
 
 
+def test_images_from_outside_the_chunk_are_said(tmp_path, keep_folder, capsys):
+    """A caption folder's symlink out of the chunk, or a CSV row ../x.png, is read, and said."""
+    chunk = Path(make_chunk(tmp_path, "folder", 0))
+    elsewhere = tmp_path / "elsewhere.png"
+    shutil.move(chunk / "c0_001.png", elsewhere)
+    (chunk / "c0_001.png").symlink_to(elsewhere)
+    h = run_update(str(chunk), tmp_path / "m", model="vlcp-tiny", keep=[str(keep_folder)], report=False)
+    assert h["updates"][0]["data"]["outside"] == 1
+    assert "folder-0: 1 image(s) are read from outside" in capsys.readouterr().out
+
+
 def test_corrupt_images_are_skipped_and_counted(tmp_path, keep_folder):
     chunk = Path(make_chunk(tmp_path, "folder", 0))   # (images and captions directly in the folder)
     (chunk / "c0_000.png").write_bytes(b"not a png")

@@ -108,6 +108,28 @@ def plan(steps: list[int], batch_size: int, sets: list[EvalSet], parameters: int
             f"after the first steps (measured per-step times: docs/update.md, 'Costs')")
 
 
+def source_root(path: str, image_root: str = "") -> Path:
+    """Where a source's images belong: `image_root` when given, else the folder (a folder source)
+    or the file's folder."""
+    if image_root:
+        return Path(image_root)
+    p = Path(path)
+    return p if p.is_dir() else p.parent
+
+
+def outside_images(records: list[Record], path: str, image_root: str = "") -> list[str]:
+    """The records' image files that resolve outside the source's root (`source_root`): a symlink
+    out of the chunk, a CSV row `../../x.jpg`. Shard members are inside their shards."""
+    root = source_root(path, image_root).resolve()
+    out = []
+    for r in records:
+        if isinstance(r.image, Path):
+            real = r.image.resolve()
+            if real != root and root not in real.parents:
+                out.append(str(r.image))
+    return out
+
+
 def auto_mixture(has_pretraining: bool) -> tuple[float, float, float]:
     """FoMo-in-Flux's default mixture, without pretraining data its λP moved to the chunk (λD)."""
     p, d, b = FOMO_MIXTURE
@@ -132,7 +154,14 @@ class UserStream(Stream):
         else:
             stats = SourceStats()
             records = list(read_source(src.path, u.layout, csv, u.image_root, stats))
-        return records, {"read": stats.read, "skipped": dict(stats.skipped), "examples": list(stats.examples)}
+        out = {"read": stats.read, "skipped": dict(stats.skipped), "examples": list(stats.examples)}
+        outside = outside_images(records, src.path, u.image_root)
+        if outside:
+            out["outside"] = len(outside)
+            if is_main():
+                print(f"vlcp: {src.name}: {len(outside)} image(s) are read from outside {source_root(src.path, u.image_root)} "
+                      f"(a symlink or a ../ path; e.g. {outside[0]})", flush=True)
+        return records, out
 
     def load_sets(self, train: bool = True) -> list[tuple[str, list[Record]]]:
         """Read every source: the evaluation sets (`sets`: each chunk's held-out slice, the keep-sets)
