@@ -89,3 +89,20 @@ def test_notebook_setup_with_long_merges_every_rows_seeds(tmp_path, monkeypatch)
     assert sorted(ns["subset"]["fomo-ft"]) == [0, 1]              # the subset's own seeds: not looked for in the long runs
     assert "fomo-lora4" in ns["spread"]["source"]
 
+
+
+def test_a_reports_title_is_its_notebooks_first_heading():
+    import nbformat
+
+    from vlcp.report.render import title
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_markdown_cell("intro\n# CTP on the emoji benchmark\n## 1.")])
+    assert title(nb, "ctp_tables") == "CTP on the emoji benchmark"
+    assert title(nbformat.v4.new_notebook(), "ctp_tables") == "ctp_tables"
+
+
+def test_one_seed_shows_as_one_seed_not_a_zero_spread():
+    from vlcp.report.results import over_seeds
+
+    assert over_seeds([4.25]) == "4.2 (1 seed)" and over_seeds([4.0, 6.0]) == "5.0 ± 1.4"

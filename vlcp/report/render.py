@@ -29,9 +29,20 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
         papermill.execute_notebook(str(notebook), str(tmp_nb), parameters=parameters or {},
                                    cwd=str(cwd), progress_bar=False, kernel_name="python3")
         exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-        body, _ = exporter.from_notebook_node(nbformat.read(tmp_nb, as_version=4))
+        executed = nbformat.read(tmp_nb, as_version=4)
+        body, _ = exporter.from_notebook_node(executed, resources={"metadata": {"name": title(executed, stem)}})
         tmp_html.write_text(body, encoding="utf-8")
     return out_nb, out_html
+
+
+def title(nb, default: str) -> str:
+    """A report's HTML title: its notebook's first level-1 heading (its study), else `default`."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return default
 
 
 @contextlib.contextmanager

@@ -76,6 +76,12 @@ def fmt(m: float, s: float) -> str:
     return f"{m:.1f} ± {s:.1f}"
 
 
+def over_seeds(values) -> str:
+    """Mean ± sample std over seeds, or "m (1 seed)": one run has no spread to show (never "± 0.0")."""
+    v = np.asarray(values, float)
+    return fmt(*mean_std(v)) if len(v) > 1 else f"{v.mean():.1f} (1 seed)"
+
+
 def final_metrics(r: dict) -> dict[str, float]:
     """The final model on the whole stream's pools (the last cumulative row)."""
     return r["cumulative"][-1]["test"]
@@ -84,7 +90,7 @@ def final_metrics(r: dict) -> dict[str, float]:
 def final_table(runs: dict[str, list[dict]], metrics=RETRIEVAL + MAP + MAP_STD) -> pd.DataFrame:
     rows = {}
     for exp, rs in runs.items():
-        rows[exp] = {m: fmt(*mean_std([final_metrics(r)[m] for r in rs])) for m in metrics}
+        rows[exp] = {m: over_seeds([final_metrics(r)[m] for r in rs]) for m in metrics}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -104,7 +110,7 @@ def continual_table(runs: dict[str, list[dict]], eval_set: str = "unseen_style",
             "CTP BWT (cum. Rm)": [continual.ctp_bwt([c["test"]["Rm"] for c in r["cumulative"]],
                                                     [c["Rm"] for c in r["final_cumulative"]]) for r in rs],
         }
-        rows[exp] = {k: fmt(*mean_std(v)) for k, v in vals.items()}
+        rows[exp] = {k: over_seeds(v) for k, v in vals.items()}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -119,7 +125,7 @@ def timing_table(runs: dict[str, list[dict]]) -> pd.DataFrame:
     for exp, rs in runs.items():
         train = [sum(t["seconds"] for t in r["train"]) for r in rs]
         ev = [sum(t["eval_seconds"] for t in r["train"]) for r in rs]
-        rows[exp] = {"train s": fmt(*mean_std(train)), "eval s": fmt(*mean_std(ev)),
+        rows[exp] = {"train s": over_seeds(train), "eval s": over_seeds(ev),
                      "samples": int(np.mean([sum(t["samples"] for t in r["train"]) for r in rs])),
                      "samples/s": f"{np.mean([sum(t['samples'] for t in r['train']) / s for r, s in zip(rs, train)]):.0f}",
                      "GFLOPs/step": f"{rs[0].get('flops_per_step', 0) / 1e9:.2f}",
