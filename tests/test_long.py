@@ -106,3 +106,18 @@ def test_one_seed_shows_as_one_seed_not_a_zero_spread():
     from vlcp.report.results import over_seeds
 
     assert over_seeds([4.25]) == "4.2 (1 seed)" and over_seeds([4.0, 6.0]) == "5.0 ± 1.4"
+
+
+def test_every_embedded_figure_gets_the_alt_text_of_its_section():
+    import nbformat
+
+    from vlcp.report.render import figure_alts, with_alt_text
+
+    png = {"output_type": "display_data", "data": {"image/png": "AAAA"}, "metadata": {}}
+    cell = nbformat.v4.new_code_cell("plot()")
+    cell.outputs = [nbformat.from_dict(png), nbformat.from_dict(png)]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## 6. Fig. 3: convergence"), cell])
+    alts = figure_alts(nb)
+    assert alts == ["figure 1 of '6. Fig. 3: convergence'", "figure 2 of '6. Fig. 3: convergence'"]
+    body = with_alt_text('x<img src="data:image/png;base64,AAAA">y<img src="data:image/png;base64,BBBB">', alts)
+    assert body.count('alt="figure') == 2 and "&#x27;6. Fig. 3: convergence&#x27;" in body

@@ -31,6 +31,7 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
         exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
         executed = nbformat.read(tmp_nb, as_version=4)
         body, _ = exporter.from_notebook_node(executed, resources={"metadata": {"name": title(executed, stem)}})
+        body = with_alt_text(body, figure_alts(executed))
         tmp_html.write_text(body, encoding="utf-8")
     return out_nb, out_html
 
@@ -43,6 +44,35 @@ def title(nb, default: str) -> str:
                 if line.startswith("# "):
                     return line[2:].strip()
     return default
+
+
+def figure_alts(nb) -> list[str]:
+    """One alt text per PNG figure of the executed notebook, in order: the heading of the section it
+    is drawn in ("figure 2 of '6. Fig. 3: convergence'")."""
+    alts, heading, k = [], "the report", 0
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    heading, k = line.lstrip("#").strip(), 0
+        else:
+            for out in cell.get("outputs", []):
+                if "image/png" in out.get("data", {}):
+                    k += 1
+                    alts.append(f"figure {k} of '{heading}'")
+    return alts
+
+
+def with_alt_text(body: str, alts: list[str]) -> str:
+    """The HTML with each embedded PNG given its alt text (nbconvert's template writes none)."""
+    import html
+
+    parts = body.split('<img src="data:image/png;base64,')
+    out = [parts[0]]
+    for i, part in enumerate(parts[1:]):
+        alt = alts[i] if i < len(alts) else "figure"
+        out.append(f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{part}')
+    return "".join(out)
 
 
 @contextlib.contextmanager
