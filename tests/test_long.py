@@ -121,3 +121,20 @@ def test_every_embedded_figure_gets_the_alt_text_of_its_section():
     assert alts == ["figure 1 of '6. Fig. 3: convergence'", "figure 2 of '6. Fig. 3: convergence'"]
     body = with_alt_text('x<img src="data:image/png;base64,AAAA">y<img src="data:image/png;base64,BBBB">', alts)
     assert body.count('alt="figure') == 2 and "&#x27;6. Fig. 3: convergence&#x27;" in body
+
+
+def test_tidy_tables_drops_row_numbers_and_keeps_a_real_index(tmp_path):
+    """In a kernel, a DataFrame indexed 0, 1, 2... shows without that column; a named index stays."""
+    import nbformat
+    import papermill
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import pandas as pd\nfrom vlcp.report import tidy_tables\ntidy_tables()\n"
+        "display(pd.DataFrame({'a': [1.5, 2.25]}))\ndisplay(pd.DataFrame({'a': [1, 2]}, index=['x', 'y']))")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "python3", "language": "python"}
+    nbformat.write(nb, tmp_path / "t.ipynb")
+    papermill.execute_notebook(str(tmp_path / "t.ipynb"), str(tmp_path / "o.ipynb"), progress_bar=False,
+                               kernel_name="python3")
+    rows, named = [o["data"]["text/html"] for o in nbformat.read(tmp_path / "o.ipynb", as_version=4).cells[0].outputs]
+    assert ">0</th>" not in rows and "2.25" in rows
+    assert ">x</th>" in named

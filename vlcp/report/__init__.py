@@ -27,3 +27,24 @@ def project_root(start: str | Path | None = None) -> Path:
     raise VlcpError(f"no vlcp project root: neither {here} nor a folder above it holds both {' and '.join(MARKERS)}, "
                     f"nor does {checkout} (above the installed vlcp package); start the kernel inside a vlcp "
                     "checkout (e.g. `make lab` there)")
+
+
+def tidy_tables() -> None:
+    """In a notebook: show DataFrames whose index is just row numbers (a RangeIndex) without it, so
+    no report table carries pandas' 0, 1, 2... column; every other table keeps its index (method,
+    experiment, ...). No effect outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    import pandas as pd
+
+    def html(df: pd.DataFrame) -> str:
+        if isinstance(df.index, pd.RangeIndex) and not isinstance(df.columns, pd.MultiIndex):
+            return df.style.hide(axis="index").format(precision=pd.get_option("display.precision")).to_html()
+        return df._repr_html_()   # pandas' own
+
+    shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, html)
