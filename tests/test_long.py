@@ -138,3 +138,15 @@ def test_tidy_tables_drops_row_numbers_and_keeps_a_real_index(tmp_path):
     rows, named = [o["data"]["text/html"] for o in nbformat.read(tmp_path / "o.ipynb", as_version=4).cells[0].outputs]
     assert ">0</th>" not in rows and "2.25" in rows
     assert ">x</th>" in named
+
+
+def test_a_partial_repro_is_named_briefly_with_the_command_that_makes_it(tmp_path):
+    from vlcp.report import live
+
+    (tmp_path / "runs" / "seqf" / "seed0").mkdir(parents=True)
+    (tmp_path / "runs" / "seqf" / "seed0" / "results.json").write_text("{}")
+    expected = [tmp_path / "runs" / e / "seed0" / "results.json" for e in ("seqf", "er", "jointt", "ewc", "lwf")]
+    absent = live.missing_outputs(*expected)
+    assert len(absent) == 4                                           # the one run there is not missing
+    note = live.missing_note(absent, "overview")
+    assert "and 1 more" in note and "dvc repro overview" in note and "seqf" not in note

@@ -38,7 +38,8 @@ def missing_note(missing: list[str], stage: str, run_live: bool = False) -> str:
     """One markdown line: which pipeline outputs are missing, how to make them, and what runs instead."""
     then = ("the live section at the end runs (`run_live = True`)" if run_live else
             "or set `run_live = True` to run a small experiment live in this kernel instead (the last section)")
-    return (f"**The pipeline's outputs are missing** ({', '.join(f'`{m}`' for m in missing)}), so the report is skipped: "
+    shown = ", ".join(f"`{m}`" for m in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return (f"**The pipeline's outputs are missing** ({shown}), so the report is skipped: "
             f"make them with `dvc repro {stage}` at the project root (or the whole study, `dvc repro`); {then}.")
 
 
