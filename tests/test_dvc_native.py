@@ -96,3 +96,33 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
     shutil.rmtree(tmp_path / "runs" / "er")                    # a re-run rewrites its own files only
     write_metrics(params, tmp_path)
     assert list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))[0].keys() == {"task", "seqf"}
+
+
+def test_metrics_of_one_study_leave_the_others_alone(tmp_path):
+    """Each study's report stage writes only its own metrics and curves (`vlcp report metrics --study`),
+    so `dvc metrics show` works after `dvc repro ctp_tables` alone."""
+    from vlcp.errors import VlcpError
+    from vlcp.report.metrics import write_metrics
+
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "overview.json").write_text('{"mine": 1}')
+    assert [p.name for p in write_metrics({"report": {}}, tmp_path, studies=["ctp"])] == ["ctp.json"]
+    assert (tmp_path / "metrics" / "overview.json").read_text() == '{"mine": 1}'
+    assert (tmp_path / "plots" / "ctp.csv").exists() and not (tmp_path / "plots" / "overview.csv").exists()
+    write_metrics({"report": {}}, tmp_path, studies=["fomo"])
+    assert (tmp_path / "plots" / "fomo").is_dir() and (tmp_path / "plots" / "fomo.csv").exists()
+    with pytest.raises(VlcpError, match="unknown study 'nope'"):
+        write_metrics({"report": {}}, tmp_path, studies=["nope"])
+
+
+def test_every_study_report_stage_declares_its_metrics_and_plots():
+    import yaml
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert "metrics" not in stages
+    for stage, study in (("overview", "overview"), ("ctp_tables", "ctp"), ("incclip_ablations", "incclip"),
+                         ("cllclip_teir", "cllclip"), ("fomo_figures", "fomo")):
+        s = stages[stage]
+        assert s["cmd"].endswith(f"vlcp report metrics --study {study}")
+        assert [next(iter(m)) for m in s["metrics"]] == [f"metrics/{study}.json"]
+        assert f"plots/{study}.csv" in [next(iter(p)) for p in s["plots"]]

@@ -230,7 +230,7 @@ def cmd_metrics(args) -> None:
     from vlcp.config import load_params
     from vlcp.report.metrics import write_metrics
 
-    paths = write_metrics(load_params(args.params), ".", args.out, args.plots)
+    paths = write_metrics(load_params(args.params), ".", args.out, args.plots, args.study)
     print(f"wrote {len(paths)} metrics files to {args.out}/ and their curves to {args.plots}/")
 
 
@@ -434,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     met.add_argument("--params", default="params.yaml")
     met.add_argument("--out", default="metrics", help="folder of <study>.json metrics files")
     met.add_argument("--plots", default="plots", help="folder of <study>.csv curves (and fomo/<experiment>.csv trajectories)")
+    met.add_argument("--study", action="append", default=None,
+                     help="only this study (repeatable; overview, ctp, incclip, cllclip, fomo; default every one)")
     met.set_defaults(func=cmd_metrics)
     ren = rep.add_parser("render", help="execute a notebook (papermill) and write its HTML")
     ren.add_argument("notebook")

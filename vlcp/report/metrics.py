@@ -1,6 +1,7 @@
 """The studies' headline numbers and per-task curves as DVC metrics and plots.
 
-`vlcp report metrics` (the `metrics` stage of dvc.yaml) reads every run of each study and the
+`vlcp report metrics [--study NAME]` (run by each study's report stage of dvc.yaml, right after
+its notebook, so `dvc metrics show` works after that one study) reads every run of a study and the
 claims its notebook wrote, and writes
 
 - `metrics/<study>.json`: per experiment, the final model's headline numbers (mean over the
@@ -159,22 +160,30 @@ def trajectory_csv(r: dict) -> str:
     return df.to_csv(lineterminator="\n")
 
 
-def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metrics", plots_dir: str = "plots") -> list[Path]:
-    """Write every study's metrics and plot files (studies without runs get a file with none,
-    so DVC's outputs always exist). Returns the metrics files."""
+def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metrics", plots_dir: str = "plots",
+                  studies: list[str] | None = None) -> list[Path]:
+    """Write the metrics and plot files of `studies` (default: every study; one without runs gets
+    files with none, so DVC's outputs always exist), each file atomically. Returns the metrics files."""
+    from vlcp.utils import atomic_path
+
     root = Path(root)
+    sources = study_sources(params)
+    unknown = [s for s in studies or [] if s not in sources]
+    if unknown:
+        raise VlcpError(f"--study: unknown study {unknown[0]!r} ({', '.join(sources)})")
     written = []
-    with atomic_dir(root / plots_dir) as plots:
-        (plots / "fomo").mkdir()
-        for study, src in study_sources(params).items():
-            runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
-            path = root / metrics_dir / f"{study}.json"
-            ledger = claims_file(root / src["claims"])
-            write_json(path, study_metrics(runs, claim_counts(ledger), claim_power(ledger)))
-            written.append(path)
-            (plots / f"{study}.csv").write_text(curves_csv(runs, src["experiments"]))
-            if study == "fomo":
+    for study in studies or list(sources):
+        src = sources[study]
+        runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
+        path = root / metrics_dir / f"{study}.json"
+        ledger = claims_file(root / src["claims"])
+        write_json(path, study_metrics(runs, claim_counts(ledger), claim_power(ledger)))
+        written.append(path)
+        with atomic_path(root / plots_dir / f"{study}.csv") as tmp:
+            tmp.write_text(curves_csv(runs, src["experiments"]))
+        if study == "fomo":
+            with atomic_dir(root / plots_dir / "fomo") as traj:
                 for e in src["experiments"] or []:
                     if e in runs:
-                        (plots / "fomo" / f"{e}.csv").write_text(trajectory_csv(runs[e][0]))
+                        (traj / f"{e}.csv").write_text(trajectory_csv(runs[e][0]))
     return written
