@@ -64,15 +64,21 @@ def figure_alts(nb) -> list[str]:
 
 
 def with_alt_text(body: str, alts: list[str]) -> str:
-    """The HTML with each embedded PNG given its alt text (nbconvert's template writes none)."""
+    """The HTML with each embedded PNG given its alt text, in order (nbconvert writes none, or the
+    same "No description has been provided for this image" for every figure)."""
     import html
+    import itertools
+    import re
 
-    parts = body.split('<img src="data:image/png;base64,')
-    out = [parts[0]]
-    for i, part in enumerate(parts[1:]):
-        alt = alts[i] if i < len(alts) else "figure"
-        out.append(f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{part}')
-    return "".join(out)
+    count = itertools.count()
+
+    def one(m: re.Match) -> str:
+        i = next(count)
+        alt = html.escape(alts[i] if i < len(alts) else "figure", quote=True)
+        tag = re.sub(r'\salt="[^"]*"', "", m.group(0))
+        return tag.replace("<img", f'<img alt="{alt}"', 1)
+
+    return re.sub(r'<img\b[^>]*src="data:image/png;base64,', one, body)
 
 
 @contextlib.contextmanager
