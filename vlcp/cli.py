@@ -280,13 +280,13 @@ def cmd_update(args) -> None:
     from vlcp.train.distributed import is_main
     if not is_main():
         return
-    from vlcp.update import _pm
+    from vlcp.update import plus_minus
     last = history["updates"][-1]
     for u in history["updates"][-len(args.chunks):]:
         b, a = u["before"], u["after"]
         hb, ha = b.get("halfwidth", {}), a.get("halfwidth", {})
         print(f"update {u['update']} ({u['chunk']}, {u['recipe']}): "
-              + ", ".join(f"{k} {_pm(b[k], hb.get(k))} -> {_pm(a[k], ha.get(k))}" for k in ("A_KA", "A_ZS", "GM"))
+              + ", ".join(f"{k} {plus_minus(b[k], hb.get(k))} -> {plus_minus(a[k], ha.get(k))}" for k in ("A_KA", "A_ZS", "GM"))
               + " (95 % sampling intervals)")
     print(f"wrote {Path(args.out) / 'model.pt'} and {Path(args.out) / 'history.json'} "
           f"({len(history['updates'])} updates; last: {last['chunk']})"
@@ -327,13 +327,13 @@ def cmd_eval(args) -> None:
                    device=train.get("device", "auto"), moved=args.moved or [])
     if row.get("status"):
         print(f"note: {row['status']}; the scores are of its last finished update")
-    from vlcp.update import _pm
+    from vlcp.update import plus_minus
     width = max((len(n) for n in row["datasets"]), default=0)
     half = row["halfwidth"]
     for name, value in row["datasets"].items():
         role = "accumulation (held-out slice)" if row["roles"][name] == "adaptation" else "retention (keep-set)"
-        print(f"{name:<{width}}  {_pm(value, half['datasets'].get(name)):>12}  over {row['sizes'][name]}  {role}")
-    print(f"A_KA {_pm(row['A_KA'], half['A_KA'])}  A_ZS {_pm(row['A_ZS'], half['A_ZS'])}  GM {_pm(row['GM'], half['GM'])}"
+        print(f"{name:<{width}}  {plus_minus(value, half['datasets'].get(name)):>12}  over {row['sizes'][name]}  {role}")
+    print(f"A_KA {plus_minus(row['A_KA'], half['A_KA'])}  A_ZS {plus_minus(row['A_ZS'], half['A_ZS'])}  GM {plus_minus(row['GM'], half['GM'])}"
           "  (95 % sampling intervals)")
     if args.json:
         write_json(args.json, row)

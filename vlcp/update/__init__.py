@@ -220,7 +220,7 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
         recipe, why = broadcast_object(pick(trial) if is_main() else None)
         if is_main():
             print(f"vlcp update: the trial picks {recipe!r}: {why} ("
-                  + ", ".join(f"{t['recipe']} GM {_pm(t['GM'], t['GM_halfwidth'])}" for t in trial) + ")", flush=True)
+                  + ", ".join(f"{t['recipe']} GM {plus_minus(t['GM'], t['GM_halfwidth'])}" for t in trial) + ")", flush=True)
 
     cfg = experiment(method_section(recipe, method_names()), chunks, f"update-{k:03d}",
                      {"export": str(run_dir / "model.pt")})
@@ -253,7 +253,7 @@ def moved_scores(u: dict) -> list[str]:
             and continual.differs(a["datasets"][n], ha.get(n), b["datasets"][n], hb.get(n))]
 
 
-def _pm(value: float | None, half: float | None) -> str:
+def plus_minus(value: float | None, half: float | None) -> str:
     """A score with its 95 % sampling half-width: "41.2 ± 6.3", "41.2", or "-"."""
     if value is None:
         return "-"
