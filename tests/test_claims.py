@@ -204,3 +204,16 @@ def test_ledger_style_colours_each_verdict_and_hides_the_index():
                                       Claim("c", "underpowered", "e")])).to_html()
     assert "color:#1a7f37" in html.replace(" ", "") and "color:#cf222e" in html.replace(" ", "")
     assert "color:#6e7781" in html.replace(" ", "") and 'class="row_heading' not in html
+
+
+def test_judge_shows_the_comparison_that_refuted_the_row():
+    from vlcp.report.claims import Effect, judge
+
+    wide = Effect(1.0, -3.0, 5.0, 3, "paired", 2.0, 2, True)          # cannot refute its +0.5
+    tight = Effect(0.2, 0.1, 0.3, 3, "paired", 0.05, 2, True)         # excludes its +2.0
+    c = judge("c", [wide, tight], [wide, tight], [0.5, 2.0], paper="p", labels=["a", "b"])
+    assert c.verdict == "refuted" and c.effect == 0.2 and c.low == 0.1
+    mixed = judge("c", [wide, tight], [wide, tight], [0.5, 2.0], paper="p", labels=["a", "b"], exploratory=[True, False])
+    assert mixed.verdict == "refuted" and "refuted by b, at the study's depth" in mixed.evidence
+    below = judge("c", [wide, tight], [wide, tight], [0.5, 2.0], paper="p", labels=["a", "b"], exploratory=[False, True])
+    assert below.verdict in ("inconclusive", "underpowered")          # the refuting comparison is exploratory

@@ -392,3 +392,18 @@ def test_teach_cell_passes_every_subset_seed_to_task_gains(with_spread):
                    for g in ns["sub_gains"].values())
     else:
         assert "sub_gains" not in ns and any("No seed spread" in str(x) for x in shown)
+
+
+def test_lower_than_a_paired_pair_at_depth_refutes_the_row():
+    """(1) and (6) at three seeds, paired: (6) higher at every seed refutes "every setting lower",
+    although the single-run settings keep the row from ever being confirmed."""
+    sp = cl.seed_spread(subset(spread_loss=0.01), SUBSET_SEEDS)
+    up = {"(1)": [1.0, 1.02, 0.98], "(6)": [1.5, 1.51, 1.49], "(2)": 0.5}
+    c = cl.lower_than("c", up, "(1)", spread=sp, metric="loss")
+    assert c.verdict == "refuted" and "refuted by (1) − (6), at the study's depth" in c.evidence
+    assert c.effect == pytest.approx(-0.5) and c.seeds == 3 and "(seeds)" in c.evidence
+    down = {"(1)": [1.5, 1.51, 1.49], "(6)": [1.0, 1.02, 0.98], "(2)": 0.5}
+    c = cl.lower_than("c", down, "(1)", spread=sp, metric="loss")
+    assert c.verdict in ("inconclusive", "underpowered") and "exploratory" in c.evidence   # (2) is one run
+    both = cl.lower_than("c", {"(1)": [1.5, 1.51, 1.49], "(6)": [1.0, 1.02, 0.98]}, "(1)", spread=sp, metric="loss")
+    assert both.verdict == "confirmed"                                    # every comparison at depth

@@ -305,14 +305,21 @@ def _below_depth(verdict: str, exploratory: bool) -> tuple[str, str]:
 
 
 def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: list[float], *, paper: str,
-          evidence: str = "", source: str = "", labels: list[str] | None = None, exploratory: bool = False) -> Claim:
+          evidence: str = "", source: str = "", labels: list[str] | None = None,
+          exploratory: bool | list[bool] = False) -> Claim:
     """`powered`'s verdict from effects already computed, one per comparison: `effects` at 95 %,
     `adjusted` the same comparisons at the Bonferroni level (`power.bonferroni_level(k)`; the 95 %
     ones for k = 1), `scaled` the paper's effect carried to our headroom per comparison. For
-    comparisons whose noise is not one shared sd (e.g. a test-set term per cell)."""
+    comparisons whose noise is not one shared sd (e.g. a test-set term per cell). `exploratory`:
+    the whole row, or per comparison: a row whose comparisons are partly below the study's depth
+    cannot be confirmed, but one comparison at depth whose Bonferroni interval lies below its
+    scaled effect refutes it (every comparison must hold)."""
     k = len(effects)
     if not (k == len(adjusted) == len(scaled)) or not k:
         raise ValueError(f"claim {claim!r}: {k} effects, {len(adjusted)} adjusted, {len(scaled)} scaled effects")
+    below = list(exploratory) if isinstance(exploratory, (list, tuple)) else [bool(exploratory)] * k
+    if len(below) != k:
+        raise ValueError(f"claim {claim!r}: {k} comparisons, {len(below)} exploratory flags")
     targets = [float(t) for t in scaled]
     mdes = [e.mde(k) for e in effects]
     weakest = min(effects, key=lambda e: e.low)
@@ -322,7 +329,17 @@ def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: lis
                                max(m - t for m, t in zip(mdes, targets)))
     sigma = max((e.sd for e in effects if e.sd is not None), default=None)
     target, mde = min(targets), max(mdes)
-    explored, verdict = _below_depth(verdict, exploratory)
+    at_depth = [i for i in range(k) if not below[i]]
+    refuting = [i for i in at_depth if adjusted[i].high < targets[i]]
+    if any(below) and at_depth and refuting:
+        i = refuting[0]
+        verdict, weakest = "refuted", effects[i]
+        explored = (f"refuted by {(labels or ['its comparison'] * k)[i]}, at the study's depth (the others are "
+                    "exploratory)")
+    else:
+        explored, verdict = _below_depth(verdict, any(below))
+        if verdict == "refuted":   # show the comparison that refuted the row, not the one with the lowest low end
+            weakest = effects[min(range(k), key=lambda i: adjusted[i].high - targets[i])]
     decide = None if verdict in DECIDED or sigma is None else pw.seeds_to_decide(target, sigma, comparisons=k)
     parts = ([f"{(labels or [''] * k)[i]}{': ' if labels else ''}{e} (scaled paper effect {t:+.2f})"
               for i, (e, t) in enumerate(zip(effects, targets))] if k > 1 else [])

@@ -456,16 +456,19 @@ def _powered_non_inferior(claim, source, a, b, n_test, cells, spread, paper, sca
                  exploratory=not _seeded(a, b))
 
 
-def lower_than(claim: str, values: dict[str, float], reference: str, sd: float | None = None,
+def lower_than(claim: str, values: dict[str, float | list[float]], reference: str, sd: float | None = None,
                sd_source: str = "", source: str = "Fig. 3", spread: dict | None = None, metric: str = "") -> Claim:
     """"every setting's value is lower than `reference`'s" (Fig. 3: training loss, Fisher trace):
-    reference − setting for each, one run each. `sd`: of one difference; with a seed `spread`
-    holding `metric` (one of `CONVERGENCE`), its difference spread is the sd (Student's t on its
-    dof). The figure gives no numbers and its axes (a loss, a trace) carry no headroom to scale, so
-    the paper's effect is stood in by one comparison's noise, σ_d (a standardised effect of 1): every
-    comparison at once by `claims.judge` (exploratory: one run a setting; underpowered where the
-    MDE exceeds σ_d, refuted where an interval excludes it, i.e. lower by clearly less than σ_d or
-    higher). Without any sd (no spread measured): greater_verdict each, never confirmed."""
+    reference − setting for each. A value is one run's, or a list of per-seed values (the seed
+    subset's, index 0 the study's seed): two lists of the same length ≥ 2 are paired by seed, at the
+    study's depth; a single run is compared with the reference's first (the same seed) on `sd`, one
+    comparison's noise, exploratory. `sd`: of one difference; with a seed `spread` holding `metric`
+    (one of `CONVERGENCE`), its difference spread is the sd (Student's t on its dof). The figure
+    gives no numbers and its axes (a loss, a trace) carry no headroom to scale, so the paper's effect
+    is stood in by σ_d (a standardised effect of 1): every comparison at once by `claims.judge`
+    (never confirmed while one is exploratory; refuted by a paired comparison whose Bonferroni
+    interval excludes σ_d, i.e. lower by clearly less than σ_d or higher). Without any sd (no spread
+    measured): greater_verdict each, never confirmed."""
     if reference not in values:
         return not_testable(claim, f"no convergence measurement of {reference}", source)
     dof = None
@@ -474,17 +477,26 @@ def lower_than(claim: str, values: dict[str, float], reference: str, sd: float |
         if sd is not None:
             raise ValueError(f"lower_than {claim!r}: give `sd` or a `spread` with {metric!r}, not both")
         sd, dof, sd_source = m["difference_spread"], m["dof"], f"seed spread of {spread['where']}"
-    others = [k for k in values if k != reference]
-    effects = [effect([values[reference]], [values[k]], sd=sd, sd_source=sd_source, sd_dof=dof) for k in others]
-    ev = f"{reference} {values[reference]:.4g}; " + ", ".join(f"{k} {values[k]:.4g}" for k in others)
+    seeds = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in values.items()}
+    ref = seeds[reference]
+    others = [k for k in seeds if k != reference]
+    paired = [len(seeds[o]) == len(ref) >= 2 for o in others]
+
+    def diff(o, p, level=0.95):
+        if p:
+            return effect(ref, seeds[o], paired=True, level=level)
+        return effect(ref[:1], seeds[o][:1], sd=sd, sd_source=sd_source, sd_dof=dof, level=level)
+
+    effects = [diff(o, p) for o, p in zip(others, paired)]
+    show = lambda v: "/".join(f"{x:.4g}" for x in v) + (" (seeds)" if len(v) > 1 else "")  # noqa: E731
+    ev = f"{reference} {show(ref)}; " + ", ".join(f"{k} {show(seeds[k])}" for k in others)
     if sd is None:
         ev += "; one run each and no spread measured (seed spread not measured; the 16 batches' spread not recorded)"
         return claim_from(claim, combine([greater_verdict(e) for e in effects]), _weakest(effects), ev, source)
     k = len(others)
-    adjusted = effects if k == 1 else [effect([values[reference]], [values[o]], sd=sd, sd_source=sd_source, sd_dof=dof,
-                                              level=pw.bonferroni_level(k)) for o in others]
+    adjusted = effects if k == 1 else [diff(o, p, pw.bonferroni_level(k)) for o, p in zip(others, paired)]
     return judge(claim, effects, adjusted, [sd] * k,
                  paper=f"{source}: no numbers; stand-in: one comparison's noise σ_d = {sd:.3g} ({sd_source}), "
                        "a standardised effect of 1",
                  evidence=ev, source=source, labels=[f"{reference} − {o}" for o in others] if k > 1 else None,
-                 exploratory=True)
+                 exploratory=[not p for p in paired])
