@@ -249,7 +249,7 @@ def claim_from(claim: str, verdict: str, e: Effect, evidence: str = "", source: 
 
 def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, paper: str, evidence: str = "",
             source: str = "", sd: float | None = None, sd_source: str = "given sd", sd_dof: int | None = None,
-            labels: list[str] | None = None, exploratory: bool = False) -> Claim:
+            labels: list[str] | None = None, exploratory: bool | list[bool] = False) -> Claim:
     """"a > b" for every (a, b) of `pairs` (per-seed values, as `effect` takes them), judged against
     `scaled`, the paper's effect carried to our headroom (one number, or one per pair; `paper`: the
     paper's numbers, cited on the row). One pair: its 95 % interval. Several: all must clear 0 (an
@@ -260,7 +260,7 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
     decided, the seeds per arm that would decide it. `labels`: a name per pair for the evidence.
     `exploratory`: a row run below the study's depth (e.g. one seed per arm): it can read only
     "underpowered" or "inconclusive"; the decision its interval alone would give is said in the
-    evidence."""
+    evidence. Per pair (a list), as `judge` takes it: a pair at depth can still refute the row."""
     if not pairs:
         raise ValueError(f"claim {claim!r}: no comparisons")
     k = len(pairs)
@@ -280,13 +280,15 @@ def powered_at_depth(claim: str, pairs: list[tuple], paper_effects: list[float],
     """`powered` over (a, b) pairs of per-seed values against the paper's effects (`paper_effects`,
     cited by `cite`) carried to our headroom by `scale`. Pairs whose sides all have ≥ 2 seeds
     measure their own spread (no floor); when a side has one run the noise `sd` (on `sd_dof`)
-    is used, and the row is exploratory (below the study's depth) unless `exploratory` says
-    otherwise. `labels` name the comparisons when there are several."""
-    single = any(min(len(a), len(b)) < 2 for a, b in pairs)
+    is used, and those pairs are exploratory (below the study's depth; `judge`: the row is never
+    confirmed, but a pair at depth can refute it) unless `exploratory` says otherwise. `labels` name
+    the comparisons when there are several."""
+    below = [min(len(a), len(b)) < 2 for a, b in pairs]
+    single = any(below)
     return powered(claim, pairs, [scale(p) for p in paper_effects], paper=f"{cite}; scaled {scale.cite()}",
                    evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
                    sd_dof=sd_dof if single else None, labels=labels if len(pairs) > 1 else None,
-                   exploratory=single if exploratory is None else exploratory)
+                   exploratory=below if exploratory is None else exploratory)
 
 
 def calibration_source(power_cfg: dict, where: str) -> str:

@@ -342,7 +342,7 @@ def _powered_improves(claim, pairs, n_test, metrics, source, cells, spread, gain
     return judge(claim, effects, adjusted, targets, paper=f"{source}: {cite}; scaled {_scaled_how(scales, metrics, cells)}",
                  evidence=f"AR higher, F lower per cell ({noise_source(spread) if single else 'paired by seed'})",
                  source=source, labels=[f"{label} {s} {d} {m}" for label, _, _, m, s, d in checks] if k > 1 else None,
-                 exploratory=single)
+                 exploratory=[not _seeded(a, b) for _, a, b, *_ in checks])
 
 
 def _seeded(a, b) -> bool:

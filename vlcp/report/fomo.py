@@ -497,7 +497,8 @@ GM_OF = {AREA: "GM", early_key(): "A_ZS"}   # metrics that take another's stand-
 def _decide(text: str, where: str, cmps: list[Cmp], evidence: str = "") -> Claim:
     """`claims.judge` over `cmps` (each at 95 %; Bonferroni to refute when several): paired by seed
     where both sides have ≥ 2 seeds (no floor: the same test items), else one run each on the
-    comparison's noise, and then the row is exploratory (below the study's depth)."""
+    comparison's noise, and then that comparison is exploratory (below the study's depth: the row is
+    never confirmed, but a comparison at depth can refute it)."""
     from vlcp.report import power as pw
     from vlcp.report.claims import judge
 
@@ -513,7 +514,7 @@ def _decide(text: str, where: str, cmps: list[Cmp], evidence: str = "") -> Claim
     cites = list(dict.fromkeys(c.cite for c in cmps))
     return judge(text, effects, adjusted, [c.scaled for c in cmps], paper=" | ".join(cites), evidence=evidence,
                  source=f"{SRC} {where}", labels=[c.label for c in cmps] if k > 1 else None,
-                 exploratory=any(min(len(c.a), len(c.b)) < 2 for c in cmps))
+                 exploratory=[min(len(c.a), len(c.b)) < 2 for c in cmps])
 
 
 def _end_of(m: str):
