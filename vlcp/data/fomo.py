@@ -66,6 +66,11 @@ class EvalSet:
     templates: list[str] | None = None
     pairs: PairSet | None = None                # retrieval sets
 
+    @property
+    def size(self) -> int:
+        """What it is scored over: its images (classification) or its captions (retrieval)."""
+        return len(self.images) if self.pairs is None else len(self.pairs.texts)
+
 
 @dataclass
 class FomoData:

@@ -117,6 +117,10 @@ class Effect:
     def __str__(self) -> str:
         return f"{self.diff:+.2f} [{self.low:+.2f}, {self.high:+.2f}] ({self.how})"
 
+    def shifted(self, by: float) -> "Effect":
+        """The effect of a − b + `by` (its interval moved with it): "a ≥ b − margin" read as "> 0"."""
+        return dataclasses.replace(self, diff=self.diff + by, low=self.low + by, high=self.high + by)
+
 
 def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool | None = None,
            sd_source: str = "given sd", sd_dof: int | None = None) -> Effect:

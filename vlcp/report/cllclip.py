@@ -9,8 +9,6 @@ the held-out style (XM3600's role).
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pandas as pd
 
@@ -212,7 +210,7 @@ def better(ra: dict | list[dict], rb: dict | list[dict], n_test: int, s: str, d:
     items, so no test-sampling term: the seeds measure their own spread); lists of different lengths
     are an error (never silently their first runs). `level`: the interval's."""
     sign = 1 if metric == "AR" else -1
-    if isinstance(ra, list) and isinstance(rb, list) and min(len(ra), len(rb)) >= 2:
+    if _seeded(ra, rb):
         if len(ra) != len(rb):
             raise ValueError(f"better: runs at the same seeds expected on both sides, got {len(ra)} and {len(rb)}")
         va = [sign * value_se(r, n_test, s, d, metric)[0] for r in ra]
@@ -431,17 +429,13 @@ def improves_without_forgetting_more(a, b, reference: dict, n_test: int, margin_
                       f"margin: {margin_how}; {noise_source(spread)}; " + "; ".join(ev), source)
 
 
-def _shift(e: Effect, by: float) -> Effect:
-    return dataclasses.replace(e, diff=e.diff + by, low=e.low + by, high=e.high + by)
-
-
 def _powered_non_inferior(claim, source, a, b, n_test, cells, spread, paper, scales, margins, margin_how) -> Claim:
     pa, pb = paper
     checks = [(m, s, d) for m in ("AR", "F") for s, d in cells]
     k = len(checks)
     shift = lambda m, s, d: margins[(s, d)] if m == "F" else 0.0  # noqa: E731
-    effects = [_shift(better(a, b, n_test, s, d, m, spread), shift(m, s, d)) for m, s, d in checks]
-    adjusted = [_shift(better(a, b, n_test, s, d, m, spread, level=pw.bonferroni_level(k)), shift(m, s, d))
+    effects = [better(a, b, n_test, s, d, m, spread).shifted(shift(m, s, d)) for m, s, d in checks]
+    adjusted = [better(a, b, n_test, s, d, m, spread, level=pw.bonferroni_level(k)).shifted(shift(m, s, d))
                 for m, s, d in checks]
     gain = lambda m, s, d: (pa[(s, d, m)] - pb[(s, d, m)]) * (1 if m == "AR" else -1)  # noqa: E731
     targets = [scales[(s, d, m)](gain(m, s, d)) + shift(m, s, d) for m, s, d in checks]

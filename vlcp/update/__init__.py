@@ -30,8 +30,8 @@ from typing import Sequence
 
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.eval import continual
-from vlcp.update.history import (anchor, begin, entries, finish, load_history, load_pending, new_history, pending_line,
-                                 resolve, write_history)
+from vlcp.update.history import (anchor, begin, entries, finish, halfwidths, load_history, load_pending, new_history,
+                                 pending_line, resolve, write_history)
 from vlcp.update.recipes import AUTO_CANDIDATES, FOMO_TRAIN, RECIPES, method_section, pick
 
 REPORT = "update_report.ipynb"
@@ -210,10 +210,7 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
             r = run_experiment(cfg, run_dir / "trial" / c)
             if is_main():   # (evaluations happen on the main rank)
                 after, row = r["trajectory"][0], r["train"][0]
-                sets = r["datasets"]
-                half = continual.trade_off_halfwidths(
-                    after, {n: d["n"] for n, d in sets.items()}, [n for n, d in sets.items() if d["role"] == "adaptation"],
-                    [n for n, d in sets.items() if d["role"] == "retention"])
+                half = halfwidths(after, r["datasets"])
                 trial.append({"recipe": c, "A_KA": after["A_KA"], "A_ZS": after["A_ZS"], "GM": after["GM"],
                               "GM_halfwidth": half["GM"], "before_GM": r["zero_shot"]["GM"], "steps": row["steps"],
                               "seconds": row["seconds"], "flops": row["flops_per_step"] * row["steps"] + row["task_pass_flops"]})
@@ -338,11 +335,9 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
     stream.load_sets(train=False)
     stream.use_model(*stream.create_model())
     row = stream.zero_shot(stream.model)
-    roles = {s.name: s.role for s in stream.sets}
-    sizes = {s.name: len(s.images) if s.pairs is None else len(s.pairs.texts) for s in stream.sets}
-    half = continual.trade_off_halfwidths(row, sizes, [n for n, r in roles.items() if r == "adaptation"],
-                                          [n for n, r in roles.items() if r == "retention"])
-    return {**row, "halfwidth": half, "sizes": sizes, "roles": roles, "data": stream.data, "status": status}
+    sets = stream.environment()["datasets"]   # {name: {"role", "n"}}, as a run's results.json holds them
+    return {**row, "halfwidth": halfwidths(row, sets), "sizes": {n: d["n"] for n, d in sets.items()},
+            "roles": {n: d["role"] for n, d in sets.items()}, "data": stream.data, "status": status}
 
 
 __all__ = ["update", "evaluate", "render_report", "RECIPES", "AUTO_CANDIDATES"]

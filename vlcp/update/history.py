@@ -139,17 +139,26 @@ def pending_line(folder: str | Path, pending: dict) -> str:
             f"{pending.get('started')}) has not finished: run the same vlcp update command to resume it")
 
 
+def halfwidths(row: dict, datasets: dict[str, dict], adaptation=None) -> dict:
+    """`continual.trade_off_halfwidths` of a `trade_off` row over a run's sets (`datasets`:
+    {name: {"role", "n"}}, as results.json and the stream's `environment` hold them); `adaptation`:
+    the held-out slices that count (default: every one)."""
+    if adaptation is None:
+        adaptation = [n for n, d in datasets.items() if d["role"] == "adaptation"]
+    return continual.trade_off_halfwidths(row, {n: d.get("n") for n, d in datasets.items()}, list(adaptation),
+                                          [n for n, d in datasets.items() if d["role"] == "retention"])
+
+
 def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[dict] | None) -> list[dict]:
     """One history entry per chunk of a user-stream run's `results`."""
     roles = results["datasets"]
-    sizes = {n: d.get("n") for n, d in roles.items()}
     retention = [n for n, d in roles.items() if d["role"] == "retention"]
     earlier = [n for n, d in roles.items() if d["role"] == "adaptation" and n not in results["tasks"]]
     out, now = [], datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
     def scored(datasets, seen):
         row = continual.trade_off(datasets, seen, retention)
-        return {**row, "halfwidth": continual.trade_off_halfwidths(row, sizes, seen, retention)}
+        return {**row, "halfwidth": halfwidths(row, roles, seen)}
 
     for t, chunk in enumerate(results["tasks"]):
         seen = earlier + [c for c in results["tasks"][: t + 1] if c in roles]
@@ -160,7 +169,7 @@ def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[
             "seed": results["seed"], "steps": row["steps"], "samples": row["samples"], "seconds": row["seconds"],
             "flops": row["flops_per_step"] * row["steps"] + row["task_pass_flops"],
             "peak_memory_mb": row["peak_memory_mb"], "data": results["data"].get(chunk, {}),
-            "sizes": {n: sizes[n] for n in (*seen, *retention)},
+            "sizes": {n: roles[n].get("n") for n in (*seen, *retention)},
             "before": scored(before["datasets"], seen), "after": scored(results["trajectory"][t]["datasets"], seen),
             "trial": trial if t == 0 else None, "run": run, "date": now})
     return out

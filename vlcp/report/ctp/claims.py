@@ -1,7 +1,6 @@
 """CTP's claims ledger: each claim of the paper checked on our runs, with verdicts from vlcp.report.claims."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -112,18 +111,14 @@ def paired_effect(a: dict, b: dict, sd: float | None = None, sd_source: str = "g
     return effect(va, vb, sd=sd if single else None, paired=False, sd_source=sd_source, level=level)
 
 
-def _shifted(e: Effect, by: float) -> Effect:
-    return dataclasses.replace(e, diff=e.diff + by, low=e.low + by, high=e.high + by)
-
-
 def judge_pairs(text: str, pairs: list[tuple[str, dict, dict, float, float]], paper: str, *, evidence: str,
                 source: str, sd: float | None = None, sd_source: str = "given sd") -> Claim:
     """`claims.judge` over named {seed: value} pairs (label, a, b, shift, the paper's effect): each
     claim reads a − b + shift > 0 (a shift turns "a ≥ b − margin" into "> 0") against the paper's
     effect on the same footing; exploratory where a side has one run."""
     k = len(pairs)
-    effects = [_shifted(paired_effect(a, b, sd, sd_source), d) for _, a, b, d, _ in pairs]
-    adjusted = effects if k == 1 else [_shifted(paired_effect(a, b, sd, sd_source, pw.bonferroni_level(k)), d)
+    effects = [paired_effect(a, b, sd, sd_source).shifted(d) for _, a, b, d, _ in pairs]
+    adjusted = effects if k == 1 else [paired_effect(a, b, sd, sd_source, pw.bonferroni_level(k)).shifted(d)
                                        for _, a, b, d, _ in pairs]
     return judge(text, effects, adjusted, [t for *_, t in pairs], paper=paper, evidence=evidence, source=source,
                  labels=[lab for lab, *_ in pairs] if k > 1 else None,

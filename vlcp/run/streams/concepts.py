@@ -176,7 +176,7 @@ class ConceptStream(Stream):
                 "task_sizes": [len(i) for i in self.task_ids], "steps_per_task": self.steps, "budget": self.cost}
 
     def environment(self) -> dict:
-        return {"datasets": {s.name: {"role": s.role, "n": len(s.images) if s.pairs is None else len(s.pairs.texts)}
+        return {"datasets": {s.name: {"role": s.role, "n": s.size}
                              for s in self.data.eval_sets}}
 
     def records(self) -> dict:

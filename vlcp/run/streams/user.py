@@ -206,7 +206,7 @@ class UserStream(Stream):
         least = self.cfg.update.min_candidates
         if not least:
             return True
-        n = len(s.images) if s.pairs is None else len(s.pairs.texts)
+        n = s.size
         need = least if s.pairs is None else max(least, 5 * RETRIEVAL_K)
         if n >= need:
             return True
@@ -300,7 +300,7 @@ class UserStream(Stream):
         return head
 
     def environment(self) -> dict:
-        return {"datasets": {s.name: {"role": s.role, "n": len(s.images) if s.pairs is None else len(s.pairs.texts)}
+        return {"datasets": {s.name: {"role": s.role, "n": s.size}
                              for s in self.sets}}
 
     def records(self) -> dict:
