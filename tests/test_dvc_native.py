@@ -126,3 +126,25 @@ def test_every_study_report_stage_declares_its_metrics_and_plots():
         assert s["cmd"].endswith(f"vlcp report metrics --study {study}")
         assert [next(iter(m)) for m in s["metrics"]] == [f"metrics/{study}.json"]
         assert f"plots/{study}.csv" in [next(iter(p)) for p in s["plots"]]
+
+
+def test_params_yaml_survives_dvc_set_param(tmp_path):
+    """`dvc exp run -S key=value` writes params.yaml back through DVC's own YAML dumper (ruamel,
+    round-trip, 80 columns): the file is a fixed point of it, keeps every comment, and one value set
+    changes one line."""
+    import difflib
+
+    from dvc.utils.serialize import modify_yaml
+
+    text = (ROOT / "params.yaml").read_text()
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    with modify_yaml(path):
+        pass
+    assert path.read_text() == text, "".join(difflib.unified_diff(text.splitlines(True), path.read_text().splitlines(True), n=0))[:3000]
+    with modify_yaml(path) as d:
+        d["experiments"]["er"]["method"]["buffer_size"] = 400
+    changed = [l for l in difflib.unified_diff(text.splitlines(), path.read_text().splitlines(), n=0, lineterm="")
+               if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    assert changed == ["-  er: {method: {name: er, buffer_size: 200, replay_fraction: 0.5}}",
+                       "+  er: {method: {name: er, buffer_size: 400, replay_fraction: 0.5}}"], changed
