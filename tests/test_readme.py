@@ -77,3 +77,24 @@ def test_docs_page_links_back_to_readme(page):
     body = text.split("\n\n")
     assert body[0].startswith("# "), f"docs/{page} should start with a title"
     assert "../README.md" in body[1], f"docs/{page}: its first paragraph should link back to ../README.md"
+
+
+def test_stage_costs_match_the_pipeline_measurement():
+    """docs/overview.md's stage-cost table and README's one-line summary are what
+    `vlcp.report.performance.study_costs` computes from the committed pipeline measurement,
+    params.yaml and dvc.yaml: a new measurement or a study that gains runs shows up as a failure here."""
+    import json
+
+    import yaml
+
+    from vlcp.report.performance import costs_line, costs_markdown, pace_slowdown, study_costs
+
+    results = ROOT / "benchmarks" / "results"
+    pipeline = json.loads((results / "pipeline.json").read_text())
+    spine = json.loads((results / "spine_cost.json").read_text())
+    costs = study_costs(pipeline, yaml.safe_load((ROOT / "params.yaml").read_text()),
+                        yaml.safe_load((ROOT / "dvc.yaml").read_text()), pace_slowdown(pipeline, spine))
+    docs = (DOCS / "overview.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- stage-costs[^>]*-->\n(.*?)<!-- /stage-costs -->", docs, re.S)
+    assert block and block.group(1) == costs_markdown(costs, pipeline), "regenerate docs/overview.md's stage costs"
+    assert costs_line(costs) in README.read_text(encoding="utf-8"), "regenerate README's per-study costs"

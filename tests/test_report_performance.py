@@ -99,3 +99,25 @@ def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
     assert (t.loc["ctp", "verdict"], t.loc["ctp", "status"]) == ("inconclusive", "met at the reference pace only")
     assert t.loc["fomo", "status"] == "not built" and t["verdict"].isna()["fomo"]
     assert pf.budget_table(pipe, budgets).loc["ctp", "verdict"] == "not confirmed"    # no slowdown given
+
+
+def test_pipeline_stages_expand_as_dvc_names_them():
+    """foreach over a list gives name@item, over a mapping name@key, a matrix name@a-b (DVC's names)."""
+    from vlcp.report.performance import pipeline_stages
+
+    params = {"seeds": [0, 1], "exps": ["seqf", "er"], "bases": {"b1": "x", "b2": "y"}}
+    dvc = {"stages": {"prepare": {"cmd": "x"}, "run": {"matrix": {"experiment": "${exps}", "seed": "${seeds}"}},
+                      "base": {"foreach": "${bases}", "do": {}}, "seed": {"foreach": [3], "do": {}}}}
+    assert pipeline_stages(dvc, params) == ["prepare", "run@seqf-0", "run@seqf-1", "run@er-0", "run@er-1",
+                                            "base@b1", "base@b2", "seed@3"]
+
+
+def test_time_line_counts_each_run_once_however_nested():
+    from vlcp.report.results import iter_results, time_line
+
+    a = {"train": [{"seconds": 50.0, "eval_seconds": 10.0}]}                  # no wall clock: train + eval
+    b = {"train": [{"seconds": 1.0, "eval_seconds": 1.0}], "wall_seconds": 120.0}
+    assert iter_results({"x": [a], "y": {0: b, 1: a}}) == [a, b, a]
+    line = time_line({"x": [a]}, {"y": {0: b, 1: a}})
+    assert line.startswith("**2 runs**, **3.0 min**") and "longest 2.0 min" in line
+    assert time_line({}) == "No runs read."

@@ -2,6 +2,8 @@
 evaluation-memory scaling and per-paper time budgets from `benchmarks/results/*.json`."""
 from __future__ import annotations
 
+import itertools
+
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +208,90 @@ def pace_slowdown(pipeline: dict, spine_cost: dict | None) -> float:
 
 
 BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "not confirmed": "NOT met"}
+
+
+def study_runs(params: dict) -> dict[str, int]:
+    """How many training runs each study's stages make, from params.yaml's report lists (the keys of
+    `report.performance.budgets`): the spine's experiments × seeds; each paper's rows × their seeds,
+    its seed subset (`spread`) and the base models it pretrains (ctp-base, cll-base, FoMo's θ0s)."""
+    rep = params["report"]
+
+    def grid(experiments, seeds):
+        return len(experiments or []) * len(seeds if isinstance(seeds, list) else [seeds])
+
+    def spread(study):
+        sp = study.get("spread") or {}
+        return grid(sp.get("experiments"), sp.get("seeds", []))
+    ctp, inc, cll, fomo = rep["ctp"], rep["incclip"], rep["cllclip"], rep["fomo"]
+    return {"spine": grid(rep["overview"]["experiments"], params["seeds"]),
+            "ctp": 1 + grid(ctp["experiments"], ctp["seeds"]) + grid(ctp["ablation_experiments"], ctp["ablation_seeds"]),
+            "cllclip": 1 + grid(cll["experiments"], cll["seeds"]) + spread(cll),
+            "fomo": len(fomo.get("bases") or {}) + sum(len(v) for v in fomo["studies"].values()) + spread(fomo),
+            "incclip": grid(inc["experiments"], inc["seeds"]) + spread(inc)}
+
+
+def _param(params: dict, ref: str):
+    """`${a.b.c}` → params["a"]["b"]["c"] (DVC's interpolation, for the stage lists below)."""
+    value = params
+    for key in ref.strip("${}").split("."):
+        value = value[key]
+    return value
+
+
+def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
+    """The stage names `dvc repro` runs for these params: a `foreach` list gives `name@item`, a
+    mapping `name@key`, a `matrix` `name@v1-v2` (DVC's own naming)."""
+    names = []
+    for name, stage in dvc_yaml["stages"].items():
+        if "foreach" in stage:
+            items = _param(params, stage["foreach"]) if isinstance(stage["foreach"], str) else stage["foreach"]
+            names += [f"{name}@{k}" for k in items]
+        elif "matrix" in stage:
+            axes = [_param(params, v) if isinstance(v, str) else v for v in stage["matrix"].values()]
+            names += [f"{name}@" + "-".join(map(str, combo)) for combo in itertools.product(*axes)]
+        else:
+            names.append(name)
+    return names
+
+
+def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float = 1.0) -> pd.DataFrame:
+    """Per study (`report.performance.budgets`): its runs today (`study_runs`), its stages today, and
+    the measured minutes of those `pipeline` timed, as measured and at the reference pace; `not
+    timed` names the stages added since the measurement (their time is not in the minutes)."""
+    budgets = params["report"]["performance"]["budgets"]
+    measured = budget_table(pipeline, budgets, slowdown)
+    runs, today = study_runs(params), pipeline_stages(dvc_yaml, params)
+    rows = {}
+    for study, b in budgets.items():
+        mine = [n for n in today if n.split("@")[0] in b["stages"]]
+        rows[study] = {"runs": runs.get(study), "stages": len(mine),
+                       "measured min": measured.loc[study, "measured min"],
+                       "at reference pace min": measured.loc[study, "at reference pace min"],
+                       "budget min": b["minutes"],
+                       "not timed": ", ".join(n for n in mine if n not in pipeline["stages"])}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP", "fomo": "FoMo-in-Flux",
+               "incclip": "IncCLIP"}
+
+
+def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
+    """`study_costs` as the Markdown table docs/overview.md carries (tests/test_readme.py keeps it equal)."""
+    lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
+             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown that day.",
+             "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |",
+             "|---|---|---|---|---|---|---|"]
+    for study, r in costs.iterrows():
+        lines.append(f"| {STUDY_NAMES.get(study, study)} | {r['runs']} | {r['stages']} | {r['measured min']:.1f} | "
+                     f"{r['at reference pace min']:.1f} | {r['budget min']} | {r['not timed'] or '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def costs_line(costs: pd.DataFrame) -> str:
+    """`study_costs` in one README line: runs and minutes at the reference pace per study."""
+    return "; ".join(f"{STUDY_NAMES.get(s, s).split(' ')[0]} {r['runs']} runs, {r['at reference pace min']:.0f} min"
+                     for s, r in costs.iterrows())
 
 
 def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float = 1.0) -> pd.DataFrame:

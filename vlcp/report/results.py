@@ -133,6 +133,36 @@ def timing_table(runs: dict[str, list[dict]]) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+def iter_results(runs) -> list[dict]:
+    """Every results dict in a report's run collection, however it nests them ({experiment: [runs]},
+    {experiment: run}, {experiment: {seed: run}}, lists); a results dict is one with a `train` list."""
+    if isinstance(runs, dict):
+        if isinstance(runs.get("train"), list):
+            return [runs]
+        return [r for v in runs.values() for r in iter_results(v)]
+    if isinstance(runs, (list, tuple)):
+        return [r for v in runs for r in iter_results(v)]
+    return []
+
+
+def run_seconds(r: dict) -> float:
+    """A run's own wall clock (`wall_seconds`: every attempt, start-up to results), else, for runs
+    written before it was recorded, its training and evaluation seconds."""
+    return r.get("wall_seconds") or sum(t["seconds"] + t.get("eval_seconds", 0.0) for t in r["train"])
+
+
+def time_line(*collections) -> str:
+    """One line for a report's header: how many runs it reads and how long they took, by their own
+    clocks (the pipeline runs them on two workers side by side, so its wall time is less)."""
+    rs = list({id(r): r for c in collections for r in iter_results(c)}.values())
+    if not rs:
+        return "No runs read."
+    secs = sum(run_seconds(r) for r in rs)
+    return (f"**{len(rs)} runs**, **{secs / 60:.1f} min** by their own clocks (the longest "
+            f"{max(run_seconds(r) for r in rs) / 60:.1f} min). The pipeline runs some side by side: its stage "
+            "times are in the performance report.")
+
+
 def step_time(r: dict, skip_first: bool = True) -> float:
     """Seconds per training step, over the tasks after the first (where the methods differ)."""
     rows = r["train"][1:] if skip_first and len(r["train"]) > 1 else r["train"]
