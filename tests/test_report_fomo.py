@@ -20,7 +20,7 @@ def run(points, steps=12, mult=1.0, flops=2e6, datasets=None):
     return {"zero_shot": rows[0], "trajectory": rows[1:], "datasets": datasets, "steps_per_task": [steps] * (len(rows) - 1),
             "budget": {"memory_multiplier": mult, "mafs": flops * mult,
                        "method": {"flops": flops, "task_flops": 0, "memory": mem}},
-            "train": [{"seconds": 1.5}] * (len(rows) - 1)}
+            "train": [{"seconds": 1.5, "samples": 128 * steps}] * (len(rows) - 1)}
 
 
 def test_trajectory_endpoint_and_area():
@@ -51,6 +51,7 @@ def test_budget_table_units():
     b = fm.budget_table({"ft": run([(1, 1), (2, 2)], mult=1.0, flops=3e6), "lt": run([(1, 1), (2, 2)], steps=30, mult=0.4)})
     assert b.loc["ft", "MFLOPs/step"] == 3 and b.loc["lt", "memory multiplier"] == 0.4 and b.loc["lt", "steps/task"] == 30
     assert b.loc["ft", "memory MB"] == pytest.approx(100 / 2**20)
+    assert b.loc["lt", "total steps"] == 30 and b.loc["lt", "total samples"] == 128 * 30   # one task
 
 
 def test_schedule_curves_and_trajectory_plot():

@@ -94,7 +94,8 @@ def summary(runs: dict[str, dict], zero_shot: dict, joint: dict | None) -> pd.Da
 def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Table 4's analogue: per method, FLOPs per step (forward + backward, torch's counter),
     per-task FLOPs (Fisher passes), training memory by tensor accounting, the multiplier
-    relative to full fine-tuning, MAFs per step, and the steps per task it buys."""
+    relative to full fine-tuning, MAFs per step, the steps per task it buys, and the whole
+    stream's steps and training samples (Table 4's last two columns)."""
     rows = {}
     for e, r in runs.items():
         b = r["budget"]
@@ -104,7 +105,8 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
                    "grads MB": m["gradients"] / 2**20, "optimizer MB": m["optimizer"] / 2**20,
                    "activations MB": m["activations"] / 2**20, "method state MB": m["method"] / 2**20,
                    "memory multiplier": b["memory_multiplier"], "MAFs/step (M)": b["mafs"] / 1e6,
-                   "steps/task": r["steps_per_task"][0]}
+                   "steps/task": r["steps_per_task"][0], "total steps": sum(r["steps_per_task"]),
+                   "total samples": sum(t["samples"] for t in r["train"])}
     return pd.DataFrame(rows).T
 
 
