@@ -54,3 +54,29 @@ def test_without_templates_nothing_changes(seen):
 def test_empty_templates_are_an_error(seen):
     with pytest.raises(VlcpError, match="cifar10: .*templates"):
         fomo.score(Model(), None, classification_set(templates=[]), "cpu")
+
+
+class TwoTowers(Model):
+    def __init__(self):
+        super().__init__()
+        self.visual = torch.nn.Linear(2, 2)
+        self.text_projection = torch.nn.Parameter(torch.ones(2, 2))
+        self.logit_scale = torch.nn.Parameter(torch.ones(()))
+
+
+def test_class_weights_are_reused_while_the_text_tower_is_unchanged(seen):
+    """vlcp update's evaluation rounds: a text tower whose weights did not change (locked, or an
+    image-only recipe) encodes no class prompt again; one whose weights moved does."""
+    model, s, cache = TwoTowers(), classification_set(templates=list(TEMPLATES)), {}
+    fomo.score_sets(model, None, [s], "cpu", text_cache=cache)
+    with torch.no_grad():
+        model.visual.weight.add_(1.0)            # the image tower and the logit scale move: no new prompts
+        model.logit_scale.add_(1.0)
+    fomo.score_sets(model, None, [s], "cpu", text_cache=cache)
+    assert len(seen) == 1
+    with torch.no_grad():
+        model.text_projection.add_(1e-3)         # the text tower moves: encoded again
+    fomo.score_sets(model, None, [s], "cpu", text_cache=cache)
+    assert len(seen) == 2
+    fomo.score_sets(model, None, [s], "cpu")     # no cache (the studies): every round encodes
+    assert len(seen) == 3

@@ -233,15 +233,35 @@ def test_an_update_folder_moved_with_its_data_finds_it_and_names_what_is_missing
     assert "s.json exists" in capsys.readouterr().err
 
 
-def test_images_from_outside_the_chunk_are_said(tmp_path, keep_folder, capsys):
-    """A caption folder's symlink out of the chunk, or a CSV row ../x.png, is read, and said."""
+def test_images_from_outside_the_chunk_are_refused_unless_followed(tmp_path, keep_folder, capsys):
+    """A caption folder's symlink out of the chunk, or a CSV row ../x.png, is refused (exit 2, nothing
+    written) unless --follow-links is given; then it is read, and said."""
     chunk = Path(make_chunk(tmp_path, "folder", 0))
     elsewhere = tmp_path / "elsewhere.png"
     shutil.move(chunk / "c0_001.png", elsewhere)
     (chunk / "c0_001.png").symlink_to(elsewhere)
-    h = run_update(str(chunk), tmp_path / "m", model="vlcp-tiny", keep=[str(keep_folder)], report=False)
+    from vlcp.cli import main
+    code = main(["update", str(chunk), "--out", str(tmp_path / "refused"), "--model", "vlcp-tiny",
+                 "--keep", str(keep_folder), "--steps", "2", "--no-report"])
+    assert code == 2 and not (tmp_path / "refused").exists()
+    err = capsys.readouterr().err
+    assert "1 image(s) resolve outside" in err and "give --follow-links" in err
+    with pytest.raises(VlcpError, match=r"folder-0: 1 image\(s\) resolve outside .*give --follow-links"):
+        run_update(str(chunk), tmp_path / "m", model="vlcp-tiny", keep=[str(keep_folder)], report=False)
+    h = run_update(str(chunk), tmp_path / "m", model="vlcp-tiny", keep=[str(keep_folder)], report=False,
+                   options={**OPTIONS, "follow_links": True})
     assert h["updates"][0]["data"]["outside"] == 1
-    assert "folder-0: 1 image(s) are read from outside" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "folder-0: 1 image(s) are read from outside" in out
+    assert "vlcp update: time: one training step measured at" in out          # the plan's time, from a measured step
+
+
+def test_time_estimate_scales_a_measured_step():
+    from vlcp.run.streams.user import time_estimate
+
+    assert time_estimate(0.5, 40, 3) == ("vlcp update: time: one training step measured at 0.50 s here, so about 20 s "
+                                         "of training for 40 step(s), plus 3 evaluation(s)")
+    assert "about 2.5 min of training" in time_estimate(3.0, 50, 2)
 
 
 def test_corrupt_images_are_skipped_and_counted(tmp_path, keep_folder):
@@ -469,3 +489,22 @@ def test_update_under_two_process_ddp_matches_one_process(tmp_path, keep_folder)
             assert (w[d:2 * d] - v[d:2 * d]).abs().max() <= 3 * TRAIN["lr"] * OPTIONS["steps"], k
             v, w = torch.cat([v[:d], v[2 * d:]]), torch.cat([w[:d], w[2 * d:]])
         torch.testing.assert_close(w, v, rtol=1e-3, atol=1e-4, msg=k)
+
+
+def test_eval_and_a_continued_update_read_as_the_folder_did(tmp_path, keep_folder):
+    """The folder keeps how its first update read and scored its sources (history.json "read"):
+    `vlcp eval DIR` and a continued update without those options score the same held-out slices
+    and sets; an option given again overrides it."""
+    chunk = make_chunk(tmp_path, "folder", 0)
+    options = {**OPTIONS, "holdout": 0.4, "max_eval": 12}
+    h = run_update(chunk, tmp_path / "m", model="vlcp-tiny", keep=[str(keep_folder)], report=False, options=options)
+    assert h["read"]["holdout"] == 0.4 and h["read"]["max_eval"] == 12
+    after = h["updates"][0]["after"]
+    scored = evaluate(folder=tmp_path / "m")                         # no options: the folder's own
+    assert scored["datasets"] == pytest.approx(after["datasets"])
+    other = evaluate(folder=tmp_path / "m", options={"holdout": 0.2, "min_candidates": 0})
+    assert other["sizes"] != scored["sizes"]                         # given again: it wins
+    h2 = run_update(make_chunk(tmp_path, "folder", 1), tmp_path / "m", report=False,
+                    options={k: v for k, v in OPTIONS.items() if k not in ("holdout", "max_eval")})
+    before = h2["updates"][1]["before"]["datasets"]                  # the model after update 1, on its sets
+    assert h2["read"]["holdout"] == 0.4 and {n: before[n] for n in after["datasets"]} == pytest.approx(after["datasets"])

@@ -254,11 +254,14 @@ def _update_options(args) -> tuple[dict, dict, dict]:
     train = {k: v for k, v in (("lr", getattr(args, "lr", None)), ("batch_size", getattr(args, "batch_size", None)),
                                ("device", args.device), ("precision", getattr(args, "precision", None)),
                                ("num_threads", args.threads)) if v is not None}
-    options = {"holdout": args.holdout, "max_eval": args.max_eval, "layout": args.layout,
-               "csv_img_key": args.csv_img_key, "csv_caption_key": args.csv_caption_key,
-               "csv_separator": args.csv_separator or "", "image_root": args.image_root or "",
-               "check_images": not args.no_check_images, "min_candidates": args.min_candidates,
-               "templates": args.templates}
+    given = {"holdout": args.holdout, "max_eval": args.max_eval, "layout": args.layout,
+             "csv_img_key": args.csv_img_key, "csv_caption_key": args.csv_caption_key,
+             "csv_separator": args.csv_separator, "image_root": args.image_root,
+             "min_candidates": args.min_candidates, "templates": args.templates,
+             "follow_links": args.follow_links or None}
+    # only what was given: an update folder's own (history.json "read") or UpdateCfg's defaults fill the rest
+    options = {k: v for k, v in given.items() if v is not None}
+    options["check_images"] = not args.no_check_images
     for key in ("steps", "samples", "budget", "pretraining", "mixture"):
         if getattr(args, key, None) is not None:
             options[key] = getattr(args, key)
@@ -342,22 +345,27 @@ def cmd_eval(args) -> None:
 
 def _data_options(p: argparse.ArgumentParser) -> None:
     """The options of `vlcp update` and `vlcp eval` that say how to read the sources."""
-    p.add_argument("--holdout", type=float, default=0.1, help="share of each chunk held out to score accumulation")
-    p.add_argument("--max-eval", type=int, default=500, help="at most this many images per evaluation set")
-    p.add_argument("--templates", choices=("simple", "openai"), default="simple",
+    # defaults None: an update folder's own settings (history.json "read"), else vlcp.config.UpdateCfg's
+    p.add_argument("--holdout", type=float, default=None, help="share of each chunk held out to score accumulation "
+                                                              "(default 0.1, or the update folder's)")
+    p.add_argument("--max-eval", type=int, default=None, help="at most this many images per evaluation set (default 500)")
+    p.add_argument("--templates", choices=("simple", "openai"), default=None,
                    help="a class keep-set's prompts without its own templates.txt: open_clip's 7 simple ImageNet "
                         "templates, or CLIP's 80 (80 text encodings a class at every evaluation)")
-    p.add_argument("--min-candidates", type=int, default=20, help="score a set only over at least this many candidates "
+    p.add_argument("--min-candidates", type=int, default=None, help="score a set only over at least this many candidates "
                                                                   "(retrieval: also R@5 over at least 25); 0: every set")
-    p.add_argument("--layout", default="auto", choices=("auto", "folder", "csv", "wds", "coco", "karpathy"),
+    p.add_argument("--layout", default=None, choices=("auto", "folder", "csv", "wds", "coco", "karpathy"),
                    help="the sources' layout (auto: by path)")
-    p.add_argument("--csv-img-key", default="filepath", help="CSV/TSV: the image path column (as open_clip_train)")
-    p.add_argument("--csv-caption-key", default="title", help="CSV/TSV: the caption column")
+    p.add_argument("--csv-img-key", default=None, help="CSV/TSV: the image path column (as open_clip_train; "
+                                                       "default filepath)")
+    p.add_argument("--csv-caption-key", default=None, help="CSV/TSV: the caption column (default title)")
     p.add_argument("--csv-separator", default=None, help="CSV/TSV: the separator (default: tab; comma for *.csv)")
     p.add_argument("--image-root", default=None, help="where relative image paths of a CSV or captions JSON start "
                                                       "(default: the file's folder)")
     p.add_argument("--no-check-images", action="store_true", help="do not decode every image once first (an unreadable "
                                                                   "image then stops the run instead of being skipped)")
+    p.add_argument("--follow-links", action="store_true", help="read images that resolve outside their chunk or set "
+                                                               "(a symlink, a ../ path); without it they are refused")
     p.add_argument("--workers", type=int, default=None, help="threads decoding images")
     p.add_argument("--device", default=None, help="auto | cpu | cuda")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")

@@ -305,6 +305,7 @@ class UpdateCfg:
     csv_separator: str = ""                            # "" = tab, or comma for *.csv
     image_root: str = ""                               # where a CSV's or captions JSON's relative image paths start ("" = its folder)
     check_images: bool = True                          # decode every image once before training: unreadable ones skipped and counted
+    follow_links: bool = False                         # read images that resolve outside their source (a symlink, a ../ path); else refused
     fraction: float = ranged(1.0, gt=0, le=1)         # share of each chunk's training pairs trained on (the first by key hash; auto's trial: a slice)
     export: str = ""                                   # write the final model here as an open_clip weights file ("" = not)
     prior_steps: list[int] = ranged(factory=list, ge=1)   # the earlier updates' steps per chunk: a meta-schedule (train.schedule) continues over them

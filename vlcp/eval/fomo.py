@@ -28,11 +28,24 @@ def retrieval(model, tokenizer, s: EvalSet, device, batch_size: int = 512, ks=(5
 
 
 @torch.no_grad()
-def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: str = "single") -> float:
+def text_fingerprint(model) -> tuple[float, ...]:
+    """A cheap fingerprint of the text tower's weights: the sum and absolute sum of every parameter
+    outside the image tower (`visual.`) and the logit scale and bias. Equal fingerprints: the text
+    features of a prompt are the same (a locked or frozen text tower across evaluation rounds)."""
+    parts = [torch.stack([p.detach().double().sum(), p.detach().double().abs().sum()])
+             for n, p in model.named_parameters() if not n.startswith(("visual.", "logit_"))]
+    return tuple(torch.cat(parts).tolist()) if parts else ()
+
+
+@torch.no_grad()
+def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: str = "single",
+          text_cache: dict | None = None, fingerprint: tuple = ()) -> float:
     """A classification set's zero-shot top-1 % with its own template (`prompts="single"`, FoMo's
     primer) or CLIP's prompt ensemble for it (`"ensemble"`, IncCLIP's suite), or with the set's
     explicit ensemble `s.templates` whenever it has one (a user's keep-set; `prompts` is then
-    ignored); a retrieval set's mean R@5."""
+    ignored); a retrieval set's mean R@5. `text_cache` ({set: (fingerprint, templates, class
+    weights)}, kept by the caller across evaluation rounds) reuses the class weights while the text
+    tower's `fingerprint` (`text_fingerprint`) is unchanged."""
     if s.pairs is not None:
         r = retrieval(model, tokenizer, s, device, batch_size)
         return (r["TR@5"] + r["IR@5"]) / 2
@@ -42,16 +55,25 @@ def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: 
     templates = list(s.templates) if s.templates is not None else prompt_templates(s.name, s.template, prompts)
     if not templates:
         raise VlcpError(f"{s.name}: the evaluation set's prompt ensemble `templates` is empty")
-    w = zeroshot_weights(model, tokenizer, s.classes, templates, device).float().cpu()
+    held = (text_cache or {}).get(s.name)
+    if held is not None and held[0] == fingerprint and held[1] == templates:
+        w = held[2]
+    else:
+        w = zeroshot_weights(model, tokenizer, s.classes, templates, device).float().cpu()
+        if text_cache is not None:
+            text_cache[s.name] = (fingerprint, templates, w)
     return topk_accuracy(feats, w, s.labels, (1,))[1]
 
 
 @torch.no_grad()
-def score_sets(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False
-               ) -> dict[str, float]:
-    """{name: score} of every set for one model (left in train mode); `progress`: a bar over the sets."""
+def score_sets(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False,
+               text_cache: dict | None = None) -> dict[str, float]:
+    """{name: score} of every set for one model (left in train mode); `progress`: a bar over the sets;
+    `text_cache`: a dict kept across evaluation rounds, so a text tower that did not change since
+    the last round encodes no class prompt again (`score`)."""
     model.eval()
-    scores = {s.name: score(model, tokenizer, s, device, batch_size)
+    fingerprint = text_fingerprint(model) if text_cache is not None else ()
+    scores = {s.name: score(model, tokenizer, s, device, batch_size, text_cache=text_cache, fingerprint=fingerprint)
               for s in tqdm(sets, desc="evaluate", unit="dataset", leave=False, disable=not progress)}
     model.train()
     return scores

@@ -84,9 +84,10 @@ def task_pass_flops(model, method, ctx: TaskContext, hooks, train_cfg) -> int:
     return flops
 
 
-def measure_step_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:
-    """FLOPs of one training step's forward + backward (method batch and loss included). The
-    measurement leaves the run's random stream and the context's extras as they were."""
+def _probe_step(model, method, ctx: TaskContext, cfg: ExperimentCfg, device):
+    """One training step's forward + backward on a batch of the task (method batch and loss
+    included; no optimiser update), as a closure, and a function that puts the context's extras
+    back. Drawing the batch leaves the run's random stream as it was."""
     gen_state, extras = ctx.generator.get_state(), dict(ctx.extras)
     ids = draw_ids(ctx, cfg.train.batch_size)
     batch = method.make_batch(ids, ctx)
@@ -97,10 +98,36 @@ def measure_step_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, devi
             loss = sum(method.loss(model, batch, ctx).values())
         loss.backward()
         model.zero_grad(set_to_none=True)
+
+    def restore():
+        ctx.extras.clear()
+        ctx.extras.update(extras)
+    return step, restore
+
+
+def measure_step_flops(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> int:
+    """FLOPs of one training step's forward + backward (method batch and loss included). The
+    measurement leaves the run's random stream and the context's extras as they were."""
+    step, restore = _probe_step(model, method, ctx, cfg, device)
     flops = budget.flops_per_step(step)
-    ctx.extras.clear()
-    ctx.extras.update(extras)
+    restore()
     return flops
+
+
+def measure_step_seconds(model, method, ctx: TaskContext, cfg: ExperimentCfg, device) -> float:
+    """Wall seconds of one training step's forward + backward, timed after one untimed step (the
+    first pays for lazy set-up); the optimiser's update is left out. What `vlcp update` scales its
+    time estimate by. Leaves the run's random stream and the context's extras as they were."""
+    step, restore = _probe_step(model, method, ctx, cfg, device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    step()
+    sync()
+    t0 = time.perf_counter()
+    step()
+    sync()
+    seconds = time.perf_counter() - t0
+    restore()
+    return seconds
 
 
 def held_tensors(state) -> list[torch.Tensor]:

@@ -80,6 +80,8 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
         ctx = stream.context(t)
         ctx.steps = steps[t]
         label = stream.task_label(t)
+        if t == start:
+            stream.before_training(model, method, ctx, sum(steps[start:]))
         if stream.first_step_flops and "flops_per_step" not in results:
             results["flops_per_step"] = measure_step_flops(model, method, ctx, cfg, device)
         stats, seconds, task_flops, pass_flops = train_counted(

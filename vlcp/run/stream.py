@@ -83,6 +83,10 @@ class Stream:
     def zero_shot(self, model) -> Any:
         raise NotImplementedError
 
+    def before_training(self, model, method: Method, ctx: TaskContext, steps_left: int) -> None:
+        """Called once per attempt, before its first task trains (`ctx`: that task's context;
+        `steps_left`: the training steps still to run). Default: nothing."""
+
     def ready(self) -> None:
         """After the starting model's evaluation (or the resume that skips it), before the first task."""
 

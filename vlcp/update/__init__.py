@@ -135,6 +135,12 @@ def _experiment(history: dict, weights: str | None, chunks: Sequence[str], keep:
     return experiment_from_dict(raw)
 
 
+# how an update reads and scores its sources: kept in history.json ("read"), so a continued update and
+# `vlcp eval DIR` score the same held-out slices and sets unless told otherwise
+READ_OPTIONS = ("holdout", "max_eval", "layout", "csv_img_key", "csv_caption_key", "csv_separator", "image_root",
+                "min_candidates", "templates", "follow_links")
+
+
 def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None = None, model: str | None = None,
            pretrained: str | None = None, keep: Sequence[str] = (), recipe: str = "full",
            candidates: Sequence[str] = AUTO_CANDIDATES, trial_fraction: float = 0.25, seed: int = 0,
@@ -151,10 +157,8 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     and keep-sets that are no longer where its history says (a `keep` of the same name also
     replaces it). An update that did not finish (`pending.json`) resumes when the same call runs
     again."""
-    from vlcp.registry import method_names
-    from vlcp.run import run_experiment
     from vlcp.run.requirements import check_config
-    from vlcp.train.distributed import barrier, broadcast_object, is_main
+    from vlcp.train.distributed import is_main
 
     if not chunks:
         raise ConfigError("update: name at least one chunk of data")
@@ -173,7 +177,9 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     keep_all = [a for a, _ in kept]
     history = {**history, "chunks": [a for a, _ in earlier], "keep": keep_all,
                "relative": {a.partition("=")[0]: r for a, r in earlier + kept + new if r}}
-    train, options, data = dict(train or {}), dict(options or {}), dict(data or {})
+    train, data = dict(train or {}), dict(data or {})
+    options = {**history.get("read", {}), **(options or {})}   # how the folder read its sources, unless given
+    history["read"] = {key: options[key] for key in READ_OPTIONS if key in options}
     k = len(history["updates"]) + 1
     run_dir = out / "runs" / f"{k:03d}"
     chunks = [a for a, _ in new]
@@ -184,6 +190,7 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
         check_config(cfg)
         return cfg
 
+    created = not out.exists()
     if is_main():
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -191,6 +198,23 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
             raise VlcpError(f"--out: cannot create the update folder {out}: {e.strerror or e}") from None
         if load_pending(out) is None:
             begin(out, k, command)
+    try:
+        return _train(out, history, k, run_dir, chunks, recipe, candidates, trial_fraction, options, report,
+                      experiment)
+    except VlcpError:
+        # refused before any training was kept (a source, a set too small, a bad option): the folder this call
+        # made goes again, so a refusal writes nothing; later, its checkpoints let the same command resume
+        if created and is_main() and not any(run_dir.rglob("*.pt")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _train(out: Path, history: dict, k: int, run_dir: Path, chunks: list[str], recipe: str, candidates,
+           trial_fraction: float, options: dict, report: bool, experiment) -> dict:
+    """`update`'s work once its folder is there: the `auto` trial, the update, the history."""
+    from vlcp.registry import method_names
+    from vlcp.run import run_experiment
+    from vlcp.train.distributed import barrier, broadcast_object, is_main
 
     trial = None
     if recipe == "auto":
@@ -312,6 +336,7 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
             raise VlcpError(pending_line(folder, pending) + " (it has no model yet)" if pending is not None
                             else f"{folder}: is not an update folder (no history.json)")
         status = pending_line(folder, pending) if pending is not None else None
+        options = {**h.get("read", {}), **(options or {})}   # the held-out slices and sets its updates scored
         if model is not None and model != h["model"]["name"]:
             raise ConfigError(f"--model: {model!r}, but the update folder's model is {h['model']['name']!r}")
         model, pretrained = h["model"]["name"], str(Path(folder) / "model.pt")

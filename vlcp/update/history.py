@@ -5,6 +5,8 @@
      "keep": ["NAME=PATH", ...],            the keep-sets (every update adds its own)
      "chunks": ["NAME=PATH", ...],          every chunk trained so far, in order
      "relative": {"NAME": "PATH", ...},     where a source inside the folder's project is, from the folder
+     "read": {"holdout": 0.1, ...},         how the sources were read and scored (`vlcp.update.READ_OPTIONS`):
+                                            a continued update and `vlcp eval DIR` use them unless given others
      "updates": [one entry per chunk: see `entries`]}
 
 PATHs in `keep` and `chunks` are absolute; a source inside the folder's project (the nearest

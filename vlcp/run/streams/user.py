@@ -32,14 +32,14 @@ from vlcp.data.formats.layouts import (CsvOptions, SourceStats, first_by_hash, h
                                        read_checked, read_image_folder, read_source)
 from vlcp.data.mixtures import mixture_sizes, sample_mixture
 from vlcp.data.pairs import PairSet
-from vlcp.errors import ConfigError
+from vlcp.errors import ConfigError, VlcpError
 from vlcp.eval import continual
 from vlcp.eval.encode import MemoTokenizer
 from vlcp.eval.fomo import score_sets
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
-from vlcp.run.accounting import mafs_steps, step_cost
+from vlcp.run.accounting import mafs_steps, measure_step_seconds, step_cost
 from vlcp.run.stream import Stream
 from vlcp.train.distributed import is_main
 from vlcp.train.loop import Materializer
@@ -104,8 +104,16 @@ def plan(steps: list[int], batch_size: int, sets: list[EvalSet], parameters: int
     return (f"vlcp update: plan: {len(steps)} chunk(s) × {steps[0] if steps else 0} steps at batch {batch_size} "
             f"({sum(steps) * batch_size} samples); {len(steps) + 1} evaluations of {len(sets)} set(s), "
             f"{prompts} text encodings each; disk about {model_mb:.0f} MB kept (the model) and {3 * model_mb:.0f} MB "
-            f"more while it runs (a checkpoint with AdamW's moments); the time: the progress bar's estimate "
-            f"after the first steps (measured per-step times: docs/update.md, 'Costs')")
+            f"more while it runs (a checkpoint with AdamW's moments); the time: a step is measured next "
+            f"(per-step times of two models: docs/update.md, 'Costs')")
+
+
+def time_estimate(step_seconds: float, steps: int, evaluations: int) -> str:
+    """`vlcp update`'s time line: a measured step's forward and backward scaled to the steps left."""
+    total = step_seconds * steps
+    when = f"{total / 60:.1f} min" if total >= 60 else f"{total:.0f} s"
+    return (f"vlcp update: time: one training step measured at {step_seconds:.2f} s here, so about {when} of "
+            f"training for {steps} step(s), plus {evaluations} evaluation(s)")
 
 
 def source_root(path: str, image_root: str = "") -> Path:
@@ -156,6 +164,9 @@ class UserStream(Stream):
             records = list(read_source(src.path, u.layout, csv, u.image_root, stats))
         out = {"read": stats.read, "skipped": dict(stats.skipped), "examples": list(stats.examples)}
         outside = outside_images(records, src.path, u.image_root)
+        if outside and not u.follow_links:
+            raise VlcpError(f"{src.name}: {len(outside)} image(s) resolve outside {source_root(src.path, u.image_root)} "
+                            f"(a symlink or a ../ path; e.g. {outside[0]}): give --follow-links to read them")
         if outside:
             out["outside"] = len(outside)
             if is_main():
@@ -173,6 +184,7 @@ class UserStream(Stream):
         self.data: dict[str, dict] = {}
         parts: list[tuple[str, list[Record]]] = []
         self.sets: list[EvalSet] = []
+        self.text_cache: dict = {}   # class weights of the sets across evaluation rounds (a text tower that did not change)
         if u.pretraining and train:
             src = parse_source(u.pretraining, "update.pretraining")
             records, self.data[src.name] = self._read(src)
@@ -271,6 +283,12 @@ class UserStream(Stream):
             print(plan(self.steps, self.cfg.train.batch_size, self.sets,
                        sum(p.numel() for p in self.model.parameters())), flush=True)
 
+    def before_training(self, model, method: Method, ctx, steps_left: int) -> None:
+        """The plan's time: one step measured here, scaled to the steps left."""
+        seconds = measure_step_seconds(model, method, ctx, self.cfg, self.device)
+        if is_main():
+            print(time_estimate(seconds, steps_left, len(self.steps) + 1), flush=True)
+
     def reference_cost(self) -> None:
         if self.cfg.update.budget == "mafs":   # full fine-tuning's step: the budget's reference, before adapters
             self.full_ft = step_cost(self.model, SeqF(), self.context(0), self.cfg, self.device)
@@ -308,7 +326,7 @@ class UserStream(Stream):
 
     def _scores(self, model) -> dict:
         scores = score_sets(model, self.eval_tokenizer, self.sets, self.device, self.cfg.eval.batch_size,
-                            self.cfg.train.progress)
+                            self.cfg.train.progress, self.text_cache)
         return continual.trade_off(scores, [s.name for s in self.sets if s.role == "adaptation"],
                                    [s.name for s in self.sets if s.role == "retention"])
 
