@@ -75,6 +75,7 @@ def test_tiny_dvc_repro(tmp_path):
     assert run("dvc", "init", "-q").returncode == 0
     r = timed_repro(tmp_path, env, echo="tiny repro")
     assert r.returncode == 0, r.log[-6000:]
+    assert "without encryption" not in r.log          # no kernel start-up warning on every render (issue 46)
 
     for exp in params["report"]["overview"]["experiments"]:
         assert (tmp_path / "runs" / exp / "seed0" / "results.json").exists()

@@ -26,8 +26,11 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
     # the kernel inherits our environment: an MPLBACKEND=Agg there would silently drop every figure
     with _environ(MPLBACKEND="module://matplotlib_inline.backend_inline"), \
             atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:
+        # the kernel's own start-up log (ipykernel warns that a local kernel talks over TCP without
+        # encryption, on every render) is left at errors; the notebook's warnings are its cells' output
         papermill.execute_notebook(str(notebook), str(tmp_nb), parameters=parameters or {},
-                                   cwd=str(cwd), progress_bar=False, kernel_name="python3")
+                                   cwd=str(cwd), progress_bar=False, kernel_name="python3",
+                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])
         exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
         executed = nbformat.read(tmp_nb, as_version=4)
         body, _ = exporter.from_notebook_node(executed, resources={"metadata": {"name": title(executed, stem)}})
