@@ -238,3 +238,52 @@ def test_powered_equivalence_with_a_zero_margin_is_never_confirmed():
     assert apart.verdict == "refuted" and apart.scaled_effect == 0.0
     with pytest.raises(ValueError, match=">= 0"):
         powered_equivalence("c", [1.0], [1.0], -0.1, paper="p")
+
+
+def test_levers_frame_from_recorded_rows():
+    """benchmarks/power_levers.py's rows → H (mean upper − lower), σ_d (sd of the per-seed
+    differences), tasks that teach, and whether the setting meets the goal."""
+    from vlcp.report.power import levers_frame
+
+    row = {"study": "ctp", "label": "640 steps", "seeds": [10, 11, 12], "upper": "u", "lower": "l", "metric": "final Rm",
+           "values": {"10": [10.0, 4.0], "11": [11.0, 4.5], "12": [12.0, 5.5]},   # differences 6, 6.5, 6.5
+           "teaches": [True] * 7 + [False] * 2, "lower_train_seconds": [30.0, 32.0, 34.0], "date": "d", "commit": "c"}
+    weak = {**row, "label": "weak", "values": {"10": [10.0, 4.0], "11": [11.0, 9.0], "12": [9.0, 8.0]}}
+    df = levers_frame([row, weak, {**row, "study": "incclip"}], "ctp").set_index("setting")
+    assert list(df.index) == ["640 steps", "weak"]
+    sd = float(np.std([6, 6.5, 6.5], ddof=1))
+    assert df.loc["640 steps", "H"] == pytest.approx(19 / 3) and df.loc["640 steps", "σ_d"] == pytest.approx(sd)
+    assert df.loc["640 steps", "tasks that teach"] == "7/9" and df.loc["640 steps", "lower's training s"] == 32.0
+    assert bool(df.loc["640 steps", "meets the goal"]) and not bool(df.loc["weak", "meets the goal"])
+    assert levers_frame([row], "fomo").empty
+
+
+def test_levers_frame_reads_a_candidate_metric():
+    from vlcp.report.power import levers_frame
+
+    row = {"study": "incclip", "label": "study", "seeds": [10, 11], "upper": "u", "lower": "l", "metric": "Average",
+           "values": {"10": [20.0, 10.0], "11": [22.0, 11.0]}, "teaches": None, "lower_train_seconds": [1.0, 1.0],
+           "more_values": {"R@1": {"10": [4.0, 1.0], "11": [5.0, 1.0]}}, "date": "d", "commit": "c"}
+    df = levers_frame([row, {**row, "label": "old", "more_values": {}}], "incclip", "R@1")
+    assert list(df["setting"]) == ["study"] and df["H"].iloc[0] == pytest.approx(3.5) and df["metric"].iloc[0] == "R@1"
+    assert df["tasks that teach"].iloc[0] == "0/0" and not df["meets the goal"].iloc[0]
+
+
+def test_power_levers_records_one_row_per_setting_and_keeps_ledger_seeds_out(tmp_path):
+    """benchmarks/power_levers.py: a re-measured setting replaces its row; the ledger's seeds (0-9)
+    are refused, so a lever is never judged on the runs the verdicts read."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import power_levers
+
+    out = tmp_path / "levers.json"
+    power_levers.record({"study": "ctp", "label": "a", "v": 1}, out)
+    power_levers.record({"study": "ctp", "label": "b", "v": 2}, out)
+    power_levers.record({"study": "ctp", "label": "a", "v": 3}, out)
+    import json
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["label"], r["v"]) for r in rows] == [("b", 2), ("a", 3)]
+    with pytest.raises(SystemExit):
+        power_levers.main(["--study", "ctp", "--label", "x", "--seeds", "0", "1", "--out", str(out)])

@@ -278,3 +278,49 @@ def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) ->
             + f"; at {p.seeds} seed{'s' if p.seeds != 1 else ''} the smallest effect the ledger confirms with 80 % "
             f"power is {m:.2f}" + (f" ({m / p.headroom:.2f} H)" if p.headroom > 0 else " (no headroom)")
             + f". The study {verdict}.")
+
+
+def _lever_values(r: dict, metric: str | None) -> dict | None:
+    if metric is None or metric == r["metric"]:
+        return r["values"]
+    return (r.get("more_values") or {}).get(metric)
+
+
+def lever_powers(rows: list[dict], study: str, metric: str | None = None) -> dict[str, StudyPower]:
+    """A power table row for each lever measured on `study` (the rows of
+    benchmarks/results/power_levers.json, `benchmarks/power_levers.py`): H and σ_d from the per-seed
+    upper and lower values of `metric` (None: each row's headline), paired by seed; tasks that teach
+    from the lower run's per-task gains. Rows that did not record `metric` are left out."""
+    import pandas as pd
+
+    out = {}
+    for r in rows:
+        values = _lever_values(r, metric) if r["study"] == study else None
+        if values is None:
+            continue
+        vals = [values[str(s)] for s in r["seeds"]]
+        gains = None if r.get("teaches") is None else pd.DataFrame({"teaches": r["teaches"]})
+        out[r["label"]] = study_power(metric or r["metric"], [u for u, _ in vals], [lo for _, lo in vals], gains,
+                                      headroom_from=f"{r['upper']} − {r['lower']}")
+    return out
+
+
+def levers_frame(rows: list[dict], study: str, metric: str | None = None, goal: float = 10.0,
+                 teach_share: float = 2 / 3):
+    """The levers tried on `study`, one row per setting: the power table's columns on `metric`
+    (None: the headline), the lower run's training seconds (the lever's cost), whether it meets the
+    goal (H/σ_d ≥ `goal` with ≥ `teach_share` of the tasks teaching), and when and where it was
+    measured. Empty when none."""
+    import pandas as pd
+
+    powers = lever_powers(rows, study, metric)
+    if not powers:
+        return pd.DataFrame()
+    df = power_frame(powers).rename(columns={"study": "setting"}).drop(columns=["σ_d from"])   # σ_d: paired by seed
+    mine = [r for r in rows if r["study"] == study and _lever_values(r, metric) is not None]
+    df["seeds used"] = [", ".join(map(str, r["seeds"])) for r in mine]
+    df["lower's training s"] = [float(np.mean(r["lower_train_seconds"])) for r in mine]
+    df["meets the goal"] = [p.headroom_over_noise >= goal and p.tasks > 0 and p.tasks_teaching >= teach_share * p.tasks
+                            for p in powers.values()]
+    df["measured"] = [f"{r['date']} at {r['commit']}" for r in mine]
+    return df
