@@ -121,3 +121,5 @@ def test_time_line_counts_each_run_once_however_nested():
     line = time_line({"x": [a]}, {"y": {0: b, 1: a}})
     assert line.startswith("**2 runs**, **3.0 min**") and "longest 2.0 min" in line
     assert time_line({}) == "No runs read."
+    twice = [{**b, "experiment": "e", "seed": 0}, {**b, "experiment": "e", "seed": 0}]   # loaded by two tables
+    assert time_line({"t1": twice[:1]}, {"t2": twice[1:]}).startswith("**1 run**,")

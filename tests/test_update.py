@@ -508,3 +508,37 @@ def test_eval_and_a_continued_update_read_as_the_folder_did(tmp_path, keep_folde
                     options={k: v for k, v in OPTIONS.items() if k not in ("holdout", "max_eval")})
     before = h2["updates"][1]["before"]["datasets"]                  # the model after update 1, on its sets
     assert h2["read"]["holdout"] == 0.4 and {n: before[n] for n in after["datasets"]} == pytest.approx(after["datasets"])
+
+
+@pytest.mark.slow
+def test_a_first_update_killed_in_its_second_chunk_resumes_to_the_same_model(tmp_path, keep_folder):
+    """`kill -9` during the second chunk of a first update, then the same command again: the folder's
+    model.pt equals an uninterrupted update's, tensor for tensor."""
+    import signal
+    import time
+
+    def weights(path):
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        return state.get("state_dict", state)
+
+    chunks = [make_chunk(tmp_path, "folder", 0), make_chunk(tmp_path, "folder", 1)]
+
+    def command(out):
+        return [sys.executable, "-m", "vlcp", "update", *chunks, "--out", str(out), "--model", "vlcp-tiny",
+                "--keep", str(keep_folder), "--steps", "80", "--lr", "1e-3", "--batch-size", "8", "--device", "cpu",
+                "--threads", "1", "--holdout", "0.25", "--max-eval", "16", "--min-candidates", "0", "--no-report"]
+
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(command(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = out / "runs" / "001" / "checkpoint.pt"
+    deadline = time.time() + 600
+    while not first.exists() and proc.poll() is None and time.time() < deadline:   # chunk 1 done, chunk 2 training
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the update finished before it could be killed: give it more steps"
+    assert (out / "pending.json").exists() and not (out / "history.json").exists()
+    assert subprocess.run(command(out), capture_output=True, text=True).returncode == 0
+    assert subprocess.run(command(tmp_path / "clean"), capture_output=True, text=True).returncode == 0
+    resumed, clean = weights(out / "model.pt"), weights(tmp_path / "clean" / "model.pt")
+    assert resumed.keys() == clean.keys()
+    assert all(torch.equal(resumed[k], clean[k]) for k in clean)

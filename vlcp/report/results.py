@@ -154,11 +154,13 @@ def run_seconds(r: dict) -> float:
 def time_line(*collections) -> str:
     """One line for a report's header: how many runs it reads and how long they took, by their own
     clocks (the pipeline runs them on two workers side by side, so its wall time is less)."""
-    rs = list({id(r): r for c in collections for r in iter_results(c)}.values())
+    def key(r):   # a run loaded twice (two tables reading one experiment's seed) counts once
+        return (r["experiment"], r["seed"], r.get("config_hash")) if "experiment" in r and "seed" in r else id(r)
+    rs = list({key(r): r for c in collections for r in iter_results(c)}.values())
     if not rs:
         return "No runs read."
     secs = sum(run_seconds(r) for r in rs)
-    return (f"**{len(rs)} runs**, **{secs / 60:.1f} min** by their own clocks (the longest "
+    return (f"**{len(rs)} run{'s' if len(rs) != 1 else ''}**, **{secs / 60:.1f} min** by their own clocks (the longest "
             f"{max(run_seconds(r) for r in rs) / 60:.1f} min). The pipeline runs some side by side: its stage "
             "times are in the performance report.")
 
