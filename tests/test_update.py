@@ -410,6 +410,18 @@ def test_cli_update_runs_and_prints_the_gain(tmp_path, keep_folder, capsys):
     assert "vlcp update: plan: 1 chunk(s) × 2 steps at batch 8 (16 samples); 2 evaluations of 2 set(s)" in out
     assert "text encodings each" in out and "MB kept (the model)" in out
     assert main(["update", chunk, "--out", str(tmp_path / "m2"), "--model", "vlcp-tiny", "--recipe", "nope"]) == 2
+    # plain open_clip, in a process that never imports vlcp, loads the folder (vlcp-tiny is no open_clip
+    # model): open_clip_config.json and open_clip_pytorch_model.bin, a hard link to model.pt
+    folder = tmp_path / "m"
+    assert (folder / "open_clip_pytorch_model.bin").stat().st_ino == (folder / "model.pt").stat().st_ino
+    plain = ("import sys, torch, open_clip\n"
+             "m = open_clip.create_model('local-dir:' + sys.argv[1]).eval()\n"
+             "assert not [n for n in sys.modules if n == 'vlcp' or n.startswith('vlcp.')]\n"
+             "x = torch.randn(3, 3, 32, 32, generator=torch.Generator().manual_seed(0))\n"
+             "with torch.no_grad(): torch.save(m.encode_image(x), sys.argv[2])\n")
+    done = subprocess.run([sys.executable, "-c", plain, str(folder), str(tmp_path / "f.pt")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert torch.allclose(torch.load(tmp_path / "f.pt"), exported_features(folder)[0])
 
 
 def test_dvc_example_runs_one_stage_per_chunk(tmp_path, keep_folder):

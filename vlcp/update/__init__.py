@@ -252,6 +252,7 @@ def _train(out: Path, history: dict, k: int, run_dir: Path, chunks: list[str], r
     history = {**history, "chunks": list(history["chunks"]) + list(cfg.update.chunks)}
     history["updates"] = list(history["updates"]) + entries(results, k, recipe, str(run_dir.relative_to(out)), trial)
     _publish(run_dir / "model.pt", out / "model.pt")
+    _open_clip_folder(out, history["model"]["name"])
     write_history(out, history)
     finish(out)
     _drop_checkpoints(run_dir)
@@ -291,6 +292,20 @@ def _publish(src: Path, dst: Path) -> None:
             os.link(src, tmp)
         except OSError:
             shutil.copyfile(src, tmp)
+
+
+def _open_clip_folder(out: Path, model: str) -> None:
+    """Make the folder loadable by plain open_clip, any architecture (vlcp's own included):
+    `open_clip.create_model_and_transforms("local-dir:DIR")` reads `open_clip_config.json` (the
+    architecture's config) and `open_clip_pytorch_model.bin` (a hard link to model.pt)."""
+    import open_clip
+
+    from vlcp.models.clip import register_configs
+    from vlcp.utils import write_json
+
+    register_configs()
+    write_json(out / "open_clip_config.json", {"model_cfg": open_clip.get_model_config(model), "preprocess_cfg": {}})
+    _publish(out / "model.pt", out / "open_clip_pytorch_model.bin")
 
 
 def _drop_checkpoints(run_dir: Path) -> None:
