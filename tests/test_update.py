@@ -554,3 +554,15 @@ def test_a_first_update_killed_in_its_second_chunk_resumes_to_the_same_model(tmp
     resumed, clean = weights(out / "model.pt"), weights(tmp_path / "clean" / "model.pt")
     assert resumed.keys() == clean.keys()
     assert all(torch.equal(resumed[k], clean[k]) for k in clean)
+
+
+def test_a_chunk_and_a_keep_set_of_one_name_are_refused_before_anything_is_read(tmp_path, keep_folder, monkeypatch):
+    """A COCO JSON chunk is named after its file: a keep-set of that name is a clear error, raised
+    before any image is read, and nothing is written."""
+    import vlcp.run.streams.user as user
+
+    chunk = make_chunk(tmp_path, "coco", 0)                       # .../coco-0.json: named "coco-0"
+    monkeypatch.setattr(user, "read_checked", lambda *a, **k: pytest.fail("read the data before the names"))
+    with pytest.raises(ConfigError, match="two sources are named 'coco-0'; name them"):
+        run_update(chunk, tmp_path / "m", model="vlcp-tiny", keep=[f"coco-0={keep_folder}"], report=False)
+    assert not (tmp_path / "m").exists()
