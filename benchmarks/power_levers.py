@@ -87,43 +87,42 @@ STUDIES = {
 MORE = {"incclip": {"held-out Average, 4 emoji sets": _incclip_emoji, "mean R@1": _incclip_r1}}
 
 
-def teaches(results: list[dict], metric: str) -> list[bool] | None:
-    """Per task, whether the lower run's gain on its own test pool clears twice its noise, over the
-    seeds (`vlcp.report.teach.recorded_gains`); None when the runs hold no per-task scores."""
-    from vlcp.report.teach import recorded_gains, task_gains
+def teaches(results: list[dict], metric: str) -> list[bool]:
+    """Per task, whether the lower run's gain on its own test pool clears twice its seed noise
+    (`vlcp.report.teach.task_gains`, which reads each stream's own per-task scores)."""
+    from vlcp.report.teach import task_gains
 
-    if "trajectory" in results[0] or results[0].get("stream") == "language":   # FoMo's and the language stream's
-        gains = task_gains(results, metric)
-    else:
-        gains = recorded_gains(results, metric)
-    return None if gains is None else [bool(t) for t in gains["teaches"]]
+    return [bool(t) for t in task_gains(results, metric)["teaches"]]
+
+
+def set_args(sets: list[str]) -> list[str]:
+    """`--set KEY=VALUE` for each override."""
+    return [a for s in sets for a in ("--set", s)]
 
 
 def measure(study: str, label: str, sets: list[str], seeds: list[int], jobs: int, prepare: bool,
             params: str = "params.yaml") -> dict:
-    set_args = [a for s in sets for a in ("--set", s)]
     venv = Path(sys.executable).parent
     roots = [ROOT / s.split("=", 1)[1] for s in sets if s.startswith("data.root=")]
     made = [r for r in roots if prepare and not r.exists()]   # a benchmark rendered here goes again after
     if prepare:
-        data_sets = [a for s in sets if s.startswith("data.") for a in ("--set", s)]   # prepare takes data.* only
+        data_sets = set_args([s for s in sets if s.startswith("data.")])   # prepare takes data.* only
         subprocess.run([str(venv / "vlcp"), "data", "prepare", "--params", params, *data_sets], cwd=ROOT, check=True)
     try:
-        return _runs(study, label, sets, seeds, jobs, params, set_args, venv)
+        return _runs(study, label, sets, seeds, jobs, params, venv)
     finally:
         for r in made:
             shutil.rmtree(r, ignore_errors=True)
 
 
-def _runs(study: str, label: str, sets: list[str], seeds: list[int], jobs: int, params: str, set_args: list[str],
-          venv: Path) -> dict:
+def _runs(study: str, label: str, sets: list[str], seeds: list[int], jobs: int, params: str, venv: Path) -> dict:
     upper, lower = STUDIES[study][:2]
     with tempfile.TemporaryDirectory(prefix="levers-") as tmp:
         out = Path(tmp)
         started = time.time()
         for seed in seeds:
             cmd = [str(venv / "vlcp"), "run", upper, lower, "--seed", str(seed), "--params", params, "--jobs", str(jobs),
-                   "--out", str(out / "runs"), "--checkpoints", str(out / "checkpoints"), "--no-resume", *set_args]
+                   "--out", str(out / "runs"), "--checkpoints", str(out / "checkpoints"), "--no-resume", *set_args(sets)]
             print("[levers]", shlex.join(cmd[1:]), flush=True)
             subprocess.run(cmd, cwd=ROOT, check=True)
         wall = time.time() - started
@@ -137,14 +136,13 @@ def summarize(study: str, label: str, sets: list[str], seeds: list[int], runs: d
     the lower run teaches, and its training seconds."""
     upper, lower, metric, value, gain_metric = STUDIES[study]
     pair = lambda fn: {str(s): [fn(u), fn(lo)] for s, u, lo in zip(seeds, runs[upper], runs[lower])}  # noqa: E731
-    set_args = [a for s in sets for a in ("--set", s)]
     return {"study": study, "label": label, "set": sets, "seeds": seeds, "upper": upper, "lower": lower,
             "metric": metric, "values": pair(value),
             "more_values": {m: pair(fn) for m, fn in MORE.get(study, {}).items()},
             "teaches": teaches(runs[lower], gain_metric), "gain_metric": gain_metric,
             "lower_train_seconds": [round(sum(t["seconds"] for t in r["train"]), 2) for r in runs[lower]],
             "command": shlex.join(["python", "benchmarks/power_levers.py", "--study", study, "--label", label,
-                                   *set_args, "--seeds", *map(str, seeds)])}
+                                   *set_args(sets), "--seeds", *map(str, seeds)])}
 
 
 def record(row: dict, path: Path = OUT) -> None:

@@ -194,6 +194,10 @@ class StudyPower:
             return 0.0 if self.sigma_d == 0 else math.nan
         return mde(self.sigma_d, seeds or self.seeds, comparisons=comparisons)
 
+    def goals(self, goal: float = 10.0, teach_share: float = 2 / 3) -> tuple[bool, bool]:
+        """(H/σ_d ≥ `goal`, the fine-tune baseline teaching on ≥ `teach_share` of its tasks)."""
+        return self.headroom_over_noise >= goal, self.tasks > 0 and self.tasks_teaching >= teach_share * self.tasks
+
     def to_dict(self) -> dict:
         """The claims file's "power" entry (the keys the reports and the index read)."""
         return {"metric": self.metric, "headroom": self.headroom, "sigma_d": self.sigma_d,
@@ -263,7 +267,7 @@ def spread_dof(spread: dict | None, metric: str) -> int | None:
 def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) -> str:
     """One sentence under a power table: whether the study meets the power goals (H/σ_d ≥ `goal`,
     the fine-tune baseline teaching on ≥ `teach_share` of its tasks), and its MDE as a share of H."""
-    ok_h, ok_t = p.headroom_over_noise >= goal, p.tasks > 0 and p.tasks_teaching >= teach_share * p.tasks
+    ok_h, ok_t = p.goals(goal, teach_share)
     verdict = ("meets both power goals" if ok_h and ok_t else
                "falls short of " + " and ".join(x for x, ok in ((f"H/σ_d ≥ {goal:g}", ok_h),
                                                                 (f"teaching on ≥ {teach_share:.0%} of its tasks", ok_t))
@@ -278,6 +282,18 @@ def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) ->
             + f"; at {p.seeds} seed{'s' if p.seeds != 1 else ''} the smallest effect the ledger confirms with 80 % "
             f"power is {m:.2f}" + (f" ({m / p.headroom:.2f} H)" if p.headroom > 0 else " (no headroom)")
             + f". The study {verdict}.")
+
+
+LEVERS_FILE = "benchmarks/results/power_levers.json"   # benchmarks/power_levers.py's rows
+
+
+def lever_rows(path: str = LEVERS_FILE) -> list[dict]:
+    """The levers measured so far (`benchmarks/power_levers.py`), none when the file is absent."""
+    from pathlib import Path
+
+    from vlcp.utils import read_json
+
+    return read_json(path)["rows"] if Path(path).exists() else []
 
 
 def _lever_values(r: dict, metric: str | None) -> dict | None:
@@ -320,7 +336,6 @@ def levers_frame(rows: list[dict], study: str, metric: str | None = None, goal: 
     mine = [r for r in rows if r["study"] == study and _lever_values(r, metric) is not None]
     df["seeds used"] = [", ".join(map(str, r["seeds"])) for r in mine]
     df["lower's training s"] = [float(np.mean(r["lower_train_seconds"])) for r in mine]
-    df["meets the goal"] = [p.headroom_over_noise >= goal and p.tasks > 0 and p.tasks_teaching >= teach_share * p.tasks
-                            for p in powers.values()]
+    df["meets the goal"] = [all(p.goals(goal, teach_share)) for p in powers.values()]
     df["measured"] = [f"{r['date']} at {r['commit']}" for r in mine]
     return df

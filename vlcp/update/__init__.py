@@ -37,8 +37,8 @@ from vlcp.update.recipes import AUTO_CANDIDATES, FOMO_TRAIN, RECIPES, method_sec
 REPORT = "update_report.ipynb"
 
 
-def _image_size(model: str) -> int:
-    """The image size the architecture was built for (open_clip's model config)."""
+def _model_config(model: str) -> dict:
+    """open_clip's config of the architecture (vlcp's own included)."""
     import open_clip
 
     from vlcp.models.clip import register_configs
@@ -46,7 +46,12 @@ def _image_size(model: str) -> int:
     cfg = open_clip.get_model_config(model)
     if cfg is None:
         raise ConfigError(f"--model: unknown open_clip model {model!r}")
-    size = cfg["vision_cfg"].get("image_size", 224)
+    return cfg
+
+
+def _image_size(model: str) -> int:
+    """The image size the architecture was built for (open_clip's model config)."""
+    size = _model_config(model)["vision_cfg"].get("image_size", 224)
     return size[0] if isinstance(size, (list, tuple)) else int(size)
 
 
@@ -298,13 +303,9 @@ def _open_clip_folder(out: Path, model: str) -> None:
     """Make the folder loadable by plain open_clip, any architecture (vlcp's own included):
     `open_clip.create_model_and_transforms("local-dir:DIR")` reads `open_clip_config.json` (the
     architecture's config) and `open_clip_pytorch_model.bin` (a hard link to model.pt)."""
-    import open_clip
-
-    from vlcp.models.clip import register_configs
     from vlcp.utils import write_json
 
-    register_configs()
-    write_json(out / "open_clip_config.json", {"model_cfg": open_clip.get_model_config(model), "preprocess_cfg": {}})
+    write_json(out / "open_clip_config.json", {"model_cfg": _model_config(model), "preprocess_cfg": {}})
     _publish(out / "model.pt", out / "open_clip_pytorch_model.bin")
 
 
