@@ -108,6 +108,38 @@ def test_fomo_runs_weight_the_datasets_of_the_task_by_its_concepts():
         teach.task_gains([bad], "A_KA")
 
 
+def test_fomo_runs_with_per_class_scores_read_each_concepts_own_images():
+    # task 1 trains x, y (dataset a) and z (dataset b); task 2 trains w (b). Classes the tasks do not
+    # train (a's v) move the dataset score, not the task's gain; a concept without test images (u)
+    # falls back to its dataset's score
+    def point(x, y, z, w, a, b):
+        return {"datasets": {"a": a, "b": b, "r": 50.0}, "classes": {"a": {"x": x, "y": y, "v": 0.0}, "b": {"z": z, "w": w}}}
+    r = {"experiment": "fomo-ft", "seed": 0,
+         "zero_shot": point(0.0, 10.0, 20.0, 30.0, a=5.0, b=25.0),
+         "trajectory": [point(60.0, 40.0, 50.0, 30.0, a=30.0, b=40.0), point(50.0, 40.0, 45.0, 90.0, a=28.0, b=70.0)],
+         "tasks": [["a+++x", "a+++y", "b+++z"], ["b+++w", "a+++u"]],
+         "datasets": {"a": {"role": "adaptation", "n": 30, "class_n": {"x": 10, "y": 10, "v": 10}},
+                      "b": {"role": "adaptation", "n": 20, "class_n": {"z": 10, "w": 10}},
+                      "r": {"role": "retention", "n": 500}}}
+    parts = teach.pool_scores(r, "A_KA")
+    assert list(parts["part"]) == ["a+++x", "a+++y", "b+++z", "b+++w", "a"]
+    g = teach.task_gains([r], "A_KA")
+    assert g["gain_mean"].iloc[0] == pytest.approx((60 + 30 + 30) / 3)       # own classes: +60, +30, +30
+    assert g["gain_mean"].iloc[1] == pytest.approx((60 + (28 - 30)) / 2)    # w: +60; u: its dataset a, −2
+    assert g["n"].iloc[0] == 30 and g["n"].iloc[1] == 40
+    old = {**r, "zero_shot": {"datasets": r["zero_shot"]["datasets"]}}      # a run without per-class scores
+    assert list(teach.pool_scores(old, "A_KA")["part"]) == ["a", "b", "b", "a"]
+
+
+def test_class_accuracy_is_each_classes_share_of_its_images():
+    import torch
+
+    from vlcp.eval.fomo import class_accuracy
+
+    acc = class_accuracy(torch.tensor([0, 1, 1, 2, 0]), torch.tensor([0, 0, 1, 1, 0]), ["p", "q", "r"])
+    assert acc == {"p": pytest.approx(200 / 3), "q": 50.0}                # r has no images: left out
+
+
 def test_errors_name_the_missing_field_and_mismatched_runs():
     with pytest.raises(VlcpError, match=r"matrix\['unseen_style'\]\['Rm'\].*has: test"):
         teach.task_gains([matrix_run([1.0, 2.0, 3.0])], "Rm", "unseen_style")

@@ -37,15 +37,29 @@ def text_fingerprint(model) -> tuple[float, ...]:
     return tuple(torch.cat(parts).tolist()) if parts else ()
 
 
+def class_accuracy(top1: torch.Tensor, labels: torch.Tensor, classes: list[str]) -> dict[str, float]:
+    """Per class with test images, the top-1 % of its images ({class name: %}): `top1` the predicted
+    class of each image, `labels` its class."""
+    hit = (top1 == labels).float()
+    return {c: 100.0 * hit[labels == k].mean().item() for k, c in enumerate(classes) if (labels == k).any()}
+
+
+def class_sizes(s: EvalSet) -> dict[str, int]:
+    """A classification set's test images per class ({class name: n}, classes with none left out)."""
+    counts = torch.bincount(s.labels, minlength=len(s.classes)).tolist()
+    return {c: n for c, n in zip(s.classes, counts) if n}
+
+
 @torch.no_grad()
 def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: str = "single",
-          text_cache: dict | None = None, fingerprint: tuple = ()) -> float:
+          text_cache: dict | None = None, fingerprint: tuple = (), classes: dict | None = None) -> float:
     """A classification set's zero-shot top-1 % with its own template (`prompts="single"`, FoMo's
     primer) or CLIP's prompt ensemble for it (`"ensemble"`, IncCLIP's suite), or with the set's
     explicit ensemble `s.templates` whenever it has one (a user's keep-set; `prompts` is then
     ignored); a retrieval set's mean R@5. `text_cache` ({set: (fingerprint, templates, class
     weights)}, kept by the caller across evaluation rounds) reuses the class weights while the text
-    tower's `fingerprint` (`text_fingerprint`) is unchanged."""
+    tower's `fingerprint` (`text_fingerprint`) is unchanged. `classes`: when a dict, a classification
+    set's per-class top-1 % (`class_accuracy`) goes in it under the set's name."""
     if s.pairs is not None:
         r = retrieval(model, tokenizer, s, device, batch_size)
         return (r["TR@5"] + r["IR@5"]) / 2
@@ -62,18 +76,22 @@ def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: 
         w = zeroshot_weights(model, tokenizer, s.classes, templates, device).float().cpu()
         if text_cache is not None:
             text_cache[s.name] = (fingerprint, templates, w)
+    if classes is not None:
+        classes[s.name] = class_accuracy((feats @ w).topk(1, dim=1).indices[:, 0], s.labels, s.classes)
     return topk_accuracy(feats, w, s.labels, (1,))[1]
 
 
 @torch.no_grad()
 def score_sets(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False,
-               text_cache: dict | None = None) -> dict[str, float]:
+               text_cache: dict | None = None, classes: dict | None = None) -> dict[str, float]:
     """{name: score} of every set for one model (left in train mode); `progress`: a bar over the sets;
     `text_cache`: a dict kept across evaluation rounds, so a text tower that did not change since
-    the last round encodes no class prompt again (`score`)."""
+    the last round encodes no class prompt again; `classes`: a dict that receives each
+    classification set's per-class top-1 % (`score`)."""
     model.eval()
     fingerprint = text_fingerprint(model) if text_cache is not None else ()
-    scores = {s.name: score(model, tokenizer, s, device, batch_size, text_cache=text_cache, fingerprint=fingerprint)
+    scores = {s.name: score(model, tokenizer, s, device, batch_size, text_cache=text_cache, fingerprint=fingerprint,
+                            classes=classes)
               for s in tqdm(sets, desc="evaluate", unit="dataset", leave=False, disable=not progress)}
     model.train()
     return scores
@@ -81,12 +99,16 @@ def score_sets(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 
 
 @torch.no_grad()
 def evaluate_fomo(model, tokenizer, sets: list[EvalSet], device, batch_size: int = 512, progress: bool = False) -> dict:
-    """{"datasets": {name: score}, "A_KA", "A_ZS", "GM"} for one model (left in train mode);
-    `progress`: a bar over the datasets."""
-    scores = score_sets(model, tokenizer, sets, device, batch_size, progress)
+    """{"datasets": {name: score}, "A_KA", "A_ZS", "GM", "classes": {adaptation classification set:
+    {class: top-1 %}}} for one model (left in train mode); `progress`: a bar over the datasets.
+    `classes` holds each concept's own accuracy: what training on it taught (`vlcp.report.teach`)."""
+    classes: dict = {}
+    scores = score_sets(model, tokenizer, sets, device, batch_size, progress, classes=classes)
     ka = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "adaptation"})
     zs = continual.dataset_macro({s.name: scores[s.name] for s in sets if s.role == "retention"})
-    return {"datasets": scores, "A_KA": ka, "A_ZS": zs, "GM": continual.geometric_mean(ka, zs)}
+    adaptation = {s.name for s in sets if s.role == "adaptation"}
+    return {"datasets": scores, "A_KA": ka, "A_ZS": zs, "GM": continual.geometric_mean(ka, zs),
+            "classes": {k: v for k, v in classes.items() if k in adaptation}}
 
 
 @torch.no_grad()

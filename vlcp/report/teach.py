@@ -11,10 +11,13 @@ Every study's results hold these numbers in their own shape, read by `pool_score
   them (`task_languages`); a language is evaluated only once learned (None before), so the model
   before a language's task is never scored on it: its "before" is the base model's (`zero_shot`),
   the model before task 0. A task's score is the mean over its languages.
-- FoMo-in-Flux (`trajectory`, one row per task after the `zero_shot` row): only per-dataset
-  scores are recorded, so task t's pool is the datasets its concepts come from, each weighted by
-  its share of the task's concepts (a proxy: a dataset's score covers all its classes, not only
-  the task's). The metric is the adaptation accuracy (`A_KA`'s datasets).
+- FoMo-in-Flux (`trajectory`, one row per task after the `zero_shot` row): task t's pool is its
+  concepts' own test images, each concept a part of weight 1/|task| scored by its class's top-1
+  accuracy in its dataset's zero-shot classifier (rows' `classes`, sizes in `datasets[d]
+  ["class_n"]`). Runs written before per-class scores were recorded (and a concept without test
+  images) fall back to the dataset's score, each dataset weighted by its share of the task's
+  concepts: a proxy that dilutes a concept's gain by its share of the dataset's classes. The
+  metric is the adaptation accuracy (`A_KA`'s datasets).
 
 Noise: with ≥ 2 seeds, the seed std of the gain; with one seed, the test-set sampling SE of a
 difference of two proportions on the pool's size (scores in %, read as proportions; Rm, a mean
@@ -85,17 +88,24 @@ def _fomo_parts(r: dict, metric: str) -> list[dict]:
         raise VlcpError(f"teach: {_who(r)}: a FoMo-in-Flux run's per-task score is its adaptation accuracy: metric "
                         f"'A_KA' (its datasets), not {metric!r}")
     points = [r["zero_shot"], *r["trajectory"]]
+    per_class = all("classes" in p for p in points)
     rows = []
     for t in range(len(r["trajectory"])):
-        counts = Counter(parse_entry(e).dataset for e in r["tasks"][t])
-        unknown = [d for d in counts if d not in r["datasets"] or r["datasets"][d]["role"] != "adaptation"]
+        concepts = [parse_entry(e) for e in r["tasks"][t]]
+        unknown = [c.dataset for c in concepts if c.dataset not in r["datasets"] or r["datasets"][c.dataset]["role"] != "adaptation"]
         if unknown:
             raise VlcpError(f"teach: {_who(r)}: task {t + 1}'s concepts come from {unknown[0]!r}, not an adaptation "
                             "dataset of its results (`datasets`)")
-        for d, k in counts.items():
-            rows.append({"t": t, "task": f"task {t + 1}", "part": d, "weight": k / len(r["tasks"][t]),
-                         "before": points[t]["datasets"][d], "after": points[t + 1]["datasets"][d],
-                         "n": r["datasets"][d]["n"], "baseline": ZERO_SHOT if t == 0 else PREVIOUS})
+        base = {"t": t, "task": f"task {t + 1}", "baseline": ZERO_SHOT if t == 0 else PREVIOUS}
+        own = [c for c in concepts if per_class and c.classname in points[t]["classes"].get(c.dataset, {})]
+        for c in own:   # the concept's own test images
+            rows.append({**base, "part": f"{c.dataset}+++{c.classname}", "weight": 1 / len(concepts),
+                         "before": points[t]["classes"][c.dataset][c.classname],
+                         "after": points[t + 1]["classes"][c.dataset][c.classname],
+                         "n": r["datasets"][c.dataset].get("class_n", {}).get(c.classname, np.nan)})
+        for d, k in Counter(c.dataset for c in concepts if c not in own).items():   # the dataset's score stands in
+            rows.append({**base, "part": d, "weight": k / len(concepts), "before": points[t]["datasets"][d],
+                         "after": points[t + 1]["datasets"][d], "n": r["datasets"][d]["n"]})
     return rows
 
 

@@ -23,7 +23,7 @@ from vlcp.data.load import load_fomo_data
 from vlcp.data.mixtures import buffer_pool, mixture_sizes, sample_mixture
 from vlcp.errors import ConfigError
 from vlcp.eval.encode import MemoTokenizer
-from vlcp.eval.fomo import evaluate_fomo
+from vlcp.eval.fomo import class_sizes, evaluate_fomo
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
@@ -176,7 +176,9 @@ class ConceptStream(Stream):
                 "task_sizes": [len(i) for i in self.task_ids], "steps_per_task": self.steps, "budget": self.cost}
 
     def environment(self) -> dict:
-        return {"datasets": {s.name: {"role": s.role, "n": s.size}
+        # an adaptation classification set's images per class: the pools of what each concept taught (vlcp.report.teach)
+        return {"datasets": {s.name: {"role": s.role, "n": s.size,
+                                      **({"class_n": class_sizes(s)} if s.role == "adaptation" and s.pairs is None else {})}
                              for s in self.data.eval_sets}}
 
     def records(self) -> dict:
