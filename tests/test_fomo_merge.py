@@ -8,6 +8,7 @@ import torch
 import vlcp.methods.ema_merge  # noqa: F401  (register the merge methods)
 import vlcp.methods.ft_merge  # noqa: F401
 import vlcp.methods.zs_merge  # noqa: F401
+import vlcp.methods.isolated  # noqa: F401
 from conftest import tiny_experiment, strip_timings as strip
 from vlcp.config import experiment_from_dict
 from vlcp.errors import ConfigError
@@ -76,11 +77,16 @@ def offset(model):
     return d[0].item()
 
 
+def make(name, w):
+    cls = get_method(name)
+    return cls(cls.Config() if w is None else cls.Config(w=w))
+
+
 def drive(name, w, model=None, method=None, tasks=range(3)):
     """Run the hooks over the tasks; per task: (offset at the training start, evaluated offset,
     evaluated count)."""
     if method is None:
-        model, method = Toy(), get_method(name)(get_method(name).Config(w=w))
+        model, method = Toy(), make(name, w)
         method.prepare_model(model)
     rows = []
     for t in tasks:
@@ -108,7 +114,10 @@ EXPECTED = {
     ("ema-merge", 0.5): ([0, 5, 15], [5, 15, 35], [1, 2, 3]),
     ("ft-merge", 0.5): ([0, 5, 12.5], [5, 12.5, 26.25], [1, 2, 3]),
     ("zs-merge", 0.5): ([0, 0, 0], [5, 12.5, 26.25], [1, 1, 1]),   # counts: ZS resets to θ0's count
+    # isolated (Table 5): every task from θ0, evaluated as trained: θ'_t = Δ_t, the count θ0's + 1
+    ("isolated", None): ([0, 0, 0], [10, 20, 40], [1, 1, 1]),
 }
+W = {"ema-merge": 0.9, "ft-merge": 0.9, "zs-merge": 0.9, "isolated": None}
 
 
 @pytest.mark.parametrize("name,w", list(EXPECTED))
@@ -120,23 +129,24 @@ def test_merge_sequence_hand_computed(name, w):
     assert [r[2] for r in rows] == counts
 
 
-@pytest.mark.parametrize("name", ["ema-merge", "ft-merge", "zs-merge"])
+@pytest.mark.parametrize("name", list(W))
 def test_state_round_trip_resumes_identically(name):
-    full, _, _ = drive(name, 0.9)
-    first, model, method = drive(name, 0.9, tasks=range(1))
+    full, _, _ = drive(name, W[name])
+    first, model, method = drive(name, W[name], tasks=range(1))
     state = {"model": model.state_dict(), "method": method.state_dict()}
     blob = io.BytesIO()
     torch.save(state, blob)
     blob.seek(0)
     state = torch.load(blob, weights_only=True)
-    model2, method2 = Toy(), get_method(name)(get_method(name).Config(w=0.9))
+    model2, method2 = Toy(), make(name, W[name])
     method2.prepare_model(model2)
     model2.load_state_dict(state["model"])
     method2.load_state_dict(state["method"])
-    rest, _, _ = drive(name, 0.9, model2, method2, tasks=range(1, 3))
+    rest, _, _ = drive(name, W[name], model2, method2, tasks=range(1, 3))
     assert first + rest == full
     kept = {k for k, v in method.state_dict().items() if v is not None}
-    assert kept == {"ema-merge": {"merged"}, "ft-merge": {"init"}, "zs-merge": {"init", "merged"}}[name]
+    assert kept == {"ema-merge": {"merged"}, "ft-merge": {"init"}, "zs-merge": {"init", "merged"},
+            "isolated": {"init"}}[name]
 
 # -- config ----------------------------------------------------------------------------------
 

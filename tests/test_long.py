@@ -74,7 +74,8 @@ def test_notebook_setup_with_long_merges_every_rows_seeds(tmp_path, monkeypatch)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["report"]["fomo"]["studies"] = {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]}
     params["report"]["fomo"]["spread"] = {"experiments": ["fomo-ft", "fomo-ema-merge"], "seeds": [1]}
-    params["report"]["fomo"]["long"] = {"runs": str(tmp_path / "long"), "seeds": [1, 2]}
+    params["report"]["fomo"]["long"] = {"runs": str(tmp_path / "long"), "seeds": [1, 2],
+                                        "studies": {"table5": ["fomo-isolated"], "length": ["fomo-ema-t50"]}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     for e, gm in (("fomo-ft", 20), ("fomo-ema-merge", 25), ("fomo-lora4", 18)):
         write_json(tmp_path / "runs" / "methods" / e / "seed0" / "results.json", run(gm))
@@ -82,12 +83,36 @@ def test_notebook_setup_with_long_merges_every_rows_seeds(tmp_path, monkeypatch)
         write_json(tmp_path / "runs" / "spread-seed1" / e / "seed1" / "results.json", run(21))
     for s in (1, 2):
         write_json(tmp_path / "long" / f"seed{s}" / "fomo-lora4" / f"seed{s}" / "results.json", run(18 + s))
+    write_json(tmp_path / "long" / "table5" / "fomo-isolated" / "seed0" / "results.json", run(30))   # a row only the long profile runs
     monkeypatch.chdir(ROOT)
     ns = {"params_file": str(tmp_path / "params.yaml"), "runs_dir": str(tmp_path / "runs"), "run_live": False, "long": True}
     exec(cell, ns)
     assert sorted(ns["subset"]["fomo-lora4"]) == [0, 1, 2] and fm.endpoint(ns["subset"]["fomo-lora4"][2])["GM"] == pytest.approx(20)
     assert sorted(ns["subset"]["fomo-ft"]) == [0, 1]              # the subset's own seeds: not looked for in the long runs
     assert "fomo-lora4" in ns["spread"]["source"]
+    assert fm.endpoint(ns["runs"]["fomo-isolated"])["GM"] == pytest.approx(30)   # the long-only rows join the study's runs
+    assert "fomo-ema-t50" in ns["long_missing"] and "fomo-isolated" not in ns["long_missing"]
+
+
+def test_the_long_profile_runs_every_row_a_report_says_it_renders():
+    from vlcp.report.coverage import NOT_RENDERED, not_rendered
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    rows = [e for v in params["report"]["fomo"]["long"]["studies"].values() for e in v]
+    named = [e for g in NOT_RENDERED["fomo"] for e in g.experiments]
+    assert sorted(named) == sorted(rows)                          # each long-only row renders a named item, and back
+    assert all(e in params["experiments"] for e in rows)
+    stage = yaml.safe_load((ROOT / "long" / "dvc.yaml").read_text())["stages"]["run_fomo_long_rows"]
+    assert stage["foreach"] == "${report.fomo.long.studies}" and "--seed ${report.fomo.seed}" in stage["do"]["cmd"]
+    assert list(stage["do"]["outs"][0].values())[0]["persist"] is True
+    default = not_rendered("fomo")
+    assert {"Table 5", "Table 4", "Fig. 12 right", "Fig. 19 centre"} <= set(default["item"])
+    assert "long profile" in default.set_index("item").loc["Table 5", "what would render it"]
+    rendered = not_rendered("fomo", rows)                         # the long report: those items drop out
+    gaps = rendered[rendered["rendered"] != "does not apply"]
+    assert set(gaps["item"]) == {"Fig. 19 centre", "Fig. 19 right"} and len(gaps) == 2   # B/32; T = 200
+    assert {"Fig. 1", "Fig. 8"} <= set(rendered[rendered["rendered"] == "does not apply"]["item"])
+    assert not_rendered("ctp")["rendered"].eq("does not apply").all()   # every applicable CTP item renders
 
 
 

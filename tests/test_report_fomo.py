@@ -75,6 +75,23 @@ def test_load_study_skips_missing_runs(tmp_path):
     assert list(got) == ["fomo-ft"]
 
 
+def test_isolated_table_reads_each_dataset_after_its_own_task():
+    # two tasks, one dataset each; every dataset is scored after every task, only the task's own counts
+    r = {"experiment": "fomo-isolated", "config": {"method": {"name": "isolated"}},
+         "tasks": [["b+++x", "b+++y"], ["a+++z"]], "steps_per_task": [20, 12],
+         "datasets": {"a": {"role": "adaptation", "n": 30}, "b": {"role": "adaptation", "n": 40}},
+         "zero_shot": {"datasets": {"a": 10.0, "b": 5.0}},
+         "trajectory": [{"datasets": {"a": 11.0, "b": 25.0}}, {"datasets": {"a": 40.0, "b": 6.0}}]}
+    t = fm.isolated_table(r)
+    assert list(t.index) == ["b", "a"]
+    assert t.loc["b"].tolist() == [5.0, 25.0, 20.0, 20, 40]
+    assert t.loc["a"].tolist() == [10.0, 40.0, 30.0, 12, 30]
+    with pytest.raises(ValueError, match="spans 2 datasets"):
+        fm.isolated_table({**r, "tasks": [["a+++z", "b+++x"], ["a+++y"]]})
+    with pytest.raises(ValueError, match="not 'isolated'"):
+        fm.isolated_table({**r, "config": {"method": {"name": "seqf"}}})
+
+
 def test_memory_order_against_hand_cases():
     paper = {"locked-image": 0.26, "LNFit": 0.66, "BitFit": 0.66, "LoRA, r=4": 0.87, "full-ft": 1.0, "EWC": 1.01, "SI": 1.0}
     assert fm.memory_order_holds(paper)                        # Table 4's own multipliers

@@ -39,6 +39,7 @@ METHODS: dict[str, str] = {
     "geodl": "vlcp.methods.geodl:GeoDL",
     "icarl": "vlcp.methods.icarl:ICaRL",
     "incclip": "vlcp.methods.incclip:IncCLIP",
+    "isolated": "vlcp.methods.isolated:Isolated",
     "jointt": "vlcp.methods.jointt:JointT",
     "kmeans": "vlcp.methods.kmeans:Kmeans",
     "lnfit": "vlcp.methods.lnfit:LNFit",

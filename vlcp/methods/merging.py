@@ -10,13 +10,15 @@ model), θ_{-1} = θ0. After every task
 with w the old-new mixing coefficient (the weight of the old side: larger w retains more;
 the paper ablates w ∈ {0.85, 0.9, 0.95}; its released code used 0.5). A method says two things:
 
-- `merge_with`: the merge's old side, "merge" (the running merge θ_{t−1}) or "init" (θ0);
+- `merge_with`: the merge's old side, "merge" (the running merge θ_{t−1}) or "init" (θ0), or None: no merge;
 - `train_from`: where task t+1 starts, "merge" (θ_t, the evaluated model: training simply
   continues from it) or "init" (the model is reset to θ0 before every task after the first).
 
     EMA-Merge  merge_with="merge"  train_from="merge"
     FT-Merge   merge_with="init"   train_from="merge"
     ZS-Merge   merge_with="merge"  train_from="init"
+    isolated   merge_with=None     train_from="init"   (no merge: θ_t = θ'_t, each task fine-tuned
+                                                         alone from θ0: FoMo-in-Flux App. D.1, Table 5)
 
 Merging is per tensor over the model's whole `state_dict()`: every floating-point entry
 (trainable and frozen parameters, float buffers) is interpolated; every other entry (integer
@@ -94,12 +96,12 @@ class WeightMerge(Method):
     with exactly the tensors an uninterrupted run would. θ0 is taken at `before_task` of task 0,
     after `prepare_model` and any other hooks that shape the parameter set."""
     Config = MergeConfig
-    merge_with: ClassVar[str] = "merge"
+    merge_with: ClassVar[str | None] = "merge"   # None: no merge (isolated)
     train_from: ClassVar[str] = "merge"
 
     def __init__(self, cfg=None, seed=0):
         super().__init__(cfg, seed)
-        assert self.merge_with in SIDES and self.train_from in SIDES, (self.merge_with, self.train_from)
+        assert self.merge_with in SIDES + (None,) and self.train_from in SIDES, (self.merge_with, self.train_from)
         self.init: StateDict | None = None     # θ0
         self.merged: StateDict | None = None   # θ_{t−1}, the merge's old side for merge_with="merge"
 
@@ -122,6 +124,8 @@ class WeightMerge(Method):
     @torch.no_grad()
     def after_task(self, model, ctx):
         super().after_task(model, ctx)
+        if self.merge_with is None:   # no merge: the trained model is θ_t
+            return
         old = self.merged if self.merge_with == "merge" else self.init
         if old is None:
             raise RuntimeError(f"{self.name}: no {self.merge_with!r} weights to merge with after task {ctx.task}")

@@ -484,6 +484,14 @@ DEVIATIONS: dict[str, tuple[Deviation, ...]] = {
                   "the paper runs one seed per setting (three for Fig. 18); our seed noise is 2.5 A_KA / 5.3 A_ZS points "
                   "per difference of two runs, so its effects need seeds (issue 48); the other 62 runs at 5 seeds would "
                   "not fit the study's budget", "§13 claims ledger", "params.yaml report.fomo.spread"),
+        Deviation("scale", "Table 5: each adaptation dataset fine-tuned alone from θ0 for 2 × the stream's steps per task "
+                  "(20 steps of 128: about 10 epochs of the dataset's training pairs), scored once after training, vs 10 "
+                  "epochs at the paper's batch and the best of the 10 epochs' accuracies (`fomo-isolated`, the long profile)",
+                  "the best of several evaluations is an optimistic pick among noisy scores on our 31-108 test images; one "
+                  "score after training is not", "Table 5", "FoMo App. D.1"),
+        Deviation("open choice", "Fig. 12 right's LoRA curve at rank 4 (1× is `fomo-lora4`; the long profile's rows)",
+                  "the paper does not say which rank its compute-scaling curve used; r = 4 is the rank its Fig. 7 favours",
+                  "Fig. 12 right (LoRA)", "FoMo §7, Fig. 12"),
         Deviation("open choice", "the paper's effects the ledger scales: each as a share of what full fine-tuning moves in "
                   "the paper (§6.2, B/16: A_KA +9.0, A_ZS −3.2; GM ≈ 3.78, estimated from §7.1's endpoints) × what ours "
                   "moves (9.24, 3.88, 4.79 on calibration seeds 10-14); figures without numbers (Figs. 6-7, 9, 11, 13-15, "

@@ -135,6 +135,27 @@ def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) ->
     return pd.DataFrame(rows).T
 
 
+def isolated_table(r: dict) -> pd.DataFrame:
+    """Table 5's analogue (App. D.1) from one run of the `isolated` method over a
+    dataset-incremental stream: per task, its dataset (one per task), θ0's zero-shot accuracy
+    there, the accuracy after fine-tuning on it alone (the model after that task, trained from
+    θ0) and the difference ("delta to ZS"), in points, with the task's steps."""
+    method = r["config"]["method"]["name"]
+    if method != "isolated":
+        raise ValueError(f"isolated_table: {r.get('experiment', 'the run')} ran method {method!r}, not 'isolated'")
+    rows = {}
+    for t, task in enumerate(r["tasks"]):
+        names = {c.split("+++")[0] for c in task}
+        if len(names) != 1:
+            raise ValueError(f"isolated_table: task {t + 1} of {r.get('experiment', 'the run')} spans {len(names)} datasets "
+                             f"({', '.join(sorted(names))}): run it with fomo.ordering 'dataset' and fomo.num_tasks 0")
+        d = names.pop()
+        zs, ft = r["zero_shot"]["datasets"][d], r["trajectory"][t]["datasets"][d]
+        rows[d] = {"zero-shot": zs, "fine-tuned alone": ft, "delta to ZS": ft - zs, "steps": r["steps_per_task"][t],
+                   "test images": r["datasets"][d]["n"]}
+    return pd.DataFrame(rows).T.rename_axis("dataset")
+
+
 # Table 4's memory order: locked-image < LNFit/BitFit < LoRA < full FT ≤ EWC/SI (keys: Table 4's rows)
 MEMORY_ORDER = ("locked-image", "LNFit", "BitFit", "LoRA, r=4", "full-ft", "EWC", "SI")
 

@@ -45,6 +45,7 @@ UNCOUNTED_WORK = {
     "ema-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
     "ft-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
     "zs-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
+    "isolated": (("before_task",), "restoring θ0's weights before each task (a copy)"),
     "lora": (FB, "low-rank adapter products (many small matmuls, far below the large ones' efficiency); freezing drops weight-gradient FLOPs, not the backward's memory traffic"),
     "bitfit": (("backward",), "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer"),
     "lnfit": (("backward",), "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer"),
