@@ -66,8 +66,15 @@ def test_run_trajectory_budget_and_resume(emoji_root, tmp_path):
     assert len(full["tasks"]) == 3 and len(full["trajectory"]) == 3
     assert sorted(e for t in full["tasks"] for e in t) == sorted(full["stream"])
     assert {"A_KA", "A_ZS", "GM", "datasets"} <= set(full["zero_shot"])
-    assert full["datasets"]["shapes"] == {"role": "adaptation", "n": 108}
-    assert full["datasets"]["scenes"] == {"role": "adaptation", "n": 36}
+    shapes = full["datasets"]["shapes"]
+    assert {k: shapes[k] for k in ("role", "n")} == {"role": "adaptation", "n": 108}
+    assert len(shapes["class_n"]) == 36 and sum(shapes["class_n"].values()) == 108   # 36 colour-shape classes, 3 each
+    row = full["trajectory"][0]
+    assert set(row["classes"]) == {d for d, v in full["datasets"].items() if "class_n" in v}   # adaptation classification sets
+    assert set(row["classes"]["shapes"]) == set(shapes["class_n"])
+    hits = sum(row["classes"]["shapes"][c] / 100 * n for c, n in shapes["class_n"].items())
+    assert hits / 108 * 100 == pytest.approx(row["datasets"]["shapes"])   # the per-class scores make up the dataset's
+    assert {k: full["datasets"]["scenes"][k] for k in ("role", "n")} == {"role": "adaptation", "n": 36}
     assert full["steps_per_task"] == [4, 4, 4] and full["budget"]["memory_multiplier"] == pytest.approx(1.0)
     on_disk = json.loads((tmp_path / "full" / "results.json").read_text())
     assert on_disk["trajectory"][-1]["GM"] == pytest.approx(full["trajectory"][-1]["GM"])
