@@ -168,3 +168,23 @@ def test_fomo_ewc_and_si_settings_run_and_pay_the_fisher_pass(emoji_root, tmp_pa
     si = run_experiment(cfg({"name": "si", "path": "lr_grad2", "si_lambda": 0.5, "si_xi": 1.0}), tmp_path / "si",
                         resume=False)
     assert si["train"][1]["terms"]["si"] > 0
+
+
+def test_order_seed_streams_one_order_at_every_run_seed(emoji_root, tmp_path):
+    """FoMo's code streams one shipped file at every seed; so does the concept stream by default
+    (`fomo.order_seed` 0), while `order_seed: null` gives each run seed its own order."""
+    from dataclasses import replace
+
+    from vlcp.run import run_experiment
+
+    def stream(seed, **fomo):
+        cfg = fomo_experiment(emoji_root, steps_per_task=1, **fomo)
+        cfg = replace(cfg, seed=seed)
+        return run_experiment(cfg, tmp_path / f"s{seed}-{fomo}", resume=False, stop_after_task=0)["stream"]
+
+    fixed = stream(1)
+    assert fixed == stream(2) == stream(3, order_seed=0)
+    assert stream(1, order_seed=None) != stream(2, order_seed=None)
+    assert stream(0, order_seed=None) == stream(4)                 # order seed 0 is run seed 0's order
+    with pytest.raises(ConfigError, match="order_seed"):
+        fomo_experiment(emoji_root, order_seed=-1)

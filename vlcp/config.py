@@ -214,6 +214,10 @@ class FomoCfg:
     ordering: str = "random"         # random | easy-to-hard | frequency | similarity | time | dataset
     reverse: bool = False
     stream_file: str | None = None   # a `DATASET+++class` JSON stream to use instead of `ordering`
+    # the seed of the concept order (and of easy-to-hard's difficulty probe): one order at every run seed,
+    # as FoMo's code streams one shipped file (random_sequence_1.json) whatever the seed; None = the run's
+    # seed, each seed its own order (the seeds' spread then holds the orders' too)
+    order_seed: int | None = ranged(0, ge=0)
     mixture: list[float] = ranged(factory=lambda: [0.33, 0.34, 0.33], ge=0, le=1)   # λP, λD, λB
     steps_per_task: int = ranged(30, ge=1)   # full fine-tuning's steps per task; other methods get the same MAFs
     compute_scale: float = ranged(1.0, gt=0)   # × steps_per_task (compute scaling; joint = T × with num_tasks 1; a longer stream at equal compute)

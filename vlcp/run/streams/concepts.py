@@ -146,10 +146,11 @@ class ConceptStream(Stream):
                                          transform=train_transform(cfg.data.transform))
         self.plain = Materializer(train.images, train.image_text, tokens, device, augment=False)
         whole = Materializer(train.images, train.image_text, tokens, device, augment=False, local=False)
-        side_gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "side-info"))
+        order_seed = cfg.seed if f.order_seed is None else f.order_seed
+        side_gen = torch.Generator().manual_seed(derive_seed(order_seed, "side-info"))
 
         self.order = concept_order(cfg, data, model, tokenizer, device, lambda ids: whole(ids, side_gen),  # alike on every rank
-                                   derive_seed(cfg.seed, "order"))
+                                   derive_seed(order_seed, "order"))
         self.tasks = cut(cfg, self.order)
         index = {c: i for i, c in enumerate(data.concepts)}
         self.task_ids = [torch.cat([data.concept_images[index[c]] for c in task]) for task in self.tasks]
