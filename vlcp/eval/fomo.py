@@ -40,8 +40,9 @@ def text_fingerprint(model) -> tuple[float, ...]:
 def class_accuracy(top1: torch.Tensor, labels: torch.Tensor, classes: list[str]) -> dict[str, float]:
     """Per class with test images, the top-1 % of its images ({class name: %}): `top1` the predicted
     class of each image, `labels` its class."""
-    hit = (top1 == labels).float()
-    return {c: 100.0 * hit[labels == k].mean().item() for k, c in enumerate(classes) if (labels == k).any()}
+    n = torch.bincount(labels, minlength=len(classes))
+    hits = torch.bincount(labels, weights=(top1 == labels).float(), minlength=len(classes))
+    return {c: 100.0 * (h / k).item() for c, h, k in zip(classes, hits, n) if k}
 
 
 def class_sizes(s: EvalSet) -> dict[str, int]:

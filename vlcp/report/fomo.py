@@ -140,12 +140,14 @@ def isolated_table(r: dict) -> pd.DataFrame:
     dataset-incremental stream: per task, its dataset (one per task), θ0's zero-shot accuracy
     there, the accuracy after fine-tuning on it alone (the model after that task, trained from
     θ0) and the difference ("delta to ZS"), in points, with the task's steps."""
+    from vlcp.data.concepts import parse_entry
+
     method = r["config"]["method"]["name"]
     if method != "isolated":
         raise ValueError(f"isolated_table: {r.get('experiment', 'the run')} ran method {method!r}, not 'isolated'")
     rows = {}
     for t, task in enumerate(r["tasks"]):
-        names = {c.split("+++")[0] for c in task}
+        names = {parse_entry(c).dataset for c in task}
         if len(names) != 1:
             raise ValueError(f"isolated_table: task {t + 1} of {r.get('experiment', 'the run')} spans {len(names)} datasets "
                              f"({', '.join(sorted(names))}): run it with fomo.ordering 'dataset' and fomo.num_tasks 0")

@@ -82,7 +82,7 @@ def _language_parts(r: dict, metric: str, eval_set: str, pool_sizes: Mapping[str
 
 
 def _fomo_parts(r: dict, metric: str) -> list[dict]:
-    from vlcp.data.concepts import parse_entry
+    from vlcp.data.concepts import format_entry, parse_entry
 
     if metric != "A_KA":
         raise VlcpError(f"teach: {_who(r)}: a FoMo-in-Flux run's per-task score is its adaptation accuracy: metric "
@@ -99,7 +99,7 @@ def _fomo_parts(r: dict, metric: str) -> list[dict]:
         base = {"t": t, "task": f"task {t + 1}", "baseline": ZERO_SHOT if t == 0 else PREVIOUS}
         own = [c for c in concepts if per_class and c.classname in points[t]["classes"].get(c.dataset, {})]
         for c in own:   # the concept's own test images
-            rows.append({**base, "part": f"{c.dataset}+++{c.classname}", "weight": 1 / len(concepts),
+            rows.append({**base, "part": format_entry(c), "weight": 1 / len(concepts),
                          "before": points[t]["classes"][c.dataset][c.classname],
                          "after": points[t + 1]["classes"][c.dataset][c.classname],
                          "n": r["datasets"][c.dataset].get("class_n", {}).get(c.classname, np.nan)})
