@@ -85,14 +85,17 @@ STUDIES = {
 }
 # more metrics recorded beside the headline (candidate headlines: issue 48's levers)
 MORE = {"incclip": {"held-out Average, 4 emoji sets": _incclip_emoji, "mean R@1": _incclip_r1}}
+# more pools the lower run's per-task gains are read on, beside its own test pool (the spine's
+# per-task matrix is also scored on the unseen style: every emoji of a task, 85-385 per group)
+MORE_TEACH = {"spine": ("unseen_style",)}
 
 
-def teaches(results: list[dict], metric: str) -> list[bool]:
-    """Per task, whether the lower run's gain on its own test pool clears twice its seed noise
-    (`vlcp.report.teach.task_gains`, which reads each stream's own per-task scores)."""
+def teaches(results: list[dict], metric: str, eval_set: str | None = None) -> list[bool]:
+    """Per task, whether the lower run's gain on its own pool (`eval_set`; None: the stream's test
+    pool) clears twice its seed noise (`vlcp.report.teach.task_gains`)."""
     from vlcp.report.teach import task_gains
 
-    return [bool(t) for t in task_gains(results, metric)["teaches"]]
+    return [bool(t) for t in task_gains(results, metric, eval_set)["teaches"]]
 
 
 def set_args(sets: list[str]) -> list[str]:
@@ -140,6 +143,7 @@ def summarize(study: str, label: str, sets: list[str], seeds: list[int], runs: d
             "metric": metric, "values": pair(value),
             "more_values": {m: pair(fn) for m, fn in MORE.get(study, {}).items()},
             "teaches": teaches(runs[lower], gain_metric), "gain_metric": gain_metric,
+            "more_teaches": {e: teaches(runs[lower], gain_metric, e) for e in MORE_TEACH.get(study, ())},
             "lower_train_seconds": [round(sum(t["seconds"] for t in r["train"]), 2) for r in runs[lower]],
             "command": shlex.join(["python", "benchmarks/power_levers.py", "--study", study, "--label", label,
                                    *set_args(sets), "--seeds", *map(str, seeds)])}

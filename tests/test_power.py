@@ -269,6 +269,25 @@ def test_levers_frame_reads_a_candidate_metric():
     assert df["tasks that teach"].iloc[0] == "0/0" and not df["meets the goal"].iloc[0]
 
 
+def test_levers_frame_reads_tasks_that_teach_on_another_pool():
+    """`teach_on`: tasks that teach (and the goal) read on that pool, the test pools' reading beside
+    it; a row that did not record the pool says so and cannot meet the goal."""
+    from vlcp.report.power import lever_powers, levers_frame
+
+    row = {"study": "spine", "label": "study", "seeds": [10, 11, 12], "upper": "u", "lower": "l", "metric": "final Rm",
+           "values": {"10": [10.0, 4.0], "11": [11.0, 4.5], "12": [12.0, 5.5]}, "teaches": [True] * 3 + [False] * 6,
+           "more_teaches": {"unseen_style": [True] * 8 + [False]}, "lower_train_seconds": [1.0] * 3,
+           "date": "d", "commit": "c"}
+    old = {**row, "label": "old"}
+    del old["more_teaches"]
+    df = levers_frame([row, old], "spine", teach_on="unseen_style").set_index("setting")
+    assert df.loc["study", "tasks that teach"] == "8/9" and df.loc["study", "on the test pools"] == "3/9"
+    assert df.loc["old", "tasks that teach"] == "not recorded" and df.loc["old", "on the test pools"] == "3/9"
+    assert bool(df.loc["study", "meets the goal"]) and not bool(df.loc["old", "meets the goal"])
+    assert not bool(levers_frame([row], "spine").set_index("setting").loc["study", "meets the goal"])   # 3/9 on test
+    assert lever_powers([row], "spine", teach_on="unseen_style")["study"].to_dict()["teaching_from"] == "unseen_style"
+
+
 def test_power_levers_records_one_row_per_setting_and_keeps_ledger_seeds_out(tmp_path):
     """benchmarks/power_levers.py: a re-measured setting replaces its row; the ledger's seeds (0-9)
     are refused, so a lever is never judged on the runs the verdicts read."""

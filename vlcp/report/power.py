@@ -176,6 +176,7 @@ class StudyPower:
     headroom_from: str = ""     # e.g. "JointT − SeqF, final Rm"
     noise_from: str = ""        # e.g. "paired by seed (3 seeds)"
     sigma_dof: int | None = None   # the degrees of freedom σ_d was estimated on (None: not known)
+    teaching_from: str = ""     # the pool the tasks' gains are read on (e.g. "each task's emoji in the unseen style")
 
     @property
     def headroom_over_noise(self) -> float:
@@ -204,7 +205,7 @@ class StudyPower:
                 "headroom_over_noise": self.headroom_over_noise, "tasks_teaching": self.tasks_teaching,
                 "tasks": self.tasks, "seeds": self.seeds, "mde": self.mde(),
                 "headroom_from": self.headroom_from, "noise_from": self.noise_from, "sigma_dof": self.sigma_dof,
-                "headroom_over_noise_interval": self.headroom_over_noise_interval()}
+                "headroom_over_noise_interval": self.headroom_over_noise_interval(), "teaching_from": self.teaching_from}
 
 
 def power_frame(powers: dict[str, StudyPower]):
@@ -225,14 +226,16 @@ def power_frame(powers: dict[str, StudyPower]):
 
 
 def study_power(metric: str, upper: list[float], lower: list[float], gains, *, headroom_from: str,
-                sigma_d: float | None = None, noise_from: str = "", sigma_dof: int | None = None) -> StudyPower:
+                sigma_d: float | None = None, noise_from: str = "", sigma_dof: int | None = None,
+                teaching_from: str = "") -> StudyPower:
     """A study's power table from its runs: H = mean(`upper`) − mean(`lower`) (per-seed values of the
     headline `metric`, e.g. JointT's and SeqF's final Rm); σ_d = `sigma_d` when given (a seed
     subset's √2 × pooled std, `claims.seed_spread`), else the sd of the per-seed differences upper −
     lower (paired by seed: needs ≥ 2 seeds each; its dof: seeds − 1; a given `sigma_d`'s dof:
     `sigma_dof`, when known); `gains`: the fine-tune baseline's
     `vlcp.report.teach.task_gains` frame (its `teaches` column), None when its runs hold no per-task
-    scores (0 of 0 tasks)."""
+    scores (0 of 0 tasks); `teaching_from`: the pool those gains were read on, when not the tasks'
+    own test pools."""
     import numpy as np
 
     up, lo = np.asarray(upper, float), np.asarray(lower, float)
@@ -245,7 +248,7 @@ def study_power(metric: str, upper: list[float], lower: list[float], gains, *, h
         sigma_dof = seeds - 1
     teaching, tasks = (0, 0) if gains is None else (int(gains["teaches"].sum()), len(gains))
     return StudyPower(metric, float(up.mean() - lo.mean()), float(sigma_d), teaching, tasks, seeds, headroom_from,
-                      noise_from, sigma_dof)
+                      noise_from, sigma_dof, teaching_from)
 
 
 def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
@@ -277,7 +280,8 @@ def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) ->
             f"H/σ_d = {p.headroom_over_noise:.1f}"
             + (f" (95 % interval {ci[0]:.1f}–{ci[1]:.1f} from σ_d's {p.sigma_dof} degrees of freedom)" if ci else "")
             + "; "
-            + (f"the fine-tune baseline teaches on {p.tasks_teaching} of {p.tasks} tasks" if p.tasks
+            + (f"the fine-tune baseline teaches on {p.tasks_teaching} of {p.tasks} tasks"
+               + (f" (read on {p.teaching_from})" if p.teaching_from else "") if p.tasks
                else "no per-task scores to tell whether the stream teaches")
             + f"; at {p.seeds} seed{'s' if p.seeds != 1 else ''} the smallest effect the ledger confirms with 80 % "
             f"power is {m:.2f}" + (f" ({m / p.headroom:.2f} H)" if p.headroom > 0 else " (no headroom)")
@@ -302,11 +306,19 @@ def _lever_values(r: dict, metric: str | None) -> dict | None:
     return (r.get("more_values") or {}).get(metric)
 
 
-def lever_powers(rows: list[dict], study: str, metric: str | None = None) -> dict[str, StudyPower]:
+def _lever_teaches(r: dict, teach_on: str | None) -> list[bool] | None:
+    """The lower run's per-task "teaches" of a lever row, read on its test pools (`teach_on` None)
+    or on the pool `teach_on` (None when the row did not record it)."""
+    return r.get("teaches") if teach_on is None else (r.get("more_teaches") or {}).get(teach_on)
+
+
+def lever_powers(rows: list[dict], study: str, metric: str | None = None,
+                 teach_on: str | None = None) -> dict[str, StudyPower]:
     """A power table row for each lever measured on `study` (the rows of
     benchmarks/results/power_levers.json, `benchmarks/power_levers.py`): H and σ_d from the per-seed
     upper and lower values of `metric` (None: each row's headline), paired by seed; tasks that teach
-    from the lower run's per-task gains. Rows that did not record `metric` are left out."""
+    from the lower run's per-task gains on its test pools, or on the pool `teach_on` (0 of 0 tasks
+    where a row did not record it). Rows that did not record `metric` are left out."""
     import pandas as pd
 
     out = {}
@@ -315,25 +327,32 @@ def lever_powers(rows: list[dict], study: str, metric: str | None = None) -> dic
         if values is None:
             continue
         vals = [values[str(s)] for s in r["seeds"]]
-        gains = None if r.get("teaches") is None else pd.DataFrame({"teaches": r["teaches"]})
+        t = _lever_teaches(r, teach_on)
+        gains = None if t is None else pd.DataFrame({"teaches": t})
         out[r["label"]] = study_power(metric or r["metric"], [u for u, _ in vals], [lo for _, lo in vals], gains,
-                                      headroom_from=f"{r['upper']} − {r['lower']}")
+                                      headroom_from=f"{r['upper']} − {r['lower']}", teaching_from=teach_on or "")
     return out
 
 
 def levers_frame(rows: list[dict], study: str, metric: str | None = None, goal: float = 10.0,
-                 teach_share: float = 2 / 3):
+                 teach_share: float = 2 / 3, teach_on: str | None = None):
     """The levers tried on `study`, one row per setting: the power table's columns on `metric`
     (None: the headline), the lower run's training seconds (the lever's cost), whether it meets the
-    goal (H/σ_d ≥ `goal` with ≥ `teach_share` of the tasks teaching), and when and where it was
-    measured. Empty when none."""
+    goal (H/σ_d ≥ `goal` with ≥ `teach_share` of the tasks teaching, read on the pool `teach_on`
+    when given, with the test pools' reading beside it), and when and where it was measured.
+    Empty when none."""
     import pandas as pd
 
-    powers = lever_powers(rows, study, metric)
+    powers = lever_powers(rows, study, metric, teach_on)
     if not powers:
         return pd.DataFrame()
     df = power_frame(powers).rename(columns={"study": "setting"}).drop(columns=["σ_d from"])   # σ_d: paired by seed
     mine = [r for r in rows if r["study"] == study and _lever_values(r, metric) is not None]
+    if teach_on is not None:   # the reading on `teach_on` first; the test pools' beside it
+        df["tasks that teach"] = [f"{sum(t)}/{len(t)}" if (t := _lever_teaches(r, teach_on)) is not None
+                                  else "not recorded" for r in mine]
+        df.insert(list(df.columns).index("tasks that teach") + 1, "on the test pools",
+                  [f"{sum(r['teaches'])}/{len(r['teaches'])}" if r.get("teaches") is not None else "—" for r in mine])
     df["seeds used"] = [", ".join(map(str, r["seeds"])) for r in mine]
     df["lower's training s"] = [float(np.mean(r["lower_train_seconds"])) for r in mine]
     df["meets the goal"] = [all(p.goals(goal, teach_share)) for p in powers.values()]
