@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/pipeline.py [--out benchmarks/results/pipeline.json] [--workdir DIR]
     .venv/bin/python benchmarks/pipeline.py --workdir DIR --resume   # go on with a repro that was stopped
+    .venv/bin/python benchmarks/pipeline.py --targets ctp_tables run@seqf-0 run@seqf-1 run@seqf-2 \
+        --out benchmarks/results/pipeline-ctp.json   # one study's stages (and the spine SeqF runs: the pace)
 
 Writes per-stage wall times (from DVC's stage boundaries in the log), the total and the no-op
 time, with the machine's description. The overview report shows the latest file.
@@ -40,12 +42,12 @@ class Repro(NamedTuple):
     log: str
 
 
-def timed_repro(cwd: Path, env: dict, echo: str | None = None, on_stage=None) -> Repro:
+def timed_repro(cwd: Path, env: dict, echo: str | None = None, on_stage=None, targets: tuple[str, ...] = ()) -> Repro:
     """Run `dvc repro` in `cwd`, reading its output as it comes; `echo`: print each stage's seconds
     and the total, prefixed `[echo]` (tests/test_pipeline.py shows them on failure or with -s);
     `on_stage(stages)`: called with the finished stages' seconds each time a stage finishes."""
     t0 = time.time()
-    proc = subprocess.Popen(["dvc", "repro"], cwd=cwd, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["dvc", "repro", *targets], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     stages, current, started, log = {}, None, t0, []
 
@@ -93,7 +95,12 @@ def main() -> None:
     ap.add_argument("--workdir", help="clone here and keep it (default: a temporary directory)")
     ap.add_argument("--resume", action="store_true",
                     help="go on with the stopped repro in --workdir (its finished stages are kept)")
+    ap.add_argument("--targets", nargs="+", default=[],
+                    help="time `dvc repro TARGETS` (what they depend on included) instead of the whole pipeline; "
+                         "add run@seqf-0 run@seqf-1 run@seqf-2 to read the machine's pace; needs its own --out")
     args = ap.parse_args()
+    if args.targets and Path(args.out).resolve() == Path(ap.get_default("out")).resolve():
+        ap.error("--targets times part of the pipeline: give it its own --out (the default file is the whole repro's)")
     if args.resume and not args.workdir:
         ap.error("--resume needs the --workdir of the repro that was stopped")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -118,18 +125,20 @@ def main() -> None:
             attempt["stages"] = len(stages)
             write_json(partial, done)
         env["PYTHONPATH"] = str(clone)
-        full = checked(timed_repro(clone, env, on_stage=keep))   # keep() has every stage by now
-        noop = checked(timed_repro(clone, env))
+        targets = tuple(args.targets)
+        full = checked(timed_repro(clone, env, on_stage=keep, targets=targets))   # keep() has every stage by now
+        noop = checked(timed_repro(clone, env, targets=targets))
         measured = git_commit(clone)   # the clone's commit (this checkout may have moved on meanwhile)
         pace = seqf_seconds_per_step(clone)
     resumed = len(done["attempts"]) > 1
     total = round(sum(done["stages"].values()), 2) if resumed else full.total
     write_json(args.out, {
-        "what": "dvc repro from scratch in a fresh clone (default params.yaml), then a no-op dvc repro"
+        "what": (f"dvc repro {' '.join(targets)} (and what it depends on)" if targets else "dvc repro")
+                + " from scratch in a fresh clone (default params.yaml), then a no-op dvc repro"
                 + ("; stopped and resumed: the total sums whole stages, a cut-off stage timed on its rerun"
                    if resumed else ""),
         "total_seconds": total, "noop_seconds": noop.total, "noop_up_to_date": "up to date" in noop.log,
-        "stages": done["stages"], "attempts": done["attempts"], "seqf_seconds_per_step": pace,
+        "targets": list(targets), "stages": done["stages"], "attempts": done["attempts"], "seqf_seconds_per_step": pace,
         **provenance(), "commit": measured,
     })
     print(f"dvc repro {total / 60:.1f} min (SeqF {pace} s/step), no-op {noop.total:.1f} s -> {args.out}")

@@ -79,10 +79,10 @@ PAPER_VALUES: dict[str, tuple[PaperValue, ...]] = {
         PaperValue("ctp-ctp", "train.batch_size", 512, "CTP §5.1 (4 GPUs × 128)", "every table",
                    why="scale: 64 on 2 CPU cores"),
         PaperValue("ctp-ctp", "train.steps", 9908, "CTP §5.1 (5 epochs per task: 1,014,599 P9D pairs × 5 / 512)",
-                   "every table", why="scale: 320 steps of 64 over the stream (≈ 8 passes over the 2,464 emoji pairs; 2 × the "
-                       "earlier 160, for power: report.ctp.power)"),
+                   "every table", why="scale: 160 steps of 64 over the stream (≈ 4 passes over the 2,464 emoji pairs; 320 steps, "
+                       "tried for power, was no more powerful on the ledger's seeds: report.ctp.power)"),
         PaperValue("ctp-ctp", "train.lr", 1e-4, "CTP §5.1", "every table",
-                   why="tiny: vlcp's 1e-3 for the tiny ALBEF's 320 steps"),
+                   why="tiny: vlcp's 1e-3 for the tiny ALBEF's 160 steps"),
         PaperValue("ctp-ctp", "train.min_lr_ratio", 0.01, "CTP §5.1 (cosine 1e-4 → 1e-6 per task)", "every table"),
         PaperValue("ctp-ctp", "train.warmup_steps", 0, "CTP §5.1 (cosine from 1e-4; the code: no warmup)", "every table",
                    why="tiny: vlcp's 10 warmup steps per task"),
