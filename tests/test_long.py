@@ -1,5 +1,5 @@
 """The `long` profile (issue 48): `vlcp run --list` over a mapping of lists with `--except`,
-`vlcp report render -p`, long/dvc.yaml's stages, and the FoMo notebook's setup with `long = True`."""
+`vlcp report render -p`, long/dvc.yaml's stages, and the FoMo and CTP notebooks' setup with `long = True`."""
 import json
 from pathlib import Path
 
@@ -114,6 +114,60 @@ def test_the_long_profile_runs_every_row_a_report_says_it_renders():
     assert {"Fig. 1", "Fig. 8"} <= set(rendered[rendered["rendered"] == "does not apply"]["item"])
     assert not_rendered("ctp")["rendered"].eq("does not apply").all()   # every applicable CTP item renders
 
+
+
+def test_ctp_long_stages_run_table1_and_the_ablations_at_more_seeds():
+    dvc = yaml.safe_load((ROOT / "long" / "dvc.yaml").read_text())["stages"]
+    t1, abl = dvc["run_ctp_long"], dvc["run_ctp_long_ablations"]
+    assert t1["foreach"] == "${report.ctp.long.seeds}" and "--list report.ctp.experiments" in t1["do"]["cmd"]
+    assert "--jobs" not in t1["do"]["cmd"]                      # Table 1's timings feed the time claims: one process
+    assert abl["foreach"] == "${report.ctp.long.ablation_seeds}" and "--jobs 2" in abl["do"]["cmd"]
+    assert all(list(s["do"]["outs"][0].values())[0]["persist"] is True for s in (t1, abl))
+    assert "-p long=true" in dvc["ctp_tables_long"]["cmd"] and "reports/long" in dvc["ctp_tables_long"]["cmd"]
+    ctp = yaml.safe_load((ROOT / "params.yaml").read_text())["report"]["ctp"]
+    assert not set(ctp["long"]["seeds"]) & set(ctp["seeds"])                      # more seeds, never the same again
+    assert not set(ctp["long"]["ablation_seeds"]) & set(ctp["ablation_seeds"])
+    assert set(ctp["long"]["ablation_seeds"]) <= set(ctp["seeds"])                # Table 2's SeqF/CTP rows come from Table 1's
+
+
+def test_ctp_notebook_setup_with_long_reads_both_runs_folders_paired_by_seed(tmp_path, monkeypatch):
+    from vlcp.report import ctp
+    from vlcp.utils import write_json
+
+    nb = json.loads((ROOT / "notebooks" / "ctp_tables.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "ctp.study_config(" in "".join(c["source"]))
+    params = {"report": {"ctp": {"seeds": [0], "ablation_seeds": [0],
+                                 "table1": {"memory-free": ["ctp-seqf"], "upper bound": ["ctp-jointt"]},
+                                 "table2": ["ctp-seqf", "ctp-abl-cmc"], "table3": {}, "momentum": {}, "reversed": [],
+                                 "long": {"runs": str(tmp_path / "long"), "seeds": [3], "ablation_seeds": [1]}}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+
+    def result(e, s):
+        return {"experiment": e, "seed": s, "tasks": ["a"], "train": [{"seconds": 1.0, "steps": 1}],
+                "cumulative": [{"test": {"Rm": 10.0 + s}}], "config": {}}
+    for s in (0, 1):   # the default pipeline: Table 1 at seeds 0-1 (0 is the study's; 1 serves the long ablations)
+        for e in ("ctp-seqf", "ctp-jointt"):
+            write_json(tmp_path / "runs" / f"table1-seed{s}" / e / f"seed{s}" / "results.json", result(e, s))
+    write_json(tmp_path / "runs" / "ablations-seed0" / "ctp-abl-cmc" / "seed0" / "results.json", result("ctp-abl-cmc", 0))
+    for e in ("ctp-seqf", "ctp-jointt"):
+        write_json(tmp_path / "long" / "table1-seed3" / e / "seed3" / "results.json", result(e, 3))
+    write_json(tmp_path / "long" / "ablations-seed1" / "ctp-abl-cmc" / "seed1" / "results.json", result("ctp-abl-cmc", 1))
+    monkeypatch.chdir(ROOT)
+    base = {"params_file": str(tmp_path / "params.yaml"), "runs_dir": str(tmp_path / "runs"), "run_live": False}
+    for k in ("seeds", "ablation_seeds", "table1", "table2", "table3", "momentum", "reversed_methods", "noise_floor"):
+        base[k] = None
+    ns = dict(base, long=False)
+    exec(cell.split("\nif report:")[0], ns)                    # the default profile: the long runs are not read
+    assert ns["study"]["seeds"] == [0] and "more_runs" not in ns["study"]
+    ns = dict(base, long=True)
+    exec(cell, ns)
+    assert ns["study"]["seeds"] == [0, 3] and ns["study"]["ablation_seeds"] == [0, 1]
+    assert [r["seed"] for r in ns["runs1"]["ctp-seqf"]] == [0, 3] and not ns["missing1"]
+    assert [r["seed"] for r in ns["runs_abl"]["ctp-abl-cmc"]] == [0, 1]
+    assert [r["seed"] for r in ns["runs_abl"]["ctp-seqf"]] == [0, 1]   # Table 2's SeqF row: Table 1's seed-1 run
+    write_json(tmp_path / "long" / "x" / "ctp-seqf" / "seed0" / "results.json", result("ctp-seqf", 0))
+    with pytest.raises(VlcpError, match="more than one place"):   # one run in both folders: named, not guessed
+        ctp.load_available(str(tmp_path / "runs"), ["ctp-seqf"], [0], [str(tmp_path / "long")])
 
 
 def test_a_reports_title_is_its_notebooks_first_heading():

@@ -29,7 +29,8 @@ from vlcp.report.ctp.study import (ABLATION, COMPONENTS, DEFAULT_STUDY, FINAL, G
                                    load_available, mean_std, method_label, method_notes, momentum_rows, paper_headroom,
                                    paper_rm, reversed_rows,
                                    run_bwt, seed_values, setting, single_seed_experiments, study_config, switch_label,
-                                   table1_experiments, table2_rows, table3_rows, time_ratios, train_seconds, values)
+                                   table1_experiments, table2_rows, table3_rows, time_ratios, train_seconds, values,
+                                   with_long)
 from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1, paper_table2, pm, ranking,
                                     single_table, start_and_end, stats_frame, table1, table2)
 from vlcp.report.ctp.figures import curves, plot_fig4
@@ -54,4 +55,4 @@ __all__ = ["ABLATION", "COMPONENTS", "DEFAULT_STUDY", "FINAL", "GROUPS", "LABELS
            "plot_fig4", "pm", "ranking", "reversed_rows", "run_bwt", "sd_source_of", "seed_values", "setting",
            "single_seed_experiments", "single_table", "start_and_end", "stats_frame", "study_config", "switch_label",
            "table1", "table1_experiments", "table2", "table2_rows", "table3_rows", "tau_null", "time_ratio_by_seed",
-           "time_ratios", "train_seconds", "values", "weakest"]
+           "time_ratios", "train_seconds", "values", "weakest", "with_long"]

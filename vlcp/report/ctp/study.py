@@ -9,6 +9,7 @@ import numpy as np
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.refs import paper_table
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
+from vlcp.errors import VlcpError
 from vlcp.utils import read_json
 
 
@@ -62,6 +63,8 @@ DEFAULT_STUDY = {
                "no_selfmask": "ctp-no-selfmask", "ctp": "ctp-ctp"},
     "momentum": {0.7: "ctp-m07", 0.8: "ctp-m08", 0.9: "ctp-ctp", 0.99: "ctp-m099", 0.995: "ctp-m0995"},
     "reversed": ["seqf", "lwf", "ewc", "ctp", "er", "icarl", "ctp-er"],
+    # the long profile (long/dvc.yaml): Table 1 at `seeds` and the single-seed tables at `ablation_seeds` too
+    "long": {"runs": "runs-ctp-long", "seeds": [3, 4], "ablation_seeds": [1, 2]},
 }
 
 
@@ -79,6 +82,16 @@ def study_config(params_file: str | Path | None = "params.yaml", **overrides) ->
     study.update({k: v for k, v in overrides.items() if v is not None})
     study["momentum"] = {float(k): v for k, v in study["momentum"].items()}
     return study
+
+
+def with_long(study: dict) -> dict:
+    """The study as the long profile renders it (`report.ctp.long`): Table 1 at its seeds and the
+    long seeds, the single-seed tables at theirs and the long ablation seeds (paired by seed, so no
+    longer exploratory), the long runs read beside the default ones (`more_runs`)."""
+    lg = study["long"]
+    return {**study, "seeds": list(dict.fromkeys([*study["seeds"], *lg["seeds"]])),
+            "ablation_seeds": list(dict.fromkeys([*study["ablation_seeds"], *lg["ablation_seeds"]])),
+            "more_runs": [*study.get("more_runs", []), lg["runs"]]}
 
 
 def table1_experiments(study: dict) -> list[str]:
@@ -108,16 +121,22 @@ def list_mismatch(study: dict) -> str:
     return "; ".join(out)
 
 
-def load_available(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
-    """({experiment: [results of each seed found]}, {experiment: [missing seeds]}). Experiments
-    with no seed at all are left out of the first dict; nothing here raises for a missing run."""
+def load_available(runs_dir: str | Path, experiments, seeds,
+                   more: list[str | Path] = ()) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
+    """({experiment: [results of each seed found]}, {experiment: [missing seeds]}), each run looked
+    for under `runs_dir` and the folders of `more` (the long profile's runs). Experiments with no
+    seed at all are left out of the first dict; nothing here raises for a missing run, but the
+    same run in two folders is an error naming both."""
     runs, missing = {}, {}
     for exp in dict.fromkeys(experiments):
         found = []
         for s in seeds:
-            path = find_run(runs_dir, exp, s)
-            if path is not None:
-                found.append(read_json(path))
+            paths = [p for d in (runs_dir, *more) if (p := find_run(d, exp, s)) is not None]
+            if len(paths) > 1:
+                raise VlcpError(f"{exp} seed {s}: results in more than one place ({', '.join(map(str, paths))}); "
+                                "delete the stale one")
+            if paths:
+                found.append(read_json(paths[0]))
             else:
                 missing.setdefault(exp, []).append(s)
         if found:
