@@ -123,3 +123,34 @@ def test_time_line_counts_each_run_once_however_nested():
     assert time_line({}) == "No runs read."
     twice = [{**b, "experiment": "e", "seed": 0}, {**b, "experiment": "e", "seed": 0}]   # loaded by two tables
     assert time_line({"t1": twice[:1]}, {"t2": twice[1:]}).startswith("**1 run**,")
+
+
+def test_a_study_retimed_alone_replaces_its_row_at_its_own_pace():
+    """study_costs: a later `benchmarks/pipeline.py --targets` measurement that timed all of a study's
+    stages gives that study's minutes, scaled by its own day's slowdown; the others keep the whole repro's."""
+    params = {"seeds": [0], "report": {
+        "overview": {"experiments": ["seqf"]},
+        "ctp": {"experiments": ["a"], "seeds": [0, 1], "ablation_experiments": [], "ablation_seeds": [0]},
+        "incclip": {"experiments": [], "seeds": [0]}, "cllclip": {"experiments": [], "seeds": [0]},
+        "fomo": {"studies": {}},
+        "performance": {"budgets": {"spine": {"minutes": 10, "stages": ["run"]},
+                                    "ctp": {"minutes": 25, "stages": ["run_ctp", "ctp_tables"]}}}}}
+    dvc = {"stages": {"run": {"cmd": "x"}, "run_ctp": {"foreach": "${report.ctp.seeds}", "do": {}},
+                      "ctp_tables": {"cmd": "x"}}}
+    whole = {"date": "2026-11-28T10:00", "commit": "aaa", "cpus": 2,
+             "stages": {"run": 120.0, "run_ctp@0": 1200.0, "run_ctp@1": 1200.0, "ctp_tables": 60.0}}
+    part = {"date": "2026-11-28T14:00", "commit": "bbb", "targets": ["ctp_tables"], "seqf_seconds_per_step": 0.09,
+            "stages": {"run_ctp@0": 600.0, "run_ctp@1": 600.0, "ctp_tables": 60.0}}
+    partial = {"date": "2026-11-29T14:00", "commit": "ccc", "targets": ["run_ctp@0"], "stages": {"run_ctp@0": 1.0}}
+    spine = {"median_seconds_per_step": {"seqf": 0.045}}
+    parts = pf.retimed({"pipeline-ctp": part, "pipeline-one": partial, "pipeline": whole, "other": part}, spine)
+    assert [p["commit"] for p, _ in parts] == ["bbb", "ccc"] and parts[0][1] == pytest.approx(2.0)
+    c = pf.study_costs(whole, params, dvc, 1.5, parts)
+    assert c.loc["ctp", "measured min"] == pytest.approx(21.0)                 # the part's 1,260 s: ccc timed one stage only
+    assert c.loc["ctp", "at reference pace min"] == pytest.approx(10.5)        # ÷ its own 2.0, not the whole's 1.5
+    assert "bbb" in c.loc["ctp", "measured"] and c.loc["spine", "measured"] == "the whole repro"
+    assert c.loc["spine", "at reference pace min"] == pytest.approx(120 / 60 / 1.5)
+    md = pf.costs_markdown(c, whole)
+    assert "an estimate" in md and "| **all** | 4 | 4 | — | **11.8** | 35 |" in md    # minutes of two paces are not added
+    alone = pf.costs_markdown(pf.study_costs(whole, params, dvc, 1.5), whole)
+    assert "an estimate" not in alone and "| **all** | 4 | 4 | 43.0 | **28.7** | 35 | |" in alone

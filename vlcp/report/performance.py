@@ -255,21 +255,39 @@ def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
     return names
 
 
-def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float = 1.0) -> pd.DataFrame:
+def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict, float]]:
+    """The part measurements (`benchmarks/pipeline.py --targets`, `pipeline-<name>.json`: some
+    stages timed alone, later than the whole repro) with each one's own slowdown (`pace_slowdown`),
+    oldest first."""
+    timed = [p for name, p in parts.items() if name.startswith("pipeline-") and p.get("targets")]
+    return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (p["date"], p.get("commit", "")))]
+
+
+def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float = 1.0,
+                parts: list[tuple[dict, float]] = ()) -> pd.DataFrame:
     """Per study (`report.performance.budgets`): its runs today (`study_runs`), its stages today, and
     the measured minutes of those `pipeline` timed, as measured and at the reference pace; `not
-    timed` names the stages added since the measurement (their time is not in the minutes)."""
+    timed` names the stages added since the measurement (their time is not in the minutes). A study
+    whose every stage a later part measurement timed (`parts`: (measurement, its slowdown), from
+    `retimed`) takes that one's minutes, each at its own day's pace; `measured` names the source."""
     budgets = params["report"]["performance"]["budgets"]
-    measured = budget_table(pipeline, budgets, slowdown)
     runs, today = study_runs(params), pipeline_stages(dvc_yaml, params)
     rows = {}
     for study, b in budgets.items():
         mine = [n for n in today if n.split("@")[0] in b["stages"]]
+        source, slow = pipeline, slowdown
+        for part, part_slow in parts:   # the latest part that timed all of this study's stages
+            if part["date"] >= pipeline["date"] and mine and all(n in part["stages"] for n in mine):
+                source, slow = part, part_slow
+        measured = budget_table(source, {study: b}, slow).loc[study]
         rows[study] = {"runs": runs.get(study), "stages": len(mine),
-                       "measured min": measured.loc[study, "measured min"],
-                       "at reference pace min": measured.loc[study, "at reference pace min"],
+                       "measured min": measured["measured min"],
+                       "at reference pace min": measured["at reference pace min"],
                        "budget min": b["minutes"],
-                       "not timed": ", ".join(n for n in mine if n not in pipeline["stages"])}
+                       "not timed": ", ".join(n for n in mine if n not in source["stages"]),
+                       "slowdown": slow, "verdict": measured["verdict"],
+                       "measured": "the whole repro" if source is pipeline else
+                                   f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -279,13 +297,22 @@ STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP",
 
 def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
     """`study_costs` as the Markdown table docs/overview.md carries (tests/test_readme.py keeps it equal)."""
+    alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
     lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
-             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown that day.",
-             "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |",
-             "|---|---|---|---|---|---|---|"]
+             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown that day."
+             + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
+                "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
+             "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
+             + (" measured |" if alone else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if alone else "")]
     for study, r in costs.iterrows():
         lines.append(f"| {STUDY_NAMES.get(study, study)} | {r['runs']} | {r['stages']} | {r['measured min']:.1f} | "
-                     f"{r['at reference pace min']:.1f} | {r['budget min']} | {r['not timed'] or '—'} |")
+                     f"{r['at reference pace min']:.1f} | {r['budget min']} | {r['not timed'] or '—'} |"
+                     + (f" {r['measured']} |" if alone else ""))
+    total = costs[["runs", "stages", "measured min", "at reference pace min", "budget min"]].sum()
+    measured = "—" if alone else f"{total['measured min']:.1f}"   # minutes of different paces do not add
+    lines.append(f"| **all** | {int(total['runs'])} | {int(total['stages'])} | {measured} | "
+                 f"**{total['at reference pace min']:.1f}** | {int(total['budget min'])} | |" + (" |" if alone else ""))
     return "\n".join(lines) + "\n"
 
 
