@@ -88,6 +88,9 @@ MORE = {"incclip": {"held-out Average, 4 emoji sets": _incclip_emoji, "mean R@1"
 # more pools the lower run's per-task gains are read on, beside its own test pool (the spine's
 # per-task matrix is also scored on the unseen style: every emoji of a task, 85-385 per group)
 MORE_TEACH = {"spine": ("unseen_style",)}
+# more metrics the lower run's per-task gains are read on, on its own test pool (IncCLIP's headline is
+# zero-shot ZS@1; its stream trains retrieval, which Rm reads: a candidate, recorded before any choice)
+MORE_GAINS = {"incclip": ("Rm",)}
 
 
 def teaches(results: list[dict], metric: str, eval_set: str | None = None) -> list[bool]:
@@ -144,6 +147,7 @@ def summarize(study: str, label: str, sets: list[str], seeds: list[int], runs: d
             "more_values": {m: pair(fn) for m, fn in MORE.get(study, {}).items()},
             "teaches": teaches(runs[lower], gain_metric), "gain_metric": gain_metric,
             "more_teaches": {e: teaches(runs[lower], gain_metric, e) for e in MORE_TEACH.get(study, ())},
+            "more_gain_teaches": {m: teaches(runs[lower], m) for m in MORE_GAINS.get(study, ())},
             "lower_train_seconds": [round(sum(t["seconds"] for t in r["train"]), 2) for r in runs[lower]],
             "command": shlex.join(["python", "benchmarks/power_levers.py", "--study", study, "--label", label,
                                    *set_args(sets), "--seeds", *map(str, seeds)])}
