@@ -23,10 +23,12 @@ def run_paths(runs_dir: str | Path, experiment: str, seed: int | str = "*") -> l
     return sorted(Path(runs_dir).glob(rel)) + sorted(Path(runs_dir).glob(f"*/{rel}"))
 
 
-def find_run(runs_dir: str | Path, experiment: str, seed: int) -> Path | None:
-    """The one results file of `experiment` at `seed` (`run_paths`); None if there is none. The same
-    run in two places is an error naming both."""
-    found = run_paths(runs_dir, experiment, seed)
+def find_run(runs_dir: str | Path | list[str | Path], experiment: str, seed: int) -> Path | None:
+    """The one results file of `experiment` at `seed` (`run_paths`) under `runs_dir`, or under any
+    of several folders (a list: e.g. the long profile's runs beside the default ones); None if there
+    is none. The same run in two places is an error naming both."""
+    dirs = runs_dir if isinstance(runs_dir, list) else [runs_dir]
+    found = [p for d in dirs for p in run_paths(d, experiment, seed)]
     if len(found) > 1:
         raise VlcpError(f"{experiment} seed {seed}: results in more than one place ({', '.join(map(str, found))}); "
                         "delete the stale one")

@@ -9,7 +9,6 @@ import numpy as np
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.refs import paper_table
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
-from vlcp.errors import VlcpError
 from vlcp.utils import read_json
 
 
@@ -131,12 +130,9 @@ def load_available(runs_dir: str | Path, experiments, seeds,
     for exp in dict.fromkeys(experiments):
         found = []
         for s in seeds:
-            paths = [p for d in (runs_dir, *more) if (p := find_run(d, exp, s)) is not None]
-            if len(paths) > 1:
-                raise VlcpError(f"{exp} seed {s}: results in more than one place ({', '.join(map(str, paths))}); "
-                                "delete the stale one")
-            if paths:
-                found.append(read_json(paths[0]))
+            path = find_run([runs_dir, *more], exp, s)
+            if path is not None:
+                found.append(read_json(path))
             else:
                 missing.setdefault(exp, []).append(s)
         if found:
