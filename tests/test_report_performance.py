@@ -154,3 +154,11 @@ def test_a_study_retimed_alone_replaces_its_row_at_its_own_pace():
     assert "an estimate" in md and "| **all** | 4 | 4 | — | **11.8** | 35 |" in md    # minutes of two paces are not added
     alone = pf.costs_markdown(pf.study_costs(whole, params, dvc, 1.5), whole)
     assert "an estimate" not in alone and "| **all** | 4 | 4 | 43.0 | **28.7** | 35 | |" in alone
+    # a whole repro begun later on the part's day (its attempts' start times) takes the study back
+    later = {**whole, "date": "2026-11-28", "attempts": [{"started": "2026-11-28T16:37:00+0000", "stages": 4}]}
+    earlier = {**part, "date": "2026-11-28", "attempts": [{"started": "2026-11-28T13:22:27+0000", "stages": 3}]}
+    assert pf.measured_at(later) == "2026-11-28T16:37:00+0000" and pf.measured_at(partial) == "2026-11-29T14:00"
+    again = pf.study_costs(later, params, dvc, 1.5, pf.retimed({"pipeline-ctp": earlier}, spine))
+    assert again.loc["ctp", "measured"] == "the whole repro" and again.loc["ctp", "measured min"] == pytest.approx(41.0)
+    assert pf.study_costs(whole, params, dvc, 1.5, pf.retimed({"pipeline-ctp": earlier}, spine)).loc[
+        "ctp", "measured"].startswith("alone")   # the part began after the whole (no attempts: its date)

@@ -255,12 +255,17 @@ def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
     return names
 
 
+def measured_at(measurement: dict) -> str:
+    """When a `benchmarks/pipeline.py` measurement began its last attempt (ISO time, from `attempts`;
+    its `date` where it recorded none): orders a whole repro and the parts timed alone on one day."""
+    return max((a["started"] for a in measurement.get("attempts") or () if a.get("started")), default=measurement["date"])
+
+
 def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict, float]]:
     """The part measurements (`benchmarks/pipeline.py --targets`, `pipeline-<name>.json`: some
-    stages timed alone, later than the whole repro) with each one's own slowdown (`pace_slowdown`),
-    oldest first."""
+    stages timed alone) with each one's own slowdown (`pace_slowdown`), oldest first (`measured_at`)."""
     timed = [p for name, p in parts.items() if name.startswith("pipeline-") and p.get("targets")]
-    return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (p["date"], p.get("commit", "")))]
+    return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
 
 
 def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float = 1.0,
@@ -277,7 +282,7 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float = 
         mine = [n for n in today if n.split("@")[0] in b["stages"]]
         source, slow = pipeline, slowdown
         for part, part_slow in parts:   # the latest part that timed all of this study's stages
-            if part["date"] >= pipeline["date"] and mine and all(n in part["stages"] for n in mine):
+            if measured_at(part) >= measured_at(pipeline) and mine and all(n in part["stages"] for n in mine):
                 source, slow = part, part_slow
         measured = budget_table(source, {study: b}, slow).loc[study]
         rows[study] = {"runs": runs.get(study), "stages": len(mine),
