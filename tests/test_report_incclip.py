@@ -378,6 +378,13 @@ def test_teach_cell_uses_every_seed_of_the_subset():
     exec(notebook_cell("incclip_ablations.ipynb", "ae26cede"), ns)   # one seed would read pool sizes from data/: absent here
     plt.close("all")
     assert all((g["n_seeds"] == 3).all() and g["noise_source"].str.startswith("seed std").all() for g in ns["gains"].values())
+    assert "rm_gains" not in ns   # results without Rm at the start: no retrieval line
+    for rs in sub.values():       # with it, the same gains are counted on Rm too
+        for r in rs:
+            r["zero_shot"]["test"]["Rm"] = [1.0, 2.0]
+    exec(notebook_cell("incclip_ablations.ipynb", "ae26cede"), ns)
+    plt.close("all")
+    assert set(ns["rm_gains"]) == {"er", "incclip"} and all(len(g) == 2 for g in ns["rm_gains"].values())
 
 
 def test_ledger_rows_carry_the_papers_effect_scaled_and_single_seed_rows_are_exploratory(tmp_path):
