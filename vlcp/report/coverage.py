@@ -33,6 +33,10 @@ NOT_RENDERED: dict[str, list[Gap]] = {
             "the default compute study runs full fine-tuning and EMA-Merge at 0.25, 0.5, 1, 2 and 6×",
             f"{LONG}: `fomo-ft-c4`, `fomo-ema-c4`, `fomo-lora-c025` … `fomo-lora-c6` (LoRA r = 4; 1× is `fomo-lora4`)",
             ("fomo-ft-c4", "fomo-ema-c4", "fomo-lora-c025", "fomo-lora-c05", "fomo-lora-c2", "fomo-lora-c4", "fomo-lora-c6")),
+        Gap("Fig. 15 right", "no", "the six reversed orderings",
+            "no claim reads them, and the default pipeline is over its time budget: the reversals went to the long profile",
+            f"{LONG}: `fomo-o-random-rev`, `fomo-o-easy-rev` … `fomo-o-dataset-rev`",
+            ("fomo-o-random-rev", "fomo-o-easy-rev", "fomo-o-freq-rev", "fomo-o-sim-rev", "fomo-o-time-rev", "fomo-o-dataset-rev")),
         Gap("Fig. 19 centre", "no", "ViT-B/32 against ViT-B/16 across deployment scenarios",
             "a second θ0 at another patch size; the tiny profile has one architecture", "not built: a `small` or "
             "`paper` alias with a B/32 θ0 and the orderings at it"),
