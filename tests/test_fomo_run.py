@@ -51,6 +51,24 @@ def test_datasets_split_pool_adaptation_and_retention(fomo):
     assert all(f >= 0 for f in fomo.frequency)
 
 
+def test_adapt_unseen_scores_every_adaptation_item_in_the_unseen_style(emoji_root, fomo):
+    from vlcp.data.fomo import build_fomo
+    from vlcp.data.load import load_benchmark
+
+    cfg = DataCfg(root=str(emoji_root))
+    bench = load_benchmark(cfg)
+    more = build_fomo(bench, POOL_GROUPS, cfg.train_styles, cfg.unseen_styles, adapt_unseen=True)
+    before, after = {s.name: s for s in fomo.eval_sets}, {s.name: s for s in more.eval_sets}
+    added = sorted(set(after) - set(before))
+    adapt_groups = [g for g in bench.group_names if g not in POOL_GROUPS]
+    assert len(added) == len(adapt_groups) * len(cfg.unseen_styles) and all(after[n].role == "adaptation" for n in added)
+    assert all(torch.equal(after[n].labels, before[n].labels) for n in before if before[n].labels is not None)   # the others: unchanged
+    assert more.concepts == fomo.concepts and len(more.train.images) == len(fomo.train.images)   # so is the stream
+    objects = after[f"objects/{cfg.unseen_styles[0]}"]
+    assert objects.classes == before["objects/twemoji"].classes                     # the group's subgroups
+    assert len(objects.labels) == sum(it["group"] == "Objects" for it in bench.items)   # every item of the group, all splits
+
+
 def test_fomo_config_errors_name_the_field(emoji_root):
     with pytest.raises(ConfigError, match="fomo.mixture: λ sum to 0.9"):
         fomo_experiment(emoji_root, mixture=[0.5, 0.4, 0.0])

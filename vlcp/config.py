@@ -225,6 +225,9 @@ class FomoCfg:
     temperature: float | None = ranged(None, gt=0, le=1)  # set τ (logit scale = 1/τ) before the first task; None keeps θ0's
     shapes_per_class: int = ranged(6, ge=2)   # training images per colour-shape class
     pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
+    # also score each adaptation group in data.unseen_styles (every item: the stream trains on the training
+    # styles' images only) as adaptation datasets "<group>/<style>": about twice A_KA's test images (issue 48's lever)
+    adapt_unseen: bool = False
     state_memory: str = "offloaded"  # the MAFs memory of what a method keeps across tasks (EWC's F and θ*, SI's Ω and θ*, a merge's θ0):
     #   offloaded = on the CPU as the paper's implementation keeps it, not counted; device = counted (vlcp.run.accounting.step_cost)
     # data.benchmark: fomo (FoMo-in-Flux's info dicts under data.root; vlcp.data.real.fomo_data)

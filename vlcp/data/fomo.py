@@ -144,8 +144,9 @@ def concept_frequency(concepts: list[Concept], pool_captions: list[str]) -> list
 
 
 def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list[str], unseen_styles: list[str],
-               shapes_per_class: int = 6, seed: int = 0) -> FomoData:
-    """Assemble the mini FoMo-in-Flux from a prepared emoji benchmark (every group loaded)."""
+               shapes_per_class: int = 6, seed: int = 0, adapt_unseen: bool = False) -> FomoData:
+    """Assemble the mini FoMo-in-Flux from a prepared emoji benchmark (every group loaded);
+    `adapt_unseen`: also score each adaptation group in the unseen styles (`_eval_sets`)."""
     groups = bench.group_names
     unknown = [g for g in pool_groups if g not in groups]
     if unknown:
@@ -194,7 +195,7 @@ def build_fomo(bench: EmojiBenchmark, pool_groups: list[str], train_styles: list
     frequency = concept_frequency(concepts, [c for i in pool.tolist() for c in train.captions[int(train.image_text[i])]])
     return FomoData(train, pool, concepts, concept_images, year, frequency, templates,
                     _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles,
-                               shapes_per_class, seed))
+                               shapes_per_class, seed, adapt_unseen))
 
 
 def _classification(name, role, pairs: PairSet, by_group: bool, classes_all: list[str], used=None,
@@ -207,17 +208,25 @@ def _classification(name, role, pairs: PairSet, by_group: bool, classes_all: lis
                    [readable(classes_all[c]) for c in used], template)
 
 
-def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, shapes_per_class, seed):
+def _eval_sets(bench, pool_groups, adapt_groups, train_styles, unseen_styles, shapes_per_class, seed,
+               adapt_unseen: bool = False):
+    """The evaluation datasets. Adaptation (A_KA): each adaptation group's held-out items in each
+    training style, and with `adapt_unseen` its every item in each unseen style (images the stream
+    never trains on, of concepts it does), then the procedural sets and adaptation retrieval.
+    Retention (A_ZS): each pool group's held-out items, the pool in the unseen style, pool retrieval."""
     groups = bench.group_names
     held_out = ("test", "val", "query")   # every item not trained on (the runner has no use for val/query)
     test = bench.pairs(held_out, train_styles)
     subgroups = {g: sorted({bench.class_names.index(it["subgroup"]) for it in bench.items if it["group"] == g})
                  for g in groups}
+    scored = [(style, held_out) for style in train_styles]
+    if adapt_unseen:
+        scored += [(style, ("train", "val", "test", "query")) for style in unseen_styles]
     out = []
     for g in adapt_groups:   # every class of the dataset, streamed yet or not (as FoMo)
         gi = groups.index(g)
-        for style in train_styles:
-            sub = bench.pairs(held_out, [style])
+        for style, splits in scored:
+            sub = bench.pairs(splits, [style])
             sub = sub.select_texts(sub.groups == gi)
             out.append(_classification(f"{slug(g)}/{style}", "adaptation", sub, False, bench.class_names,
                                        subgroups[g]))

@@ -55,11 +55,13 @@ def load_fomo_data(cfg: ExperimentCfg) -> FomoData:
 @dataclass(frozen=True)
 class FomoKey:
     """What the mini FoMo-in-Flux depends on, compared by value: the data config, the prepared
-    benchmark's stamp, the pool's groups and the shapes per class (the config rides along)."""
+    benchmark's stamp, the pool's groups, the shapes per class and whether the adaptation groups are
+    also scored in the unseen styles (the config rides along)."""
     data: str
     stamp: tuple | None
     pool_groups: tuple
     shapes_per_class: int
+    adapt_unseen: bool
     cfg: Any = field(compare=False)
 
     @classmethod
@@ -67,7 +69,7 @@ class FomoKey:
         meta = Path(cfg.data.root) / "meta.json"
         stamp = (meta.stat().st_mtime_ns, meta.stat().st_size) if meta.is_file() else None
         return cls(json.dumps(asdict(cfg.data), sort_keys=True), stamp, tuple(cfg.fomo.pool_groups),
-                   cfg.fomo.shapes_per_class, cfg)
+                   cfg.fomo.shapes_per_class, cfg.fomo.adapt_unseen, cfg)
 
 
 @lru_cache(maxsize=1)
@@ -78,6 +80,6 @@ def emoji_fomo(key: FomoKey) -> FomoData:
     cfg = key.cfg
     try:
         return build_fomo(load_benchmark(cfg.data), cfg.fomo.pool_groups, cfg.data.train_styles,
-                          cfg.data.unseen_styles, cfg.fomo.shapes_per_class, cfg.data.seed)
+                          cfg.data.unseen_styles, cfg.fomo.shapes_per_class, cfg.data.seed, cfg.fomo.adapt_unseen)
     except ValueError as e:
         raise ConfigError(str(e)) from None
