@@ -6,7 +6,8 @@
         --out benchmarks/results/pipeline-ctp.json   # one study's stages (and the spine SeqF runs: the pace)
 
 Writes per-stage wall times (from DVC's stage boundaries in the log), the total and the no-op
-time, with the machine's description. The overview report shows the latest file.
+time, with the machine's description and its pace at both ends: the spine's SeqF runs early in the
+repro, and one more SeqF run after it (`pace_probe`). The overview report shows the latest file.
 
 A repro that is stopped (a session that ends) can go on with --resume: the stages it finished
 are kept in DIR/pipeline-partial.json as they finish, DVC skips them, and the stage that was
@@ -80,13 +81,29 @@ def checked(r: Repro) -> Repro:
     return r
 
 
-def seqf_seconds_per_step(clone: Path) -> float | None:
-    """The spine SeqF runs' training seconds per step in this repro: the machine's pace, to read the
-    total against (benchmarks/spine_cost.py measured 0.043 s on this VM's usual pace, 2026-11-24)."""
-    rows = [t for p in sorted((clone / "runs" / "seqf").glob("seed*/results.json"))
+def seqf_seconds_per_step(runs: Path) -> float | None:
+    """The SeqF runs' training seconds per step under `runs` (`<runs>/seqf/seed<S>/results.json`):
+    the machine's pace, to read the total against (benchmarks/spine_cost.py measured 0.043 s on this
+    VM's usual pace, 2026-11-24)."""
+    rows = [t for p in sorted((runs / "seqf").glob("seed*/results.json"))
             for t in json.loads(p.read_text())["train"]]
     steps = sum(t["steps"] for t in rows)
     return round(sum(t["seconds"] for t in rows) / steps, 4) if steps else None
+
+
+def pace_probe(clone: Path, env: dict) -> float | None:
+    """The machine's pace at the end of the repro: one more spine SeqF run (seed 0, the clone's
+    params, out of the pipeline's folders), its training seconds per step. The spine's own SeqF runs
+    come first in the repro; a repro of two hours or more drifts (vlcp.report.performance.pace_slowdown
+    reads both ends)."""
+    probe = clone / ".pace-probe"
+    shutil.rmtree(probe, ignore_errors=True)
+    subprocess.run(["vlcp", "run", "seqf", "--seed", "0", "--out", str(probe / "runs"), "--checkpoints",
+                    str(probe / "checkpoints"), "--no-resume", "--set", "train.progress=false"],
+                   cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
+    pace = seqf_seconds_per_step(probe / "runs")
+    shutil.rmtree(probe)   # nothing of it stays in the clone
+    return pace
 
 
 def main() -> None:
@@ -129,7 +146,8 @@ def main() -> None:
         full = checked(timed_repro(clone, env, on_stage=keep, targets=targets))   # keep() has every stage by now
         noop = checked(timed_repro(clone, env, targets=targets))
         measured = git_commit(clone)   # the clone's commit (this checkout may have moved on meanwhile)
-        pace = seqf_seconds_per_step(clone)
+        pace = seqf_seconds_per_step(clone / "runs")
+        pace_end = pace_probe(clone, env) if pace else None   # a part without the spine's SeqF runs reads no pace
     resumed = len(done["attempts"]) > 1
     total = round(sum(done["stages"].values()), 2) if resumed else full.total
     write_json(args.out, {
@@ -139,9 +157,10 @@ def main() -> None:
                    if resumed else ""),
         "total_seconds": total, "noop_seconds": noop.total, "noop_up_to_date": "up to date" in noop.log,
         "targets": list(targets), "stages": done["stages"], "attempts": done["attempts"], "seqf_seconds_per_step": pace,
-        **provenance(), "commit": measured,
+        "seqf_seconds_per_step_end": pace_end, **provenance(), "commit": measured,
     })
-    print(f"dvc repro {total / 60:.1f} min (SeqF {pace} s/step), no-op {noop.total:.1f} s -> {args.out}")
+    print(f"dvc repro {total / 60:.1f} min (SeqF {pace} s/step at the start, {pace_end} at the end), "
+          f"no-op {noop.total:.1f} s -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from pipeline import timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds)
+from pipeline import pace_probe, seqf_seconds_per_step, timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds, the pace)
 
 
 def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
@@ -122,6 +122,9 @@ def test_tiny_dvc_repro(tmp_path):
 
     again = run("dvc", "repro")
     assert again.returncode == 0 and "up to date" in again.stdout
+    # benchmarks/pipeline.py's pace at both ends: the spine's SeqF runs, then one more SeqF run that leaves nothing behind
+    assert seqf_seconds_per_step(tmp_path / "runs") > 0 and pace_probe(tmp_path, env) > 0
+    assert not (tmp_path / ".pace-probe").exists() and "up to date" in run("dvc", "repro").stdout
 
     # DVC's own tools: every study's headline metrics, the curves, and an experiment compared with them
     shown = run("dvc", "metrics", "show", "--json")

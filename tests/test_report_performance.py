@@ -92,6 +92,9 @@ def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
     slow = pf.pace_slowdown(pipe, {"median_seconds_per_step": {"seqf": 0.04}})
     assert slow == pytest.approx(3.0)
     assert pf.pace_slowdown(pipe, None) == pf.pace_slowdown({"stages": {}}, {"median_seconds_per_step": {"seqf": 0.04}}) == 1.0
+    both_ends = {**pipe, "seqf_seconds_per_step_end": 0.16}     # the probe after the repro: the mean of both ends
+    assert pf.pace_slowdown(both_ends, {"median_seconds_per_step": {"seqf": 0.04}}) == pytest.approx(3.5)
+    assert pf.pace_slowdown({**pipe, "seqf_seconds_per_step_end": None}, {"median_seconds_per_step": {"seqf": 0.04}}) == pytest.approx(3.0)
     t = pf.budget_table(pipe, budgets, slow)
     assert t.loc["spine", "measured min"] == pytest.approx(5.0) and t.loc["spine", "verdict"] == "confirmed"
     assert t.loc["ctp", "stages"] == 3 and t.loc["ctp", "measured min"] == pytest.approx(51.0)

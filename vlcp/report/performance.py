@@ -200,12 +200,15 @@ def eval_memory_frame(bench: dict) -> pd.DataFrame:
 
 def pace_slowdown(pipeline: dict, spine_cost: dict | None) -> float:
     """How much slower the machine ran during a pipeline measurement than in its reference
-    measurement: the pipeline's SeqF seconds per training step (`benchmarks/pipeline.py` times one
-    after the repro) ÷ `benchmarks/spine_cost.py`'s median SeqF step on the same machine. 1.0 when
-    either is missing."""
-    pace = pipeline.get("seqf_seconds_per_step")
+    measurement: the pipeline's SeqF seconds per training step ÷ `benchmarks/spine_cost.py`'s median
+    SeqF step on the same machine. `benchmarks/pipeline.py` reads the pace at both ends of the repro:
+    the spine's SeqF runs, which come first (`seqf_seconds_per_step`), and one SeqF run after it
+    (`seqf_seconds_per_step_end`); with both, their mean (the pace over the repro if it drifted
+    evenly: a whole repro takes hours, and the VM's speed drifts over that). Measurements made before
+    the end probe existed read the start alone. 1.0 when no pace or no reference was measured."""
+    paces = [p for p in (pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")) if p]
     ref = ((spine_cost or {}).get("median_seconds_per_step") or {}).get("seqf")
-    return pace / ref if pace and ref else 1.0
+    return sum(paces) / len(paces) / ref if paces and ref else 1.0
 
 
 BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "not confirmed": "NOT met"}
@@ -304,7 +307,9 @@ def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
     """`study_costs` as the Markdown table docs/overview.md carries (tests/test_readme.py keeps it equal)."""
     alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
     lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
-             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown that day."
+             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown during the repro "
+             + ("(its SeqF pace at the start and at the end, averaged)." if pipeline.get("seqf_seconds_per_step_end")
+                else "(its SeqF pace at the start).")
              + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
                 "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
              "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
