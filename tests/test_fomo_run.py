@@ -69,6 +69,16 @@ def test_adapt_unseen_scores_every_adaptation_item_in_the_unseen_style(emoji_roo
     assert len(objects.labels) == sum(it["group"] == "Objects" for it in bench.items)   # every item of the group, all splits
 
 
+def test_adapt_unseen_without_an_unseen_style_names_the_field(emoji_root):
+    from vlcp.run.streams.concepts import ConceptStream
+
+    cfg = experiment_from_dict({**fomo_experiment(emoji_root, adapt_unseen=True).to_dict(),
+                                "data": {"root": str(emoji_root), "stream": "concepts", "unseen_styles": []}})
+    with pytest.raises(ConfigError, match="fomo.adapt_unseen: .*data.unseen_styles is empty"):
+        ConceptStream.check(cfg, None)
+    ConceptStream.check(fomo_experiment(emoji_root, adapt_unseen=True), None)   # the default unseen style: fine
+
+
 def test_fomo_config_errors_name_the_field(emoji_root):
     with pytest.raises(ConfigError, match="fomo.mixture: λ sum to 0.9"):
         fomo_experiment(emoji_root, mixture=[0.5, 0.4, 0.0])

@@ -133,6 +133,10 @@ class ConceptStream(Stream):
     def check(cls, cfg: ExperimentCfg, method_cls: type[Method]) -> None:
         if cfg.data.tasks:
             raise ConfigError("data.tasks: the concept stream uses every group (fomo.pool_groups picks the pool)")
+        if cfg.fomo.adapt_unseen and (cfg.data.benchmark != "emoji" or not cfg.data.unseen_styles):
+            raise ConfigError("fomo.adapt_unseen: scores the emoji benchmark's adaptation groups in data.unseen_styles; "
+                              + (f"data.benchmark is {cfg.data.benchmark!r}" if cfg.data.benchmark != "emoji"
+                                 else "data.unseen_styles is empty"))
 
     def build(self, method: Method) -> None:
         cfg, device, f = self.cfg, self.device, self.cfg.fomo
