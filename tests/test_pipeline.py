@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from pipeline import pace_probe, seqf_seconds_per_step, timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds, the pace)
+from pipeline import pace_first, pace_probe, seqf_seconds_per_step, timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds, the pace)
 
 
 def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
@@ -60,6 +60,12 @@ def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
 
 
 @pytest.mark.slow
+def test_a_parts_spine_seqf_stages_run_first_and_a_whole_repro_is_one_pass():
+    assert pace_first(("fomo_figures", "run@seqf-0", "run@seqf-1")) == [("run@seqf-0", "run@seqf-1"), ("fomo_figures",)]
+    assert pace_first(("ctp_tables",)) == [("ctp_tables",)]
+    assert pace_first(()) == [()]
+
+
 def test_tiny_dvc_repro(tmp_path):
     for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "scripts", "benchmarks/results"):
         src = ROOT / name
