@@ -128,3 +128,31 @@ def test_memo_tokenizer_matches_tokenizer():
     assert torch.equal(memo(texts), tok(texts))
     assert torch.equal(memo(["a dog"]), tok(["a dog"]))   # served from the cache
     assert len(memo._rows) == 2 and memo([]).shape == (0, tok.context_length)
+
+
+def test_text_cache_encodes_each_text_once_with_the_same_features():
+    """Evaluation's sets share their captions (the unseen style holds every item): one round encodes
+    each distinct text once, and a text's feature does not depend on the batch it was encoded in,
+    so the scores are bit for bit those of encoding every set on its own."""
+    import random
+    from vlcp.eval.encode import MemoTokenizer, encode_texts
+    from vlcp.models.clip import create_clip
+    torch.manual_seed(0)
+    model, tok = create_clip("vlcp-tiny")
+    model.eval()
+    tok = MemoTokenizer(tok)
+    words = "grinning face cat heart red blue star moon flag of house tree dog".split()
+    rng = random.Random(0)
+    texts = [" ".join(rng.choices(words, k=rng.randint(2, 9))) for _ in range(300)]
+    sets = [texts[:40], texts, texts[100:117] + texts[:3]]   # overlapping, as test / unseen style / query
+    rows = []
+    encode_text = model.encode_text
+    model.encode_text = lambda t, normalize=False: rows.append(len(t)) or encode_text(t, normalize=normalize)
+    plain = [torch.cat(encode_texts(model, tok, s, "cpu", batch_size=64)) for s in sets]
+    rows.clear()
+    cache = {}
+    cached = [torch.cat(encode_texts(model, tok, s, "cpu", batch_size=64, cache=cache)) for s in sets]
+    assert sum(rows) == len(set(texts))
+    for a, b in zip(plain, cached):
+        assert torch.equal(a, b)
+    assert encode_texts(model, tok, [], "cpu", cache=cache) == []

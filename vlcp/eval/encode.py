@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from vlcp.data.pairs import PairSet
 from vlcp.errors import require_finite
@@ -17,7 +18,6 @@ class Encoded:
     image: torch.Tensor       # [M, D] normalised
     text: torch.Tensor        # [N, D] normalised
     pairs: PairSet
-    fused: torch.Tensor | None = None   # [M, D'] normalised multi-modal features (fusion models)
 
 
 def normalise_images(images: torch.Tensor) -> torch.Tensor:
@@ -28,24 +28,52 @@ def normalise_images(images: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512, fused: bool = False) -> Encoded:
-    """Features of every image and text of `pairs`; with `fused`, also the fusion encoder's
-    feature of each image with its caption (models that have one)."""
-    img, txt, mm = [], [], []
+def encode_texts(model, tokenizer, texts: list[str], device, batch_size: int = 512,
+                 cache: dict[str, torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """The normalised text features of `texts`, in batches (a list of [n, D] tensors). `cache`
+    ({text: feature}, kept by the caller for one model state, e.g. one evaluation round): each
+    distinct text is encoded once; the emoji benchmark's evaluation sets share their captions (a
+    text's feature does not depend on the batch it is encoded in: tests/test_metrics.py)."""
+    if cache is None:
+        return [model.encode_text(tokenizer(texts[s:s + batch_size]).to(device), normalize=True).float().cpu()
+                for s in range(0, len(texts), batch_size)]
+    new = [t for t in dict.fromkeys(texts) if t not in cache]
+    for s in range(0, len(new), batch_size):
+        batch = new[s:s + batch_size]
+        cache.update(zip(batch, model.encode_text(tokenizer(batch).to(device), normalize=True).float().cpu()))
+    return [torch.stack([cache[t] for t in texts])] if texts else []
+
+
+@torch.no_grad()
+def encode(model, tokenizer, pairs: PairSet, device, batch_size: int = 512,
+           text_cache: dict[str, torch.Tensor] | None = None) -> Encoded:
+    """Features of every image and text of `pairs`. `text_cache`: see `encode_texts`."""
+    img = []
     for s in range(0, len(pairs.images), batch_size):
         x = normalise_images(pairs.images[s:s + batch_size])
         img.append(model.encode_image(x.to(device), normalize=True).float().cpu())
-    for s in range(0, len(pairs.texts), batch_size):
-        txt.append(model.encode_text(tokenizer(pairs.texts[s:s + batch_size]).to(device), normalize=True).float().cpu())
-    if fused and hasattr(model, "encode_multimodal"):
-        for s in range(0, len(pairs.images), batch_size):
-            x = normalise_images(pairs.images[s:s + batch_size]).to(device)
-            t = tokenizer([pairs.texts[i] for i in pairs.image_text[s:s + batch_size].tolist()]).to(device)
-            mm.append(model.encode_multimodal(x, t, normalize=True).float().cpu())
+    txt = encode_texts(model, tokenizer, list(pairs.texts), device, batch_size, text_cache)
     d = model.text_projection.shape[1] if hasattr(model, "text_projection") else 0
     cat = lambda xs, what: require_finite(torch.cat(xs) if xs else torch.zeros(0, d), what)  # noqa: E731
-    return Encoded(cat(img, "image features"), cat(txt, "text features"), pairs,
-                   cat(mm, "multi-modal features") if mm else None)
+    return Encoded(cat(img, "image features"), cat(txt, "text features"), pairs)
+
+
+@torch.no_grad()
+def encode_multimodal(model, tokenizer, pairs: PairSet, device, batch_size: int = 512,
+                      text_cache: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+    """The normalised multi-modal feature of every image of `pairs` with its caption [M, D]: a
+    fusion encoder's (ALBEF's fused [CLS], `encode_multimodal`; its unimodal features are not
+    computed), else the normalised sum of the normalised image and caption features (CLIP's
+    stand-in, as `vlcp.models.multimodal_features`). `text_cache`: see `encode_texts`."""
+    if not hasattr(model, "encode_multimodal"):
+        enc = encode(model, tokenizer, pairs, device, batch_size, text_cache)
+        return F.normalize(enc.image + enc.text[pairs.image_text], dim=-1)
+    mm = []
+    for s in range(0, len(pairs.images), batch_size):
+        x = normalise_images(pairs.images[s:s + batch_size]).to(device)
+        t = tokenizer([pairs.texts[i] for i in pairs.image_text[s:s + batch_size].tolist()]).to(device)
+        mm.append(model.encode_multimodal(x, t, normalize=True).float().cpu())
+    return require_finite(torch.cat(mm), "multi-modal features") if mm else torch.zeros(0, 0)
 
 
 class MemoTokenizer:

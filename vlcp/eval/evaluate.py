@@ -12,14 +12,13 @@ Per task i it fills:
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from vlcp.config import EvalCfg
 from vlcp.data.pairs import PairSet
 from vlcp.data.procedural import PROCEDURAL_TASKS, render_scenes, render_shapes
 from vlcp.errors import NonFiniteError
-from vlcp.eval.encode import Encoded, MemoTokenizer, encode, normalise_images   # the first three also re-exported here
+from vlcp.eval.encode import Encoded, MemoTokenizer, encode, encode_multimodal, normalise_images
 from vlcp.eval.fomo import downstream_scores
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
@@ -32,12 +31,6 @@ def _retrieval(enc: Encoded, tasks: list[int], ks) -> dict[str, float]:
     keep_i = keep_t[p.image_text]
     return cross_modal(enc.image[keep_i], enc.text[keep_t], p.image_text[keep_i],
                        torch.arange(len(p.texts))[keep_t], ks)
-
-
-def _fused(enc: Encoded) -> torch.Tensor:
-    if enc.fused is not None:
-        return enc.fused
-    return F.normalize(enc.image + enc.text[enc.pairs.image_text], dim=-1)
 
 
 class Evaluator:
@@ -75,13 +68,13 @@ class Evaluator:
         classnames = [c.replace("-", " ") for c in self.class_names]   # none: no per-task zero-shot (cc's pseudo classes)
         weights = zeroshot_weights(model, tokenizer, classnames, self.cfg.zeroshot_templates, device).float().cpu() \
             if classnames else None
-        encoded = {}
+        encoded, texts = {}, {}   # texts: every caption's feature this round (the sets share their captions)
         parts = len(self.sets) + bool(len(self.query)) + bool(self.cfg.heldout)
         bar = tqdm(total=parts, desc=f"evaluate after task {task + 1}", unit="set", leave=False,
                    disable=not (self.progress and is_main()))
         for name, pairs in self.sets.items():
             bar.update()
-            enc = encoded[name] = encode(model, tokenizer, pairs, device, self.cfg.batch_size)
+            enc = encoded[name] = encode(model, tokenizer, pairs, device, self.cfg.batch_size, text_cache=texts)
             cells = [_retrieval(enc, [j], ks) for j in range(self.num_tasks)]
             for j in range(self.num_tasks if weights is not None else 0):
                 keep = pairs.image_tasks == j
@@ -90,11 +83,11 @@ class Evaluator:
             row["cumulative"][name] = _retrieval(enc, list(range(task + 1)), ks)
         if len(self.query):
             bar.update()
-            q = encode(model, tokenizer, self.query.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
-            g = encode(model, tokenizer, self.gallery.of_tasks(range(task + 1)), device, self.cfg.batch_size, fused=True)
+            query, gallery = self.query.of_tasks(range(task + 1)), self.gallery.of_tasks(range(task + 1))
+            q = encode_multimodal(model, tokenizer, query, device, self.cfg.batch_size, texts)
+            g = encode_multimodal(model, tokenizer, gallery, device, self.cfg.batch_size, texts)
             for norm, tag in (("hits", "mAP"), ("standard", "mAP_std")):
-                maps = mean_average_precision(_fused(q), _fused(g), q.pairs.image_labels, g.pairs.image_labels,
-                                              ks, normalizer=norm)
+                maps = mean_average_precision(q, g, query.image_labels, gallery.image_labels, ks, normalizer=norm)
                 row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
         bar.update(parts - bar.n)   # the held-out suite, when there is one
         if self.cfg.heldout and self.downstream is not None:
@@ -147,17 +140,18 @@ class Evaluator:
         """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT)."""
         model.eval()
         tokenizer = self._tokenizer(tokenizer)
-        enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size)
+        texts = {}
+        enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size, text_cache=texts)
         if len(self.query):
-            q = encode(model, tokenizer, self.query, device, self.cfg.batch_size, fused=True)
-            g = encode(model, tokenizer, self.gallery, device, self.cfg.batch_size, fused=True)
+            q = encode_multimodal(model, tokenizer, self.query, device, self.cfg.batch_size, texts)
+            g = encode_multimodal(model, tokenizer, self.gallery, device, self.cfg.batch_size, texts)
         out = []
         for i in range(self.num_tasks):
             cell = _retrieval(enc, list(range(i + 1)), tuple(self.cfg.ks))
             if len(self.query):
-                qi, gi = q.pairs.image_tasks <= i, g.pairs.image_tasks <= i
-                maps = mean_average_precision(_fused(q)[qi], _fused(g)[gi], q.pairs.image_labels[qi],
-                                              g.pairs.image_labels[gi], tuple(self.cfg.ks), normalizer="hits")
+                qi, gi = self.query.image_tasks <= i, self.gallery.image_tasks <= i
+                maps = mean_average_precision(q[qi], g[gi], self.query.image_labels[qi],
+                                              self.gallery.image_labels[gi], tuple(self.cfg.ks), normalizer="hits")
                 cell |= {f"mAP@{n}": v for n, v in maps.items()}
             out.append(cell)
         model.train()
