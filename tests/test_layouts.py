@@ -322,7 +322,7 @@ def pets(root: Path) -> Path:
 
 
 def test_image_folder_classes_labels_default_templates(tmp_path):
-    from vlcp.eval.zeroshot import CLIP_ENSEMBLES
+    from vlcp.eval.zeroshot import clip_ensembles
 
     root = pets(tmp_path / "pets")
     assert is_image_folder(root)
@@ -333,7 +333,7 @@ def test_image_folder_classes_labels_default_templates(tmp_path):
     assert len(folder.templates) == 7 and folder.templates[0] == "itap of a {}."      # open_clip's simple set
     assert all("{}" in t for t in folder.templates)
     full = read_image_folder(root, ensemble="openai")                 # CLIP's 80, on request
-    assert len(full.templates) == 80 and full.templates == CLIP_ENSEMBLES["imagenet"]
+    assert len(full.templates) == 80 and full.templates == clip_ensembles()["imagenet"]
     with pytest.raises(VlcpError, match="not a prompt ensemble"):
         read_image_folder(root, ensemble="eighty")
 

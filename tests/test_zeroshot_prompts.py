@@ -7,7 +7,7 @@ from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES
 
 from vlcp.config import EvalCfg, load_params, resolve_experiment
 from vlcp.errors import ConfigError
-from vlcp.eval.zeroshot import CLIP_ENSEMBLES, prompt_templates
+from vlcp.eval.zeroshot import clip_ensembles, prompt_templates
 
 
 def test_paper_profile_uses_prompt_ensembles():
@@ -28,8 +28,8 @@ def test_prompt_templates():
     imagenet = prompt_templates("ImageNet", "x {}", "ensemble")
     assert imagenet == [t("{}") for t in OPENAI_IMAGENET_TEMPLATES] and len(imagenet) == 80
     assert prompt_templates("some-new-set", "x {}", "ensemble") == imagenet      # no CLIP ensemble: ImageNet's
-    assert {len(CLIP_ENSEMBLES[n]) for n in ("caltech101", "dtd", "sun397", "food101", "flowers102")} == {34, 8, 2, 1}
-    for templates in CLIP_ENSEMBLES.values():
+    assert {len(clip_ensembles()[n]) for n in ("caltech101", "dtd", "sun397", "food101", "flowers102")} == {34, 8, 2, 1}
+    for templates in clip_ensembles().values():
         assert all("\0" in t.format("\0") for t in templates)
     with pytest.raises(ConfigError, match="eval.prompts"):
         prompt_templates("cifar10", "{}", "many")

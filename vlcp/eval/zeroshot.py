@@ -9,9 +9,9 @@ own gets the ImageNet one.
 """
 from __future__ import annotations
 
+from functools import cache
+
 import torch
-from open_clip.zero_shot_classifier import build_zero_shot_classifier
-from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES
 
 from vlcp.errors import ConfigError
 
@@ -32,8 +32,9 @@ _RENDITIONS = ["a photo of a {}.", "a painting of a {}.", "a plastic {}.", "a sc
                "the {} in a video game.", "the plushie {}.", "the origami {}.", "art of the {}.",
                "graffiti of the {}.", "a drawing of the {}.", "a doodle of the {}."]
 
-# CLIP's per-dataset templates (openai/CLIP data/prompts.md) for IncCLIP's eight zero-shot sets
-CLIP_ENSEMBLES: dict[str, list[str]] = {
+# CLIP's per-dataset templates (openai/CLIP data/prompts.md) for IncCLIP's eight zero-shot sets, but
+# ImageNet's (`clip_ensembles`)
+_CLIP_OWN: dict[str, list[str]] = {
     "cifar10": _PHOTO,
     "cifar100": _PHOTO,
     "caltech101": _RENDITIONS,
@@ -43,8 +44,17 @@ CLIP_ENSEMBLES: dict[str, list[str]] = {
     "flowers102": ["a photo of a {}, a type of flower."],
     "food101": ["a photo of {}, a type of food."],
     "sun397": ["a photo of a {}.", "a photo of the {}."],
-    "imagenet": [t("{}") for t in OPENAI_IMAGENET_TEMPLATES],
 }
+
+
+@cache
+def clip_ensembles() -> dict[str, list[str]]:
+    """CLIP's prompt ensembles by lower-case dataset name (read-only), ImageNet's 80 from open_clip.
+    open_clip is imported on first use, not with this module: it costs seconds (torchvision's ops
+    import torch._dynamo), and a process that only checks configs (`vlcp run --jobs N`'s parent,
+    through the stream modules) needs none of it."""
+    from open_clip.zero_shot_metadata import OPENAI_IMAGENET_TEMPLATES
+    return {**_CLIP_OWN, "imagenet": [t("{}") for t in OPENAI_IMAGENET_TEMPLATES]}
 
 
 def prompt_templates(dataset: str, template: str, prompts: str = "single") -> list[str]:
@@ -55,11 +65,13 @@ def prompt_templates(dataset: str, template: str, prompts: str = "single") -> li
         raise ConfigError(f"eval.prompts: must be one of {', '.join(PROMPTS)}, got {prompts!r}")
     if prompts == "single":
         return [template]
-    return list(CLIP_ENSEMBLES.get(dataset.lower(), CLIP_ENSEMBLES["imagenet"]))
+    ensembles = clip_ensembles()
+    return list(ensembles.get(dataset.lower(), ensembles["imagenet"]))
 
 
 def zeroshot_weights(model, tokenizer, classnames: list[str], templates: list[str], device) -> torch.Tensor:
     """[D, C] normalised class embeddings, each the mean over templates ("{}" -> class name)."""
+    from open_clip.zero_shot_classifier import build_zero_shot_classifier
     return build_zero_shot_classifier(model, tokenizer, classnames,
                                       [t.format for t in templates], device=device, use_tqdm=False)
 
