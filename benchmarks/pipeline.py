@@ -13,7 +13,10 @@ A repro that is stopped (a session that ends) can go on with --resume: the stage
 are kept in DIR/pipeline-partial.json as they finish, DVC skips them, and the stage that was
 cut off reruns whole: its runs' checkpoints (DIR/checkpoints, which no finished stage needs) are
 removed first, or its runs would resume from them and time only their rest. The total is then the
-sum of whole stages, and `attempts` says so.
+sum of whole stages, and `attempts` says so: each attempt lists the stages it finished
+(`stage_names`), and a resumed one starts with a pace probe (`seqf_seconds_per_step_start`), since
+it may run on another day at another pace (vlcp.report.performance.pace_slowdown reads each
+attempt's stages at its own pace).
 """
 from __future__ import annotations
 
@@ -144,7 +147,10 @@ def main() -> None:
         else:
             subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
             done = {"stages": {}, "attempts": []}
-        attempt = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": 0}
+        env["PYTHONPATH"] = str(clone)
+        attempt = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": 0, "stage_names": []}
+        if args.resume and (clone / "data" / "emoji").exists():   # this attempt's own pace (the first reads the spine's SeqF runs)
+            attempt["seqf_seconds_per_step_start"] = pace_probe(clone, env)
         done["attempts"].append(attempt)
 
         mine = {}   # this attempt's finished stages
@@ -152,9 +158,8 @@ def main() -> None:
         def keep(stages):
             mine.update(stages)
             done["stages"].update(stages)
-            attempt["stages"] = len(mine)
+            attempt["stages"], attempt["stage_names"] = len(mine), sorted(mine)
             write_json(partial, done)
-        env["PYTHONPATH"] = str(clone)
         targets = tuple(args.targets)
         passes = [checked(timed_repro(clone, env, on_stage=keep, targets=p)) for p in pace_first(targets)]   # keep() has every stage by now
         noop = checked(timed_repro(clone, env, targets=targets))

@@ -95,6 +95,16 @@ def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
     both_ends = {**pipe, "seqf_seconds_per_step_end": 0.16}     # the probe after the repro: the mean of both ends
     assert pf.pace_slowdown(both_ends, {"median_seconds_per_step": {"seqf": 0.04}}) == pytest.approx(3.5)
     assert pf.pace_slowdown({**pipe, "seqf_seconds_per_step_end": None}, {"median_seconds_per_step": {"seqf": 0.04}}) == pytest.approx(3.0)
+    # stopped and resumed on another day: each attempt's stages at its own pace (the first attempt's
+    # start is the spine's SeqF runs; the resumed one probes at its start; the end probe joins the last)
+    resumed = {"stages": {"a": 120.0, "b": 100.0}, "seqf_seconds_per_step": 0.08, "seqf_seconds_per_step_end": 0.04,
+               "attempts": [{"stage_names": ["a"]}, {"stage_names": ["b"], "seqf_seconds_per_step_start": 0.06}]}
+    ref = {"median_seconds_per_step": {"seqf": 0.04}}
+    assert pf.pace_slowdown(resumed, ref) == pytest.approx(220 / (120 / 2.0 + 100 / 1.25))
+    no_probe = {**resumed, "attempts": [resumed["attempts"][0], {"stage_names": ["b"]}]}   # the second attempt's end alone
+    assert pf.pace_slowdown(no_probe, ref) == pytest.approx(220 / (120 / 2.0 + 100 / 1.0))
+    old_style = {**resumed, "attempts": [{"stages": 1}, {"stages": 1}]}    # before attempts listed their stages
+    assert pf.pace_slowdown(old_style, ref) == pytest.approx(1.5)
     t = pf.budget_table(pipe, budgets, slow)
     assert t.loc["spine", "measured min"] == pytest.approx(5.0) and t.loc["spine", "verdict"] == "confirmed"
     assert t.loc["ctp", "stages"] == 3 and t.loc["ctp", "measured min"] == pytest.approx(51.0)

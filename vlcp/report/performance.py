@@ -205,10 +205,29 @@ def pace_slowdown(pipeline: dict, spine_cost: dict | None) -> float:
     the spine's SeqF runs, which come first (`seqf_seconds_per_step`), and one SeqF run after it
     (`seqf_seconds_per_step_end`); with both, their mean (the pace over the repro if it drifted
     evenly: a whole repro takes hours, and the VM's speed drifts over that). Measurements made before
-    the end probe existed read the start alone. 1.0 when no pace or no reference was measured."""
-    paces = [p for p in (pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")) if p]
+    the end probe existed read the start alone. A repro stopped and resumed (`attempts`, each with the
+    stages it finished and its own start pace: a resumed attempt may run on another day) reads each
+    attempt's stages at that attempt's pace (its start, and for the last one the mean with the end):
+    the slowdown that turns the summed seconds into their sum at the reference pace. 1.0 when no pace
+    or no reference was measured."""
     ref = ((spine_cost or {}).get("median_seconds_per_step") or {}).get("seqf")
-    return sum(paces) / len(paces) / ref if paces and ref else 1.0
+    start, end = pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")
+    if not ref:
+        return 1.0
+    attempts = pipeline.get("attempts") or []
+    if len(attempts) > 1 and all("stage_names" in a for a in attempts):
+        paces = []
+        for i, a in enumerate(attempts):
+            ends = [a.get("seqf_seconds_per_step_start") or (start if i == 0 else None),
+                    end if i == len(attempts) - 1 else None]
+            known = [p for p in ends if p]
+            paces.append(sum(known) / len(known) if known else None)
+        secs = pipeline["stages"]
+        timed = [(secs[n], pace) for a, pace in zip(attempts, paces) for n in a["stage_names"] if n in secs]
+        if timed and all(pace for _, pace in timed):
+            return sum(t for t, _ in timed) / sum(t / (pace / ref) for t, pace in timed)
+    paces = [p for p in (start, end) if p]
+    return sum(paces) / len(paces) / ref if paces else 1.0
 
 
 BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "not confirmed": "NOT met"}
