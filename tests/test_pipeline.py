@@ -59,13 +59,13 @@ def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
     return params
 
 
-@pytest.mark.slow
 def test_a_parts_spine_seqf_stages_run_first_and_a_whole_repro_is_one_pass():
     assert pace_first(("fomo_figures", "run@seqf-0", "run@seqf-1")) == [("run@seqf-0", "run@seqf-1"), ("fomo_figures",)]
     assert pace_first(("ctp_tables",)) == [("ctp_tables",)]
     assert pace_first(()) == [()]
 
 
+@pytest.mark.slow
 def test_tiny_dvc_repro(tmp_path):
     for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "scripts", "benchmarks/results"):
         src = ROOT / name
