@@ -88,14 +88,15 @@ def test_stage_costs_match_the_pipeline_measurement():
 
     import yaml
 
-    from vlcp.report.performance import costs_line, costs_markdown, pace_slowdown, retimed, study_costs
+    from vlcp.report.performance import costs_line, costs_markdown, retimed, study_costs, study_slowdowns
 
     results = ROOT / "benchmarks" / "results"
     pipeline = json.loads((results / "pipeline.json").read_text())
     spine = json.loads((results / "spine_cost.json").read_text())
     parts = retimed({p.stem: json.loads(p.read_text()) for p in results.glob("pipeline-*.json")}, spine)
-    costs = study_costs(pipeline, yaml.safe_load((ROOT / "params.yaml").read_text()),
-                        yaml.safe_load((ROOT / "dvc.yaml").read_text()), pace_slowdown(pipeline, spine), parts)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    costs = study_costs(pipeline, params, yaml.safe_load((ROOT / "dvc.yaml").read_text()),
+                        study_slowdowns(pipeline, spine, params["report"]["performance"]["budgets"]), parts)
     docs = (DOCS / "overview.md").read_text(encoding="utf-8")
     block = re.search(r"<!-- stage-costs[^>]*-->\n(.*?)<!-- /stage-costs -->", docs, re.S)
     assert block and block.group(1) == costs_markdown(costs, pipeline), "regenerate docs/overview.md's stage costs"

@@ -1,4 +1,5 @@
 """The performance report's method-overhead tables, on hand-made runs."""
+import pandas as pd
 import pytest
 
 from vlcp.report import performance as pf
@@ -105,6 +106,19 @@ def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
     assert pf.pace_slowdown(no_probe, ref) == pytest.approx(220 / (120 / 2.0 + 100 / 1.0))
     old_style = {**resumed, "attempts": [{"stages": 1}, {"stages": 1}]}    # before attempts listed their stages
     assert pf.pace_slowdown(old_style, ref) == pytest.approx(1.5)
+    # each study at the pace of the attempt its stages ran in, not the mean over the repro
+    assert pf.pace_slowdown(resumed, ref, ["a"]) == pytest.approx(2.0)
+    assert pf.pace_slowdown(resumed, ref, ["b"]) == pytest.approx(1.25)
+    per = pf.study_slowdowns(resumed, ref, {"first": {"stages": ["a"]}, "second": {"stages": ["b"]}})
+    assert per == pytest.approx({"first": 2.0, "second": 1.25})
+    bt = pf.budget_table(resumed, {"first": {"minutes": 1, "stages": ["a"]}, "second": {"minutes": 1, "stages": ["b"]}}, per)
+    assert list(bt["at reference pace min"]) == pytest.approx([1.0, 100 / 60 / 1.25])
+    assert bt["at reference pace min"].sum() == pytest.approx(220 / 60 / pf.pace_slowdown(resumed, ref))   # the whole's sum kept
+    md = pf.costs_markdown(pd.DataFrame({"runs": [1, 1], "stages": [1, 1], "measured min": [2.0, 100 / 60],
+                                          "at reference pace min": list(bt["at reference pace min"]), "budget min": [1, 1],
+                                          "not timed": ["", ""]}, index=["first", "second"]),
+                           {**resumed, "date": "2026-11-29", "commit": "abc", "cpus": 2})
+    assert "2 attempts" in md and "the attempt they ran in" in md
     t = pf.budget_table(pipe, budgets, slow)
     assert t.loc["spine", "measured min"] == pytest.approx(5.0) and t.loc["spine", "verdict"] == "confirmed"
     assert t.loc["ctp", "stages"] == 3 and t.loc["ctp", "measured min"] == pytest.approx(51.0)

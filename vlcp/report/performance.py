@@ -198,7 +198,7 @@ def eval_memory_frame(bench: dict) -> pd.DataFrame:
     return df.pivot(index="n", columns="path", values=["seconds", "peak_mb"])
 
 
-def pace_slowdown(pipeline: dict, spine_cost: dict | None) -> float:
+def pace_slowdown(pipeline: dict, spine_cost: dict | None, stages=None) -> float:
     """How much slower the machine ran during a pipeline measurement than in its reference
     measurement: the pipeline's SeqF seconds per training step ÷ `benchmarks/spine_cost.py`'s median
     SeqF step on the same machine. `benchmarks/pipeline.py` reads the pace at both ends of the repro:
@@ -208,8 +208,9 @@ def pace_slowdown(pipeline: dict, spine_cost: dict | None) -> float:
     the end probe existed read the start alone. A repro stopped and resumed (`attempts`, each with the
     stages it finished and its own start pace: a resumed attempt may run on another day) reads each
     attempt's stages at that attempt's pace (its start, and for the last one the mean with the end):
-    the slowdown that turns the summed seconds into their sum at the reference pace. 1.0 when no pace
-    or no reference was measured."""
+    the slowdown that turns the summed seconds into their sum at the reference pace. `stages` (names)
+    reads those stages alone: a study that ran in one attempt takes that attempt's pace, not the mean
+    over the repro (`study_slowdowns`). 1.0 when no pace or no reference was measured."""
     ref = ((spine_cost or {}).get("median_seconds_per_step") or {}).get("seqf")
     start, end = pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")
     if not ref:
@@ -223,11 +224,28 @@ def pace_slowdown(pipeline: dict, spine_cost: dict | None) -> float:
             known = [p for p in ends if p]
             paces.append(sum(known) / len(known) if known else None)
         secs = pipeline["stages"]
-        timed = [(secs[n], pace) for a, pace in zip(attempts, paces) for n in a["stage_names"] if n in secs]
+        timed = [(secs[n], pace) for a, pace in zip(attempts, paces) for n in a["stage_names"]
+                 if n in secs and (stages is None or n in stages)]
         if timed and all(pace for _, pace in timed):
             return sum(t for t, _ in timed) / sum(t / (pace / ref) for t, pace in timed)
     paces = [p for p in (start, end) if p]
     return sum(paces) / len(paces) / ref if paces else 1.0
+
+
+def study_stages(stages, prefixes) -> list[str]:
+    """The stage names (`name` or `name@item`) that belong to a budget's stage `prefixes`."""
+    return [n for n in stages if any(n == p or n.startswith(p + "@") for p in prefixes)]
+
+
+def study_slowdowns(pipeline: dict, spine_cost: dict | None, budgets: dict[str, dict]) -> dict[str, float]:
+    """Each study's slowdown over its own stages (`pace_slowdown(stages=...)`): in a repro stopped and
+    resumed at another pace, the mean over the repro would move minutes between the studies."""
+    return {study: pace_slowdown(pipeline, spine_cost, study_stages(pipeline["stages"], b["stages"]))
+            for study, b in budgets.items()}
+
+
+def _slowdown_of(slowdown: float | dict[str, float], study: str) -> float:
+    return slowdown[study] if isinstance(slowdown, dict) else slowdown
 
 
 BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "not confirmed": "NOT met"}
@@ -290,10 +308,11 @@ def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict,
     return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
 
 
-def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float = 1.0,
+def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | dict[str, float] = 1.0,
                 parts: list[tuple[dict, float]] = ()) -> pd.DataFrame:
     """Per study (`report.performance.budgets`): its runs today (`study_runs`), its stages today, and
-    the measured minutes of those `pipeline` timed, as measured and at the reference pace; `not
+    the measured minutes of those `pipeline` timed, as measured and at the reference pace (÷ `slowdown`:
+    one for every study, or one per study, `study_slowdowns`); `not
     timed` names the stages added since the measurement (their time is not in the minutes). A study
     whose every stage a later part measurement timed (`parts`: (measurement, its slowdown), from
     `retimed`) takes that one's minutes, each at its own day's pace; `measured` names the source."""
@@ -302,7 +321,7 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float = 
     rows = {}
     for study, b in budgets.items():
         mine = [n for n in today if n.split("@")[0] in b["stages"]]
-        source, slow = pipeline, slowdown
+        source, slow = pipeline, _slowdown_of(slowdown, study)
         for part, part_slow in parts:   # the latest part that timed all of this study's stages
             if measured_at(part) >= measured_at(pipeline) and mine and all(n in part["stages"] for n in mine):
                 source, slow = part, part_slow
@@ -329,6 +348,9 @@ def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
              f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown during the repro "
              + ("(its SeqF pace at the start and at the end, averaged)." if pipeline.get("seqf_seconds_per_step_end")
                 else "(its SeqF pace at the start).")
+             + (f" It was stopped and resumed ({len(attempts)} attempts): each study's stages are read at the pace "
+                "of the attempt they ran in (SeqF at its start, and for the last also at its end)."
+                if len(attempts := pipeline.get("attempts") or []) > 1 and all("stage_names" in a for a in attempts) else "")
              + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
                 "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
              "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
@@ -351,17 +373,19 @@ def costs_line(costs: pd.DataFrame) -> str:
                      for s, r in costs.iterrows())
 
 
-def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float = 1.0) -> pd.DataFrame:
+def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dict[str, float] = 1.0) -> pd.DataFrame:
     """Measured minutes of each paper's DVC stages (matched by stage-name prefix) against its budget,
-    and scaled back to the machine's reference pace (÷ `slowdown`, see `pace_slowdown`); `verdict`
-    by `budget_verdict`. A paper with no measured stage yet shows NaN and `status` "not built"."""
+    and scaled back to the machine's reference pace (÷ `slowdown`, see `pace_slowdown`: one for every
+    paper, or one per paper, `study_slowdowns`); `verdict` by `budget_verdict`. A paper with no
+    measured stage yet shows NaN and `status` "not built"."""
     stages = pipeline["stages"]
     rows = {}
     for paper, b in budgets.items():
-        secs = [s for name, s in stages.items() if any(name == p or name.startswith(p + "@") for p in b["stages"])]
+        secs = [stages[n] for n in study_stages(stages, b["stages"])]
+        slow = _slowdown_of(slowdown, paper)
         measured = sum(secs) / 60 if secs else float("nan")
-        verdict = budget_verdict(measured, b["minutes"], slowdown) if secs else None
+        verdict = budget_verdict(measured, b["minutes"], slow) if secs else None
         rows[paper] = {"budget min": b["minutes"], "measured min": measured,
-                       "at reference pace min": measured / slowdown, "stages": len(secs),
+                       "at reference pace min": measured / slow, "stages": len(secs),
                        "status": BUDGET_STATUS[verdict] if verdict else "not built", "verdict": verdict}
     return pd.DataFrame.from_dict(rows, orient="index")
