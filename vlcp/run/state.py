@@ -28,10 +28,14 @@ def pick_device(name: str) -> torch.device:
 
 
 def versions() -> dict:
+    """What a run's bits depend on besides its config: the library versions, and the CPU capability
+    torch dispatches to (AVX2 or AVX-512 kernels round differently, so a seed reproduces a run only
+    on the same capability and thread count; the threads are in the config)."""
     import open_clip
     return {"vlcp": vlcp.__version__, "torch": torch.__version__, "open_clip": open_clip.__version__,
             "python": platform.python_version(), "machine": platform.machine(),
-            "processor": platform.processor() or platform.machine()}
+            "processor": platform.processor() or platform.machine(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 @contextlib.contextmanager
