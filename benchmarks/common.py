@@ -34,7 +34,6 @@ def provenance() -> dict:
     import torch
 
     return {"machine": platform.machine(), "processor": cpu_model(), "cpus": os.cpu_count(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "python": platform.python_version(), "torch": torch.__version__,
             "date": time.strftime("%Y-%m-%d"), "commit": git_commit()}
 
