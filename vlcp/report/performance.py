@@ -198,7 +198,14 @@ def eval_memory_frame(bench: dict) -> pd.DataFrame:
     return df.pivot(index="n", columns="path", values=["seconds", "peak_mb"])
 
 
-def pace_slowdown(pipeline: dict, spine_cost: dict | None, stages=None) -> float:
+def resumed_attempts(pipeline: dict) -> list[dict]:
+    """The attempts of a repro stopped and resumed whose stages are listed per attempt (`stage_names`,
+    since 2026-11-29), each to be read at its own pace; [] for one attempt or an older file."""
+    attempts = pipeline.get("attempts") or []
+    return attempts if len(attempts) > 1 and all("stage_names" in a for a in attempts) else []
+
+
+def pace_slowdown(pipeline: dict, spine_cost: dict | None, stages: list[str] | None = None) -> float:
     """How much slower the machine ran during a pipeline measurement than in its reference
     measurement: the pipeline's SeqF seconds per training step ÷ `benchmarks/spine_cost.py`'s median
     SeqF step on the same machine. `benchmarks/pipeline.py` reads the pace at both ends of the repro:
@@ -215,8 +222,8 @@ def pace_slowdown(pipeline: dict, spine_cost: dict | None, stages=None) -> float
     start, end = pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")
     if not ref:
         return 1.0
-    attempts = pipeline.get("attempts") or []
-    if len(attempts) > 1 and all("stage_names" in a for a in attempts):
+    attempts = resumed_attempts(pipeline)
+    if attempts:
         paces = []
         for i, a in enumerate(attempts):
             ends = [a.get("seqf_seconds_per_step_start") or (start if i == 0 else None),
@@ -320,7 +327,7 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | 
     runs, today = study_runs(params), pipeline_stages(dvc_yaml, params)
     rows = {}
     for study, b in budgets.items():
-        mine = [n for n in today if n.split("@")[0] in b["stages"]]
+        mine = study_stages(today, b["stages"])
         source, slow = pipeline, _slowdown_of(slowdown, study)
         for part, part_slow in parts:   # the latest part that timed all of this study's stages
             if measured_at(part) >= measured_at(pipeline) and mine and all(n in part["stages"] for n in mine):
@@ -348,9 +355,9 @@ def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
              f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown during the repro "
              + ("(its SeqF pace at the start and at the end, averaged)." if pipeline.get("seqf_seconds_per_step_end")
                 else "(its SeqF pace at the start).")
-             + (f" It was stopped and resumed ({len(attempts)} attempts): each study's stages are read at the pace "
-                "of the attempt they ran in (SeqF at its start, and for the last also at its end)."
-                if len(attempts := pipeline.get("attempts") or []) > 1 and all("stage_names" in a for a in attempts) else "")
+             + (f" It was stopped and resumed ({len(resumed_attempts(pipeline))} attempts): each study's stages are "
+                "read at the pace of the attempt they ran in (SeqF at its start, and for the last also at its end)."
+                if resumed_attempts(pipeline) else "")
              + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
                 "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
              "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
