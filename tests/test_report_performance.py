@@ -189,3 +189,15 @@ def test_a_study_retimed_alone_replaces_its_row_at_its_own_pace():
     assert again.loc["ctp", "measured"] == "the whole repro" and again.loc["ctp", "measured min"] == pytest.approx(41.0)
     assert pf.study_costs(whole, params, dvc, 1.5, pf.retimed({"pipeline-ctp": earlier}, spine)).loc[
         "ctp", "measured"].startswith("alone")   # the part began after the whole (no attempts: its date)
+
+
+def test_time_line_says_when_a_studys_runs_mix_cpu_capabilities():
+    from vlcp.report.results import time_line
+
+    run = lambda exp, cap: {"experiment": exp, "seed": 0, "train": [], "wall_seconds": 60.0,  # noqa: E731
+                            "versions": {"cpu_capability": cap} if cap else {}}
+    same = time_line({"a": [run("a", "AVX2")], "b": [run("b", "AVX2")], "c": [run("c", None)]})
+    assert "CPU capabilities" not in same
+    mixed = time_line({"a": [run("a", "AVX2")], "b": [run("b", "AVX512")], "c": [run("c", None)]})
+    assert "mix CPU capabilities** (1 on AVX2, 1 on AVX512, 1 unrecorded)" in mixed
+    assert "Warning:" not in mixed           # the tiny repro's check that no library warning tops a report

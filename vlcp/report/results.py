@@ -1,6 +1,7 @@
 """Load run results and summarise them across seeds."""
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -164,7 +165,22 @@ def time_line(*collections) -> str:
     secs = sum(run_seconds(r) for r in rs)
     return (f"**{len(rs)} run{'s' if len(rs) != 1 else ''}**, **{secs / 60:.1f} min** by their own clocks (the longest "
             f"{max(run_seconds(r) for r in rs) / 60:.1f} min). The pipeline runs some side by side: its stage "
-            "times are in the performance report.")
+            "times are in the performance report." + capability_note(rs))
+
+
+def capability_note(rs: list[dict]) -> str:
+    """A sentence for a report's header when its runs were made on CPUs of different capability
+    (`versions.cpu_capability`, e.g. AVX2 and AVX512: their kernels round differently, so one seed
+    is not one draw of the noise across them, as when a stopped repro resumes on another host);
+    "" when every run that records one agrees."""
+    caps = Counter((r.get("versions") or {}).get("cpu_capability") for r in rs)
+    unknown = caps.pop(None, 0)
+    if len(caps) < 2:
+        return ""
+    counts = ", ".join(f"{n} on {cap}" for cap, n in sorted(caps.items()))
+    return (f" **These runs mix CPU capabilities** ({counts}" + (f", {unknown} unrecorded" if unknown else "")
+            + "): their kernels round otherwise, so a seed is not the same draw across them; "
+            "re-run the study on one host (`dvc repro --force` its stages) before reading small differences.")
 
 
 def step_time(r: dict, skip_first: bool = True) -> float:
