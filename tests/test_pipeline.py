@@ -67,9 +67,11 @@ def test_a_parts_spine_seqf_stages_run_first_and_a_whole_repro_is_one_pass():
 
 @pytest.mark.slow
 def test_tiny_dvc_repro(tmp_path):
-    for name in ("dvc.yaml", "params.yaml", "notebooks", "vlcp", "scripts", "benchmarks/results"):
+    # a clone's files (.gitignore: what a user's `git add -A` leaves out, the checkpoints' GBs among them);
+    # of benchmarks/, the results only: no bench stages
+    for name in ("dvc.yaml", "params.yaml", ".gitignore", ".dvcignore", "notebooks", "vlcp", "scripts", "benchmarks/results"):
         src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)  # results only: no bench stages
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
     params = ci_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
     ctp, fomo = params["report"]["ctp"], params["report"]["fomo"]   # the studies' CI-sized lists, checked below
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -141,6 +143,8 @@ def test_tiny_dvc_repro(tmp_path):
     plots = run("dvc", "plots", "show", "--out", "dvc_plots")
     assert plots.returncode == 0 and (tmp_path / "dvc_plots" / "index.html").exists(), plots.stderr
     assert run("git", "add", "-A").returncode == 0 and run("git", "commit", "-qm", "baseline").returncode == 0
+    committed = run("git", "ls-files").stdout.splitlines()     # the user's commit: code, params, dvc.lock, no run output
+    assert "dvc.lock" in committed and not [f for f in committed if f.startswith(("checkpoints/", "runs", "models/"))]
     exp = run("dvc", "exp", "run", "-S", "experiments.er.method.buffer_size=40")
     assert exp.returncode == 0, exp.stdout[-2000:] + exp.stderr[-2000:]
     assert "Running stage 'run@er-0'" in exp.stdout                          # only what the change touches
