@@ -14,7 +14,7 @@ install:  ## create .venv with the pinned toolchain and vlcp (editable)
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 
-test:     ## the test suite (CPU, two workers; ~15-17 min on 2 cores, most of it the tiny dvc repro)
+test:     ## the test suite (CPU, two workers; ~15-17 min on 2 cores, ~27 on a day 2 x slower; the tiny dvc repro is its longest test)
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 repro:    ## the whole study: dvc repro
