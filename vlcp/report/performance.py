@@ -351,13 +351,14 @@ STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP",
 def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
     """`study_costs` as the Markdown table docs/overview.md carries (tests/test_readme.py keeps it equal)."""
     alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
+    attempts = resumed_attempts(pipeline)
     lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
              f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown during the repro "
              + ("(its SeqF pace at the start and at the end, averaged)." if pipeline.get("seqf_seconds_per_step_end")
                 else "(its SeqF pace at the start).")
-             + (f" It was stopped and resumed ({len(resumed_attempts(pipeline))} attempts): each study's stages are "
+             + (f" It was stopped and resumed ({len(attempts)} attempts): each study's stages are "
                 "read at the pace of the attempt they ran in (SeqF at its start, and for the last also at its end)."
-                if resumed_attempts(pipeline) else "")
+                if attempts else "")
              + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
                 "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
              "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
