@@ -231,3 +231,65 @@ def test_a_partial_repro_is_named_briefly_with_the_command_that_makes_it(tmp_pat
     assert len(absent) == 4                                           # the one run there is not missing
     note = live.missing_note(absent, "overview")
     assert "and 1 more" in note and "dvc repro overview" in note and "seqf" not in note
+
+
+def test_incclip_long_stages_run_every_row_but_the_subsets_at_the_long_seeds():
+    dvc = yaml.safe_load((ROOT / "long" / "dvc.yaml").read_text())["stages"]
+    run = dvc["run_incclip_long"]
+    assert run["foreach"] == "${report.incclip.long.seeds}" and run["do"]["wdir"] == ".."
+    cmd = run["do"]["cmd"]
+    assert "--list report.incclip.experiments --except report.incclip.spread.experiments" in cmd and "--jobs 2" in cmd
+    assert list(run["do"]["outs"][0].values())[0]["persist"] is True
+    render = dvc["incclip_ablations_long"]
+    assert "-p long=true" in render["cmd"] and "reports/long" in render["cmd"]
+    assert "${report.incclip.long.runs}" in render["deps"] and "runs-incclip" in render["deps"]
+    ic = yaml.safe_load((ROOT / "params.yaml").read_text())["report"]["incclip"]
+    assert not set(ic["long"]["seeds"]) & set(ic["seeds"])                        # more seeds, never the same again
+    assert set(ic["long"]["seeds"]) <= set(ic["spread"]["seeds"])                # the subset has them already
+
+
+def _incclip_run(experiment, seed, acc):
+    cell = {f"{d}@{k}": acc for d in ("TR", "IR") for k in (1, 5, 10)} | {"Rm": acc}
+    return {"experiment": experiment, "seed": seed, "tasks": ["a", "b"], "task_sizes": [10, 10],
+            "heldout": [{"classification": {"test/subgroup": acc, "shape": acc},
+                         "retrieval": {"test": cell, "unseen_style": cell}}] * 2,
+            "matrix": {"test": {"Rm": [[acc, 0.0], [acc, acc]]}}, "train": [{"seconds": 1.0, "steps": 5}] * 2,
+            "config": {"model": {"name": "m"}, "train": {"steps": 10, "batch_size": 4, "lr": 1e-3},
+                       "method": {"buffer_size": 2, "replay_fraction": 0.5}}}
+
+
+def test_incclip_notebook_setup_with_long_reads_every_row_at_the_long_seeds(tmp_path, monkeypatch):
+    """long = True: the rows outside the seed subset come from the long runs at its seeds, the
+    subset's from its own (so every row has seeds 0-2, paired by seed); the main claims keep the
+    subset's five."""
+    from vlcp.utils import write_json
+
+    nb = json.loads((ROOT / "notebooks" / "incclip_ablations.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "ic.subset_spread(" in "".join(c["source"]))
+    spread = ["ic4-er", "ic4-incclip"]
+    exps = [*spread, "ic8-incclip"]
+    study = {"seeds": [0], "methods": ["er", "incclip"], "splits": {"ic4": "4 steps", "ic8": "8 steps"},
+             "spread": {"experiments": spread, "seeds": [1, 2, 3]}, "experiments": exps, "noise_floor": 3.4,
+             "long": {"runs": str(tmp_path / "long"), "seeds": [1, 2]}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"report": {"incclip": study}}))
+    runs_dir = tmp_path / "runs"
+    for e in exps:
+        write_json(runs_dir / "stream-seed0" / e / "seed0" / "results.json", _incclip_run(e, 0, 10.0))
+    for s in (1, 2, 3):
+        for e in spread:
+            write_json(runs_dir / f"spread-seed{s}" / e / f"seed{s}" / "results.json", _incclip_run(e, s, 10.0 + s))
+    for s in (1, 2):
+        write_json(tmp_path / "long" / f"seed{s}" / "ic8-incclip" / f"seed{s}" / "results.json", _incclip_run("ic8-incclip", s, 20.0 + s))
+    monkeypatch.chdir(ROOT)
+    ns = {"params_file": str(tmp_path / "params.yaml"), "runs_dir": str(runs_dir), "run_live": False, "long": True}
+    exec(cell, ns)
+    assert ns["seeds"] == [0, 1, 2] and all(len(rs) == 3 for rs in ns["runs"].values())
+    assert [r["seed"] for r in ns["runs"]["ic8-incclip"]] == [0, 1, 2] and ns["runs"]["ic8-incclip"][2]["heldout"][0]["classification"]["shape"] == 22.0
+    assert [r["seed"] for r in ns["runs"]["ic4-er"]] == [0, 1, 2]                # the subset's runs serve the long seeds
+    assert len(ns["deep"]["ic4-er"]) == 4 and len(ns["deep"]["ic8-incclip"]) == 3  # the main claims: every subset seed
+    (tmp_path / "long" / "seed2" / "ic8-incclip" / "seed2" / "results.json").unlink()
+    with pytest.raises(VlcpError, match="long/ic8-incclip/seed2/results.json: missing"):
+        exec(cell, ns | {"long": True})
+    ns = {"params_file": str(tmp_path / "params.yaml"), "runs_dir": str(runs_dir), "run_live": False, "long": False}
+    exec(cell, ns)
+    assert ns["seeds"] == [0] and len(ns["runs"]["ic8-incclip"]) == 1              # by default: the study's seed alone

@@ -437,3 +437,17 @@ def test_paper_scores_and_headrooms_read_the_papers_tables():
 
     with pytest.raises(VlcpError, match="Table 7"):
         ic.paper_scores("bwt_rm", "ic8")
+
+
+def test_the_long_profiles_ledger_has_no_exploratory_row(tmp_path):
+    """The long profile (`long = True`): every row at 3 seeds, paired by seed, so no row is below the
+    study's depth: the 8-step and instance rows can now be decided, as the 4-step ones are."""
+    ns = ledger_ns(tmp_path, ic.noise_sds(None, 1.0), deep_seeds=3)
+    ns["runs"] = ns["deep"] = {e: rs if len(rs) == 3 else [rs[0]] * 3 for e, rs in ns["deep"].items()}
+    ns["mem"] = {p: rs * 3 for p, rs in ns["mem"].items()}
+    exec(notebook_cell("incclip_ablations.ipynb", "854beca6"), ns)
+    rows = {c.claim: c for c in ns["claims"]}
+    assert not any("exploratory" in c.evidence for c in ns["claims"])
+    for split in ("8 steps", "instance"):
+        row = rows[f"IncCLIP beats every baseline ({split}, zero-shot classification Average)"]
+        assert row.seeds == 3 and row.verdict == "confirmed"       # IncCLIP 15 against the best baseline's 11, no seed noise

@@ -36,15 +36,17 @@ def find_run(runs_dir: str | Path | list[str | Path], experiment: str, seed: int
     return found[0] if found else None
 
 
-def load_runs(runs_dir: str | Path, experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
-    """{experiment: [results of each seed]}; a missing file is an error naming it."""
+def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
+    """{experiment: [results of each seed]}, looked for under `runs_dir` or any of several folders
+    (`find_run`); a missing file is an error naming it (in the last folder: the long profile's)."""
     out = {}
     for exp in experiments:
         out[exp] = []
         for s in seeds:
             path = find_run(runs_dir, exp, s)
             if path is None:
-                raise VlcpError(f"{Path(runs_dir) / exp / f'seed{s}' / 'results.json'}: missing; "
+                where = Path(runs_dir[-1] if isinstance(runs_dir, list) else runs_dir)
+                raise VlcpError(f"{where / exp / f'seed{s}' / 'results.json'}: missing; "
                                 f"run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
             out[exp].append(read_json(path))
     return out
