@@ -293,3 +293,14 @@ def test_incclip_notebook_setup_with_long_reads_every_row_at_the_long_seeds(tmp_
     ns = {"params_file": str(tmp_path / "params.yaml"), "runs_dir": str(runs_dir), "run_live": False, "long": False}
     exec(cell, ns)
     assert ns["seeds"] == [0] and len(ns["runs"]["ic8-incclip"]) == 1              # by default: the study's seed alone
+
+
+def test_cllclip_long_stages_run_every_row_but_the_subsets_at_the_long_seeds():
+    dvc = yaml.safe_load((ROOT / "long" / "dvc.yaml").read_text())["stages"]
+    run = dvc["run_cllclip_long"]
+    assert run["foreach"] == "${report.cllclip.long.seeds}" and "models/cll-base.pt" in run["do"]["deps"]
+    assert "--list report.cllclip.experiments --except report.cllclip.spread.experiments" in run["do"]["cmd"]
+    assert list(run["do"]["outs"][0].values())[0]["persist"] is True
+    assert "-p long=true" in dvc["cllclip_teir_long"]["cmd"] and "${report.cllclip.long.runs}" in dvc["cllclip_teir_long"]["deps"]
+    cll = yaml.safe_load((ROOT / "params.yaml").read_text())["report"]["cllclip"]
+    assert not set(cll["long"]["seeds"]) & set(cll["seeds"]) and set(cll["long"]["seeds"]) <= set(cll["spread"]["seeds"])

@@ -156,7 +156,8 @@ def ledger_ns(tmp_path, spread_ar, study=None):
           "spread": None if spread_ar is None else cl.seed_spread(subset(spread_ar), SUBSET_SEEDS),
           "subset_missing": ["cll-clip seed 1"] if spread_ar is None else [], "spread_exps": ["cll-clip", "cll-clip-teir"],
           "spread_seeds": SUBSET_SEEDS, "study_power_table": None,   # (the power cell, earlier in the notebook)
-          "subset": {} if spread_ar is None else subset(spread_ar), "study": study or {}}
+          "subset": {} if spread_ar is None else subset(spread_ar), "study": study or {},
+          "seeded_runs": None}   # the long profile's runs at every seed (setup cell; None by default)
     return ns
 
 
@@ -407,3 +408,17 @@ def test_lower_than_a_paired_pair_at_depth_refutes_the_row():
     assert c.verdict in ("inconclusive", "underpowered") and "exploratory" in c.evidence   # (2) is one run
     both = cl.lower_than("c", {"(1)": [1.5, 1.51, 1.49], "(6)": [1.0, 1.02, 0.98]}, "(1)", spread=sp, metric="loss")
     assert both.verdict == "confirmed"                                    # every comparison at depth
+
+
+def test_the_long_profiles_ledger_pairs_every_row_by_seed(tmp_path):
+    """The long profile (`long = True`): every row at seeds 0-2 (`seeded_runs`), so no row is
+    exploratory; TEIR 10 AR points above its plain run at every seed decides Table 2's claim."""
+    ns = ledger_ns(tmp_path, 1.0, study={"power": CALIBRATED})
+    ns["seeded_runs"] = {e: [r, r, r] for e, r in ns["runs"].items()}
+    ns["subset"] = {e: ns["seeded_runs"][e] for e in ("cll-clip", "cll-clip-teir")}
+    exec(_cell("fed0ab5d"), ns)
+    assert not any("exploratory" in c.evidence for c in ns["claims"])
+    every = next(c for c in ns["claims"] if c.claim == "TEIR improves AR and F of every method")
+    assert every.seeds == 3 and "paired by seed" in every.evidence and every.verdict == "confirmed"
+    fisher = next(c for c in ns["claims"] if "Fisher" in c.claim)
+    assert fisher.seeds == 3
