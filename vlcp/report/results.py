@@ -38,16 +38,16 @@ def find_run(runs_dir: str | Path | list[str | Path], experiment: str, seed: int
 
 def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
     """{experiment: [results of each seed]}, looked for under `runs_dir` or any of several folders
-    (`find_run`); a missing file is an error naming it (in the last folder: the long profile's)."""
+    (`find_run`); a missing file is an error naming it in every folder looked in."""
+    dirs = runs_dir if isinstance(runs_dir, list) else [runs_dir]
     out = {}
     for exp in experiments:
         out[exp] = []
         for s in seeds:
-            path = find_run(runs_dir, exp, s)
+            path = find_run(dirs, exp, s)
             if path is None:
-                where = Path(runs_dir[-1] if isinstance(runs_dir, list) else runs_dir)
-                raise VlcpError(f"{where / exp / f'seed{s}' / 'results.json'}: missing; "
-                                f"run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
+                where = " or ".join(str(Path(d) / exp / f"seed{s}" / "results.json") for d in dirs)
+                raise VlcpError(f"{where}: missing; run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
             out[exp].append(read_json(path))
     return out
 
