@@ -3,6 +3,7 @@ import pickle
 
 import numpy as np
 import open_clip
+import pandas as pd
 import pytest
 import torch
 
@@ -208,6 +209,33 @@ def test_table2_layout_hand_computed():
     assert t.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "F")] == pytest.approx((2 + 4) / 2 - (6 + 8) / 2)
     assert t.loc[("mla †", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == pytest.approx(1.0)
     assert t.loc[("joint", ""), ("in", "I2T", "AR")] == pytest.approx(2.0)
+
+
+def test_table2_over_seeds_shows_mean_and_std_with_the_delta_paired_by_seed():
+    nan = None
+
+    def run(last, dagger=False, loss=0.5):   # in-domain only (I2T = T2I)
+        m = [[10, nan, nan], [6, 20, nan], last]
+        return {"needs_task_id": dagger, "matrix": {"in_domain": {"IR@1": m, "TR@1": m}},
+                "convergence": {"loss": loss, "fisher_trace": 100 * loss}}
+    def joint(row):   # one task: no F
+        return {"needs_task_id": False, "matrix": {"in_domain": {"IR@1": [row], "TR@1": [row]}}}
+    # AR of plain: 10, 20 (seeds 0, 1); with TEIR: 13, 21, so Δ per seed 3, 1: mean 2, std √2
+    runs = {"x-clip": [run([4, 12, 14]), run([4, 12, 44])], "x-clip-teir": [run([4, 12, 23]), run([4, 12, 47])],
+            "x-joint": [joint([1, 2, 3]), joint([3, 4, 5])]}
+    t = cl.table2(runs, ["clip"], prefix="x")
+    assert t.loc[("clip", "plain"), ("in", "T2I", "AR")] == "15.0 ± 7.1"
+    assert t.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == "2.0 ± 1.4"   # paired: not 15.0 − 17.0's spread
+    assert pd.isna(t.loc[("joint", ""), ("in", "T2I", "F")])                         # joint has no F at any seed
+    assert t.loc[("joint", ""), ("in", "I2T", "AR")] == "3.0 ± 1.4"
+    assert cl.rounded(t) is t                                                       # strings stay as they are
+    one = cl.table2({e: rs[0] for e, rs in runs.items()}, ["clip"], prefix="x")    # one run each: floats, as before
+    assert cl.rounded(one).loc[("clip", "plain"), ("in", "T2I", "AR")] == pytest.approx(10.0)
+    assert cl.cell_mean_sd(runs["x-clip"], ("in", "T2I", "AR")) == pytest.approx((15.0, np.sqrt(2) * 5 / 1))
+    with pytest.raises(ValueError, match="x-clip has 2 runs and its -teir 1"):
+        cl.table2({**runs, "x-clip-teir": runs["x-clip-teir"][:1]}, ["clip"], prefix="x")
+    conv = cl.convergence_over({"(1)": [run([1, 2, 3], loss=0.52), run([1, 2, 3], loss=0.54)], "(6)": [run([1, 2, 3], loss=0.5)]})
+    assert conv.loc["(1)", "loss"] == "0.53 ± 0.014" and conv.loc["(6)", "fisher_trace"] == "50"
 
 
 def test_language_stream_end_to_end_with_teir(emoji_root, tmp_path):

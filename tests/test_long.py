@@ -304,3 +304,11 @@ def test_cllclip_long_stages_run_every_row_but_the_subsets_at_the_long_seeds():
     assert "-p long=true" in dvc["cllclip_teir_long"]["cmd"] and "${report.cllclip.long.runs}" in dvc["cllclip_teir_long"]["deps"]
     cll = yaml.safe_load((ROOT / "params.yaml").read_text())["report"]["cllclip"]
     assert not set(cll["long"]["seeds"]) & set(cll["seeds"]) and set(cll["long"]["seeds"]) <= set(cll["spread"]["seeds"])
+
+
+def test_long_reads_adds_the_long_seeds_once_and_their_folder_after_the_studys():
+    from vlcp.report.results import long_reads
+
+    study = {"long": {"seeds": [1, 2], "runs": "runs-x-long"}}
+    assert long_reads(study, "runs-x", [0, 1]) == ([0, 1, 2], ["runs-x", "runs-x-long"])
+    assert long_reads(study, "runs-x", [0]) == ([0, 1, 2], ["runs-x", "runs-x-long"])

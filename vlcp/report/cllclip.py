@@ -64,6 +64,40 @@ def summary(r: dict, eval_set_suffix: str = "") -> dict[tuple[str, str, str], fl
     return out
 
 
+def as_runs(rs: dict | list[dict]) -> list[dict]:
+    """One run or a list of runs at several seeds, as a list."""
+    return rs if isinstance(rs, list) else [rs]
+
+
+def over_seeds(values: list[float | None]) -> float | str | None:
+    """One run's value as it is; several runs' as "mean ± std" (`results.over_seeds`); None where
+    a run has none (F of joint training)."""
+    if any(v is None for v in values):
+        return None
+    return float(values[0]) if len(values) == 1 else results.over_seeds(values)
+
+
+def summary_over(rs: dict | list[dict], eval_set_suffix: str = "") -> dict[tuple[str, str, str], float | str | None]:
+    """`summary` of one run, or each cell's mean ± std over a list of runs at several seeds (the
+    long profile's tables)."""
+    per = [summary(r, eval_set_suffix) for r in as_runs(rs)]
+    return {c: over_seeds([p.get(c) for p in per]) for c in per[0]}
+
+
+def cell_mean_sd(rs: dict | list[dict], cell: tuple[str, str, str]) -> tuple[float, float]:
+    """(mean, sample std; 0 for one run) of one (set, direction, AR|F) cell over the runs (a figure's
+    bar and its error bar)."""
+    return results.mean_std([summary(r)[cell] for r in as_runs(rs)])
+
+
+def rounded(df: pd.DataFrame) -> pd.DataFrame:
+    """A table of single-run values as floats to one decimal; a table of "mean ± std" strings as it is."""
+    try:
+        return df.astype(float).round(1)
+    except (TypeError, ValueError):
+        return df
+
+
 def table(runs: dict[str, dict], suffix: str = "") -> pd.DataFrame:
     """Rows = experiments, columns = (set, direction, AR|F)."""
     df = pd.DataFrame({exp: summary(r, suffix) for exp, r in runs.items()}).T
@@ -71,18 +105,23 @@ def table(runs: dict[str, dict], suffix: str = "") -> pd.DataFrame:
     return df
 
 
-def table2(runs: dict[str, dict], methods: list[str], prefix: str = "cll") -> pd.DataFrame:
+def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str = "cll") -> pd.DataFrame:
     """The paper's Table 2 layout: per method (experiments `<prefix>-<method>[-teir]`; † where it
     needs the language at inference) rows plain / with TEIR / Δ (TEIR − plain), then joint
-    (`<prefix>-joint`). Columns = (set, direction, AR|F)."""
+    (`<prefix>-joint`). Columns = (set, direction, AR|F). An experiment given as a list of runs at
+    the same seeds shows each cell as mean ± std over them (`summary_over`), its Δ paired by seed."""
     rows = {}
     for m in methods:
-        name = m + (" †" if runs[f"{prefix}-{m}"]["needs_task_id"] else "")
-        plain, teir = summary(runs[f"{prefix}-{m}"]), summary(runs[f"{prefix}-{m}-teir"])
-        rows[(name, "plain")], rows[(name, "with TEIR")] = plain, teir
-        rows[(name, "Δ (TEIR − plain)")] = {c: None if plain.get(c) is None or teir.get(c) is None else teir[c] - plain[c]
-                                            for c in plain}
-    rows[("joint", "")] = summary(runs[f"{prefix}-joint"])
+        plain_runs, teir_runs = as_runs(runs[f"{prefix}-{m}"]), as_runs(runs[f"{prefix}-{m}-teir"])
+        if len(plain_runs) != len(teir_runs):
+            raise ValueError(f"table2: {prefix}-{m} has {len(plain_runs)} runs and its -teir {len(teir_runs)}; "
+                             "the same seeds expected on both")
+        name = m + (" †" if plain_runs[0]["needs_task_id"] else "")
+        plain, teir = [summary(r) for r in plain_runs], [summary(r) for r in teir_runs]
+        rows[(name, "plain")], rows[(name, "with TEIR")] = summary_over(plain_runs), summary_over(teir_runs)
+        rows[(name, "Δ (TEIR − plain)")] = {c: over_seeds([None if p.get(c) is None or t.get(c) is None else t[c] - p[c]
+                                                           for p, t in zip(plain, teir)]) for c in plain[0]}
+    rows[("joint", "")] = summary_over(runs[f"{prefix}-joint"])
     df = pd.DataFrame(rows).T
     df.columns = pd.MultiIndex.from_tuples(df.columns)
     return df
@@ -90,6 +129,16 @@ def table2(runs: dict[str, dict], methods: list[str], prefix: str = "cll") -> pd
 
 def convergence_frame(runs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame({exp: r["convergence"] for exp, r in runs.items() if "convergence" in r}).T[["loss", "fisher_trace"]]
+
+
+def convergence_over(runs: dict[str, list[dict]]) -> pd.DataFrame:
+    """Fig. 3's measurements (`CONVERGENCE`) over each setting's runs, to three significant digits (a
+    loss differs in its second decimal): one run's value, or "mean ± std" over several seeds."""
+    def cell(values):
+        m, sd = results.mean_std(values)
+        return f"{m:.3g}" if len(values) == 1 else f"{m:.3g} ± {sd:.2g}"
+    return pd.DataFrame({exp: {k: cell([r["convergence"][k] for r in rs]) for k in CONVERGENCE}
+                         for exp, rs in runs.items() if all("convergence" in r for r in rs)}).T
 
 
 def train_seconds(r: dict) -> float:

@@ -52,6 +52,14 @@ def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], s
     return out
 
 
+def long_reads(study: dict, runs_dir: str | Path, seeds: list[int]) -> tuple[list[int], list[str | Path]]:
+    """Where a report reads its rows in the long profile (`report.<study>.long`: its `seeds` and
+    `runs` folder): `seeds` and the long seeds, in order and once each, and the folders to read
+    them from (`runs_dir`, then the long runs'), for `load_runs`."""
+    lg = study["long"]
+    return list(dict.fromkeys([*seeds, *lg["seeds"]])), [runs_dir, lg["runs"]]
+
+
 def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
     """A study's seed subset (`report.<study>.spread`) wherever its runs are under `runs_dir`
     (`find_run`: the main seed's in the study's own layout, the others in spread-seed<S>/):
