@@ -422,3 +422,34 @@ def test_the_long_profiles_ledger_pairs_every_row_by_seed(tmp_path):
     assert every.seeds == 3 and "paired by seed" in every.evidence and every.verdict == "confirmed"
     fisher = next(c for c in ns["claims"] if "Fisher" in c.claim)
     assert fisher.seeds == 3
+
+
+def test_table_cells_show_mean_and_std_over_the_long_profiles_seeds(tmp_path):
+    """The long profile (`seeded_runs`: every row at seeds 0-2): Table 2, Table 3 and Fig. 3 read
+    mean ± std over the seeds, Table 2's Δ paired by seed; the bar chart draws the means."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = ["clip", "er"]
+    abl_exps = ["cll-clip", "cll-abl-init", "cll-abl-grad", "cll-abl-decay", "cll-abl-graddecay", "cll-clip-teir", "cll-abl-oracle"]
+
+    def at_seeds(v, teir=False):   # AR v + k at seed k; with TEIR also + 2k, so its paired Δ moves 2 points a seed
+        return [{**run([v + k * (3 if teir else 1)] * 3, loss=1.0 + k / 100), "needs_task_id": False,
+                 "steps_per_task": [6] * 3, "vocab_sizes": [100, 120, 140]} for k in range(3)]
+    seeded_runs = {f"cll36-{m}{t}": at_seeds(50.0 if not t else 52.0, bool(t)) for m in methods for t in ("", "-teir")}
+    seeded_runs |= {"cll36-joint": at_seeds(60.0)} | {e: at_seeds(40.0 + i) for i, e in enumerate(abl_exps)}
+    from vlcp.report.results import mean_std
+
+    ns = {"report": True, "cl": cl, "pd": pd, "np": np, "plt": plt, "paper_table": paper_table, "methods": methods, "mean_std": mean_std,
+          "display": lambda *a, **k: None, "Markdown": str, "seeded_runs": seeded_runs, "shown": seeded_runs,
+          "runs": {e: rs[0] for e, rs in seeded_runs.items()}, "shown_seeds": "mean ± std over seeds 0, 1, 2"}
+    ns["first"], ns["langs36"] = ns["runs"]["cll36-clip"], LANGS
+    for cell in ("0140f6bb", "a924d4eb", "1318c88e", "f640b602"):
+        exec(_cell(cell), ns)
+        plt.close("all")
+    t2 = ns["t2"]
+    assert t2.loc[("clip", "plain"), ("in", "T2I", "AR")] == "51.0 ± 1.0"
+    assert t2.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == "4.0 ± 2.0"     # 2, 4, 6: paired by seed
+    assert ns["t3"].loc["(2) init", ("in", "I2T", "AR")] == "42.0 ± 1.0"
+    assert cl.convergence_over({"(1)": seeded_runs["cll-clip"]}).loc["(1)", "loss"] == "1.01 ± 0.01"
