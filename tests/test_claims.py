@@ -164,6 +164,29 @@ def test_seed_spread_pools_by_degrees_of_freedom_and_skips_single_seeds():
     assert set(m["std_per_experiment"]) == {"a", "b"} and "F" not in sp["metrics"] and "a, b, c" in sp["source"]
 
 
+def test_block_spread_pools_the_residual_of_experiment_plus_seed_and_drops_the_shared_seed_effect():
+    from vlcp.report.claims import block_spread, seed_spread
+    y = {"a": [11.0, 0.0, 5.0], "b": [13.0, 6.0, 9.0]}   # two experiments at three seeds
+    sp = block_spread(y)
+    resid = np.array(y["a"]) - np.array(y["b"])           # with two experiments: half the paired difference's deviations
+    assert sp["dof"] == 2 and sp["experiments"] == 2 and sp["seeds"] == 3
+    assert sp["difference_spread"] == pytest.approx(resid.std(ddof=1))   # √2 σ = the sd of the paired differences
+    # the same as a least-squares fit with experiment and seed dummies (an independent reference)
+    rng = np.random.default_rng(0)
+    vals = {e: list(rng.normal(size=4) + 10 * np.arange(4) + k) for k, e in enumerate("abcde")}   # a big shared seed effect
+    x = np.array([[float(i == k) for k in range(5)] + [float(j == s) for s in range(1, 4)] for i in range(5) for j in range(4)])
+    target = np.concatenate(list(vals.values()))
+    rss = ((target - x @ np.linalg.lstsq(x, target, rcond=None)[0]) ** 2).sum()
+    got = block_spread(vals)
+    assert got["dof"] == 12 and got["residual_std"] == pytest.approx(math.sqrt(rss / 12))
+    # seed_spread counts the shared seed effect (10 a seed) as noise; the blocks do not
+    assert seed_spread({"m": vals}, "a-e")["metrics"]["m"]["pooled_std"] > 5 * got["residual_std"]
+    with pytest.raises(ValueError, match="a: 3, b: 2"):
+        block_spread({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="≥ 2 experiments"):
+        block_spread({"a": [1.0, 2.0]})
+
+
 def test_effect_uses_students_t_when_the_sd_has_few_degrees_of_freedom():
     wide = effect([1.0], [0.0], sd=1.0, sd_dof=4)
     narrow = effect([1.0], [0.0], sd=1.0)

@@ -306,3 +306,30 @@ def test_power_levers_records_one_row_per_setting_and_keeps_ledger_seeds_out(tmp
     assert [(r["label"], r["v"]) for r in rows] == [("b", 2), ("a", 3)]
     with pytest.raises(SystemExit):
         power_levers.main(["--study", "ctp", "--label", "x", "--seeds", "0", "1", "--out", str(out)])
+
+
+def test_blocked_noise_reads_a_repros_paired_runs_both_ways():
+    """benchmarks/blocked_noise.py: today's paired sd (each pair's own, n − 1 dof) against the
+    seeds-as-blocks residual (pooled over every experiment); a seed effect every experiment shares
+    is noise to the single-seed spread, not to the blocks."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import blocked_noise
+
+    rng = np.random.default_rng(1)
+    shared = 5 * rng.normal(size=3)                    # one draw per seed, shared by every experiment
+    values = {f"e{k}": list(k + shared + 0.5 * rng.normal(size=3)) for k in range(12)}
+    row = blocked_noise.measure(values)
+    assert row["experiments"] == 12 and row["seeds"] == 3 and row["blocked_sd"]["dof"] == 22
+    assert row["paired_own_sd"]["dof"] == 2 and row["single_seed_sd"]["sd"] > 3 * row["blocked_sd"]["sd"]
+    assert row["mde_paired_blocked"] < row["mde_paired_today"]      # 22 dof against 2, at similar sds
+    params = {"seeds": [0, 1], "report": {
+        "overview": {"experiments": ["a", "b"]}, "ctp": {"experiments": ["c", "d"], "seeds": [0, 1]},
+        **{s: {"seeds": [0], "spread": {"experiments": ["x"], "seeds": [1]}, "experiments": ["x", "y"],
+               "long": {"runs": f"runs-{s}-long", "seeds": [1, 2]}} for s in ("incclip", "cllclip")},
+        "fomo": {"seed": 0, "spread": {"experiments": ["f"], "seeds": [1]}, "studies": {"m": ["f", "g"]},
+                 "long": {"runs": "runs-fomo-long", "seeds": [1, 2]}}}}
+    assert blocked_noise.study_runs(params, long=False)["incclip"] == (["runs-incclip"], ["x"], [0, 1])
+    assert blocked_noise.study_runs(params, long=True)["fomo"] == (["runs-fomo", "runs-fomo-long"], ["f", "g"], [0, 1, 2])

@@ -197,6 +197,26 @@ def seed_spread(values: dict[str, dict[str, list[float]]], where: str) -> dict:
     return {"metrics": metrics, "source": f"seed spread of this study's subset ({where}): √2 × pooled seed std"}
 
 
+def block_spread(values: dict[str, list[float]]) -> dict:
+    """The seed noise with seeds as blocks: `values` = {experiment: [value per seed]}, every
+    experiment at the same seeds in the same order (≥ 2 experiments, ≥ 2 seeds). Fits value =
+    experiment effect + seed effect + residual (two-way, no interaction) and pools the residual
+    over every experiment: `residual_std` σ on `dof` = (E − 1)(S − 1) degrees of freedom, and
+    `difference_spread` = √2 σ, the sd of one difference of two experiments at the same seed (the
+    seed's shared part cancels in it, as in a comparison paired by seed). Unlike `seed_spread`, the
+    seed effect every experiment shares (its initialisation, its data order) is not counted as noise."""
+    lengths = {len(v) for v in values.values()}
+    if len(values) < 2 or len(lengths) != 1 or min(lengths) < 2:
+        raise ValueError("block_spread: ≥ 2 experiments, each at the same ≥ 2 seeds, expected; got "
+                         + ", ".join(f"{e}: {len(v)}" for e, v in values.items()))
+    y = np.asarray(list(values.values()), float)
+    resid = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+    dof = (y.shape[0] - 1) * (y.shape[1] - 1)
+    sigma = float(math.sqrt((resid ** 2).sum() / dof))
+    return {"residual_std": sigma, "dof": int(dof), "difference_spread": math.sqrt(2) * sigma,
+            "experiments": len(y), "seeds": y.shape[1]}
+
+
 def spread_frame(spread: dict):
     """A `seed_spread` result for display: rows = its metrics; columns = each experiment's seed
     std ("seed std <experiment>"), the pooled std, its dof and the difference spread (√2 × pooled:
