@@ -69,19 +69,23 @@ def as_runs(rs: dict | list[dict]) -> list[dict]:
     return rs if isinstance(rs, list) else [rs]
 
 
-def over_seeds(values: list[float | None]) -> float | str | None:
-    """One run's value as it is; several runs' as "mean ± std" (`results.over_seeds`); None where
-    a run has none (F of joint training)."""
+def cell_value(values: list[float | None]) -> float | str | None:
+    """A table cell from its runs' values: one run's value as it is; several runs' as "mean ± std"
+    (`results.over_seeds`); None where a run has none (F of joint training)."""
     if any(v is None for v in values):
         return None
     return float(values[0]) if len(values) == 1 else results.over_seeds(values)
 
 
+def cells(summaries: list[dict]) -> dict[tuple[str, str, str], float | str | None]:
+    """Each (set, direction, AR|F) cell of several runs' `summary` dicts as one `cell_value`."""
+    return {c: cell_value([p.get(c) for p in summaries]) for c in summaries[0]}
+
+
 def summary_over(rs: dict | list[dict], eval_set_suffix: str = "") -> dict[tuple[str, str, str], float | str | None]:
     """`summary` of one run, or each cell's mean ± std over a list of runs at several seeds (the
     long profile's tables)."""
-    per = [summary(r, eval_set_suffix) for r in as_runs(rs)]
-    return {c: over_seeds([p.get(c) for p in per]) for c in per[0]}
+    return cells([summary(r, eval_set_suffix) for r in as_runs(rs)])
 
 
 def cell_mean_sd(rs: dict | list[dict], cell: tuple[str, str, str]) -> tuple[float, float]:
@@ -118,8 +122,8 @@ def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str =
                              "the same seeds expected on both")
         name = m + (" †" if plain_runs[0]["needs_task_id"] else "")
         plain, teir = [summary(r) for r in plain_runs], [summary(r) for r in teir_runs]
-        rows[(name, "plain")], rows[(name, "with TEIR")] = summary_over(plain_runs), summary_over(teir_runs)
-        rows[(name, "Δ (TEIR − plain)")] = {c: over_seeds([None if p.get(c) is None or t.get(c) is None else t[c] - p[c]
+        rows[(name, "plain")], rows[(name, "with TEIR")] = cells(plain), cells(teir)
+        rows[(name, "Δ (TEIR − plain)")] = {c: cell_value([None if p.get(c) is None or t.get(c) is None else t[c] - p[c]
                                                            for p, t in zip(plain, teir)]) for c in plain[0]}
     rows[("joint", "")] = summary_over(runs[f"{prefix}-joint"])
     df = pd.DataFrame(rows).T
