@@ -451,3 +451,13 @@ def test_the_long_profiles_ledger_has_no_exploratory_row(tmp_path):
     for split in ("8 steps", "instance"):
         row = rows[f"IncCLIP beats every baseline ({split}, zero-shot classification Average)"]
         assert row.seeds == 3 and row.verdict == "confirmed"       # IncCLIP 15 against the best baseline's 11, no seed noise
+
+
+def test_shown_frame_gives_one_seeds_means_and_several_seeds_mean_and_std():
+    fn = lambda r: {"Average": r["v"], "R@1": 2 * r["v"]}  # noqa: E731
+    one = ic.shown_frame({"er": [{"v": 10.0}], "joint": [{"v": 20.0}]}, fn)
+    assert one.loc["er", "Average"] == 10.0 and one.loc["joint", "R@1"] == 40.0        # floats, as mean_frame
+    long = ic.shown_frame({"er": [{"v": 10.0}, {"v": 12.0}, {"v": 14.0}], "joint": [{"v": 20.0}]}, fn)
+    assert long.loc["er", "Average"] == "12.0 ± 2.0" and long.loc["er", "R@1"] == "24.0 ± 4.0"
+    assert long.loc["joint", "Average"] == "20.0 (1 seed)"                                # never "± 0.0"
+    assert ic.mean_frame({"er": [{"v": 10.0}, {"v": 12.0}, {"v": 14.0}]}, fn).loc["er", "Average"] == 12.0
