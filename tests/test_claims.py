@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from vlcp.report.claims import (VERDICTS, Claim, budget_verdict, claim_from, combine, effect, equivalent_verdict,
                                 greater_verdict, interval_target_verdict, not_testable, ordered_verdict, target_verdict)
@@ -185,6 +186,57 @@ def test_block_spread_pools_the_residual_of_experiment_plus_seed_and_drops_the_s
         block_spread({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
     with pytest.raises(ValueError, match="≥ 2 experiments"):
         block_spread({"a": [1.0, 2.0]})
+
+
+def test_blocked_noise_takes_the_largest_block_and_needs_three_experiments():
+    from vlcp.report.claims import blocked_noise, block_spread
+    vals = {"a": {0: 1.0, 1: 2.0, 2: 4.0}, "b": {0: 2.0, 1: 2.5, 2: 5.5}, "c": {0: 0.0, 1: 1.0, 2: 1.5},
+            "d": {0: 3.0, 1: 3.5}, "e": {0: 9.0}}
+    got = blocked_noise(vals, "t1")
+    # candidate blocks: seeds (0, 1, 2) with a, b, c: 2 × 2 = 4 dof; seeds (0, 1) with a-d: 3 × 1 = 3 dof
+    ref = block_spread({e: [vals[e][s] for s in (0, 1, 2)] for e in "abc"})
+    assert got.dof == 4 and got.sd == pytest.approx(ref["difference_spread"])
+    assert "t1: 3 experiments × seeds 0, 1, 2" in got.source
+    assert blocked_noise({"a": {0: 1.0, 1: 2.0}, "b": {0: 1.5, 1: 2.0}}) is None      # a pair: nothing to pool
+    assert blocked_noise({"a": {0: 1.0}, "b": {0: 1.5}, "c": {0: 2.0}}) is None      # one seed: no block
+
+
+def test_effect_with_a_block_reads_the_pools_dof_unless_the_pair_is_noisier_than_the_pool():
+    from vlcp.report.claims import Noise, pooled_fits
+    a, b = [3.0, 5.0, 4.0], [1.0, 2.0, 2.5]          # differences 2, 3, 1.5: own sd 0.764 on 2 dof
+    own = float(np.std(np.subtract(a, b), ddof=1))
+    plain = effect(a, b)
+    # a block whose sd is larger than the pair's: that sd, on the block's 28 dof (t 2.048 against 4.303)
+    blk = Noise(1.0, "pool", 28)
+    e = effect(a, b, block=blk)
+    assert e.sd == pytest.approx(1.0) and e.dof == 28 and "seeds as blocks" in e.how
+    assert e.high - e.diff == pytest.approx(stats.t.ppf(0.975, 28) * 1.0 / math.sqrt(3))
+    assert e.high - e.low < plain.high - plain.low
+    # a block whose sd is smaller, within the F test: the pair's own sd, still on the block's dof
+    small = Noise(0.6, "pool", 28)
+    assert pooled_fits(own, 2, small)
+    e = effect(a, b, block=small)
+    assert e.sd == pytest.approx(own) and e.dof == 28
+    # a pool far below the pair's own spread (F test rejects): the pair's own paired t, as without a block
+    tiny = Noise(0.2, "pool", 28)
+    assert (own / 0.2) ** 2 > stats.f.ppf(0.95, 2, 28) and not pooled_fits(own, 2, tiny)
+    e = effect(a, b, block=tiny)
+    assert (e.low, e.high, e.dof, e.paired) == (plain.low, plain.high, 2, True) and "its own spread" in e.how
+    # one run each: the block plays no part
+    assert effect([1.0], [0.0], sd=1.0, block=blk) == effect([1.0], [0.0], sd=1.0)
+    # the MDE of a blocked comparison: the block's dof (Student's t), far below the pair's own at 2 dof
+    from vlcp.report import power as pw
+    assert effect(a, b, block=blk).mde() == pytest.approx(pw.mde(1.0, 3, dof=28, paired=False))
+    assert effect(a, b, block=blk).mde() < pw.mde(1.0, 3)
+
+
+def test_powered_passes_the_block_to_its_paired_comparisons():
+    from vlcp.report.claims import Noise, powered
+    a, b = [3.0, 5.0, 4.0], [1.0, 2.0, 2.5]
+    without = powered("a > b", [(a, b)], 4.0, paper="p")
+    with_block = powered("a > b", [(a, b)], 4.0, paper="p", block=Noise(1.0, "pool", 28))
+    assert with_block.mde < without.mde and with_block.low > without.low
+    assert "seeds as blocks" in with_block.evidence
 
 
 def test_effect_uses_students_t_when_the_sd_has_few_degrees_of_freedom():

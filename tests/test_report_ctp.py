@@ -659,6 +659,22 @@ def test_ledger_scales_by_the_calibrated_headroom_or_says_it_measured_its_own():
     assert not any("FLOP ratio ×" in c.claim for c in claims)     # the cost check is an engineering target
 
 
+def test_ledger_pairs_table1_with_seeds_as_blocks_and_single_seed_tables_without():
+    """Table 1's "beats" claims read the Table 1 runs' pooled residual (experiment + seed) on (E − 1)(S − 1)
+    dof instead of each pair's own 2; the single-seed tables (one seed: no block) keep the noise floor."""
+    from vlcp.report.claims import blocked_noise
+    study = ctp.DEFAULT_STUDY | {"power": {"headroom": 23.22}}
+    free = [e for e in study["table1"]["memory-free"] if e not in (study["ctp"], study["reference"])]
+    rng = np.random.default_rng(3)
+    spec = {e: (10.0 + i, *rng.normal(0, 0.5, 3)) for i, e in enumerate([*free, study["reference"], study["ctp"]])}
+    runs1 = runs_of(spec)
+    first = _ledger_claim(ctp.ledger(study, runs1, {}, 1.0), "CTP beats every memory-free baseline")
+    block = blocked_noise({e: ctp.seed_values(rs, "Rm") for e, rs in runs1.items()}, "Table 1")
+    assert block.dof == (len(runs1) - 1) * 2
+    assert "seeds as blocks" in first.evidence and f"on {block.dof} dof" in first.evidence
+    assert ctp.blocks(runs_of({"a": (1.0,), "b": (2.0,), "c": (3.0,)}, seeds=(0,))) is None
+
+
 def test_components_groups_and_reversed_leaders_are_judged_against_their_paper_effects():
     """Table 2's L_CMC pairs (paper +3.00 and +1.88 Rm), the group means (paper +7.15) and the
     reversed order's leaders, each scaled by H 23.22 / 23.22 = 1 (20.99 / 20.99 for supp. Table 3)."""

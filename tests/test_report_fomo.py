@@ -398,6 +398,24 @@ def test_ledger_pairs_the_subsets_seeds_and_keeps_the_rest_exploratory():
     assert all(c.verdict in ("underpowered", "inconclusive") for c in without if "tensor accounting" not in c.evidence)
 
 
+def test_ledger_reads_seeds_as_blocks_when_three_experiments_share_the_subsets_seeds():
+    big = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
+    runs = {e: run([(10, 40), p], datasets=big) for e, p in
+            {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-zs-merge": (26, 29)}.items()}
+    study = {"reference": "fomo-ft", "seed": 0, "studies": {"methods": list(runs)},
+             "power": {"headroom": {"A_KA": 9.0, "A_ZS": 3.2, "GM": 3.0}}}
+    jitter = {"fomo-ft": (0.1, -0.2), "fomo-ema-merge": (0.3, 0.1), "fomo-zs-merge": (-0.2, 0.4)}
+    subset = {e: {0: runs[e], **{s: run([(10, 40), (p[0] + jitter[e][s - 1], p[1] + s)], datasets=big) for s in (1, 2)}}
+              for e, p in {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-zs-merge": (26, 29)}.items()}
+    blocks = fm.seed_blocks(subset)
+    assert blocks["GM"] is not None and blocks["GM"].dof == 4 and set(blocks) == set(fm.ledger_metrics())
+    claims = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=fm.subset_spread(subset), subset=subset)
+    main = next(c for c in claims if c.claim.startswith("Main claim"))
+    assert main.seeds == 3 and "seeds as blocks" in main.evidence and "on 4 dof" in main.evidence
+    # two experiments at the seeds: nothing to pool, each pair reads its own spread
+    assert fm.seed_blocks({e: subset[e] for e in ("fomo-ft", "fomo-ema-merge")})["GM"] is None
+
+
 
 def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
     """The notebook's claims cell, run in plain Python on fake runs: it only calls `fm.ledger`."""

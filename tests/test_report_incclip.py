@@ -164,6 +164,23 @@ def test_beats_all_pairs_seeds_when_there_are_several():
     assert c.verdict == "confirmed" and c.seeds == 3 and "paired by seed" in c.evidence
 
 
+def test_seed_blocks_pool_every_experiment_at_common_seeds_and_reach_the_claims():
+    from vlcp.report.claims import block_spread
+    runs = subset([10.0, 12.0, 15.0], [20.0, 21.0, 22.0]) | {"ic4-ucir": [result(a, [[10.0, 0.0], [a, 8.0]], 1.0)
+                                                                for a in (11.0, 14.0, 14.5)]}
+    for rs in runs.values():
+        for s, r in enumerate(rs):
+            r["seed"] = s
+    blocks = ic.seed_blocks(runs, "t")
+    ref = block_spread({e: [ic.average(r) for r in rs] for e, rs in runs.items()})
+    assert blocks["average"].dof == 4 and blocks["average"].sd == pytest.approx(ref["difference_spread"])
+    assert set(blocks) == set(ic.SPREAD_METRICS)
+    vals = {e.split("-")[1]: [ic.average(r) for r in rs] for e, rs in runs.items()}
+    c = ic.beats_all("c", vals, "incclip", ["er", "ucir"], None, SRC, "", block=blocks["average"])
+    assert "seeds as blocks" in c.evidence
+    assert ic.seed_blocks(subset([10.0, 12.0], [20.0, 22.0]))["average"] is None    # two experiments: nothing pooled
+
+
 @pytest.mark.parametrize("a, verdict", [(20.0, "confirmed"), (11.0, "inconclusive"), (9.0, "not confirmed")])
 def test_greater_claim_every_verdict(a, verdict):
     c = ic.greater_claim("Joint stays above IncCLIP", [a], [10.0], 2.0, SRC, "§4.2.1", ("Joint", "IncCLIP"))

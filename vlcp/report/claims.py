@@ -20,6 +20,9 @@ verdict comes from the functions here:
   = same data order) when both have the same seeds, else Welch; with one run each, from `sd`, the
   standard deviation of one difference measured elsewhere (a seed subset, a test-set noise floor).
   The Effect keeps the sd of one single-run difference it used (`sd`, on `dof` degrees of freedom).
+  With `block` (`blocked_noise`: the study's experiments at common seeds, seeds as blocks), a
+  comparison paired by seed reads the pooled residual's degrees of freedom instead of its own n − 1,
+  unless its own spread is larger than the pool's (`pooled_fits`).
 - `powered(text, pairs, scaled, ...)`: "a > b" for one or several (a, b) pairs (all must hold),
   judged against the paper's effect scaled to our headroom: the four verdicts above, with the
   scaled effect, σ_d, the MDE and the seeds that would decide it on the row.
@@ -123,14 +126,18 @@ class Effect:
 
 
 def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool | None = None,
-           sd_source: str = "given sd", sd_dof: int | None = None) -> Effect:
+           sd_source: str = "given sd", sd_dof: int | None = None, block: Noise | None = None) -> Effect:
     """a − b with its `level` confidence interval. `a`, `b`: per-seed values (lists; with
     `paired`, index i of both is seed i). Paired t when both have the same n ≥ 2 (default
     `paired=None`: when the lengths match), Welch's t for unequal lists, and with one value each
     an interval of width q·`sd` (`sd`: the standard deviation of one difference, e.g. √2 × a
     seed std measured on a subset, `seed_spread`; without it the interval is unbounded), q the
     normal quantile, or Student's t on `sd_dof` degrees of freedom when the sd was estimated
-    from that few (a seed subset's)."""
+    from that few (a seed subset's). `block` (`blocked_noise`: the study's seeds as blocks), for
+    a comparison paired by seed: the interval reads the larger of the pair's own spread and the
+    block's, on the block's degrees of freedom, unless the pair's own spread is larger than the
+    block's at the one-sided 5 % F test (its differences vary more than the pool says): then its own
+    paired t, as without a block."""
     a, b = np.asarray(a, float).ravel(), np.asarray(b, float).ravel()
     if len(a) == 0 or len(b) == 0:
         raise ValueError("effect: no values")
@@ -139,12 +146,18 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
     paired = (len(a) == len(b)) if paired is None else paired
     if paired and len(a) == len(b) and len(a) >= 2:
         d = a - b
-        se = d.std(ddof=1) / math.sqrt(len(d))
+        own, n = float(d.std(ddof=1)), len(d)
+        if block is not None and pooled_fits(own, n - 1, block):
+            s = max(own, block.sd, sd or 0.0)
+            t = stats.t.ppf(1 - alpha / 2, block.dof)
+            return Effect(diff, float(diff - t * s / math.sqrt(n)), float(diff + t * s / math.sqrt(n)), n,
+                          f"paired by seed, n={n}, seeds as blocks: sd {s:.2f} on {block.dof} dof", s, block.dof)
+        se = own / math.sqrt(n)
         if sd is not None:   # a measured floor: never claim less spread than it
-            se = max(se, sd / math.sqrt(len(d)))
-        t = stats.t.ppf(1 - alpha / 2, len(d) - 1)
-        return Effect(diff, float(diff - t * se), float(diff + t * se), len(d), f"paired by seed, n={len(d)}",
-                      float(se * math.sqrt(len(d))), len(d) - 1, True)
+            se = max(se, sd / math.sqrt(n))
+        t = stats.t.ppf(1 - alpha / 2, n - 1)
+        how = f"paired by seed, n={n}" + (", its own spread (above the block's, F test)" if block is not None else "")
+        return Effect(diff, float(diff - t * se), float(diff + t * se), n, how, float(se * math.sqrt(n)), n - 1, True)
     if len(a) >= 2 and len(b) >= 2:
         va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
         se = math.sqrt(va + vb)
@@ -217,6 +230,35 @@ def block_spread(values: dict[str, list[float]]) -> dict:
             "experiments": len(y), "seeds": y.shape[1]}
 
 
+def blocked_noise(values: dict[str, dict], where: str = "") -> Noise | None:
+    """The noise of a comparison paired by seed, with the study's seeds as blocks (`block_spread`):
+    `values` = {experiment: {seed: value}}. The block is the largest one the values hold: the seed
+    set of one experiment (≥ 2 seeds) and every experiment run at all of those seeds, the one with
+    the most residual degrees of freedom (E − 1)(S − 1). None when no block has ≥ 3 experiments
+    (with two, the block is the pair itself: nothing is pooled). `where` names the runs."""
+    best = None
+    for seeds in {tuple(sorted(v)) for v in values.values() if len(v) >= 2}:
+        members = [e for e, v in values.items() if all(s in v for s in seeds)]
+        dof = (len(members) - 1) * (len(seeds) - 1)
+        if len(members) >= 3 and (best is None or dof > best[0]):
+            best = (dof, seeds, members)
+    if best is None:
+        return None
+    _, seeds, members = best
+    sp = block_spread({e: [values[e][s] for s in seeds] for e in members})
+    return Noise(sp["difference_spread"], f"seeds as blocks ({where + ': ' if where else ''}{len(members)} experiments "
+                 f"× seeds {', '.join(map(str, seeds))}; √2 × the residual sd of experiment + seed)", sp["dof"])
+
+
+def pooled_fits(own: float, own_dof: int, block: Noise, level: float = 0.95) -> bool:
+    """Whether a pair's own sd of its per-seed differences (`own`, on `own_dof`) is compatible with
+    the block's (`block.sd` on `block.dof`): not larger at the one-sided F test of `level`. A pair
+    whose differences vary more than the pool says reads its own spread (`effect`)."""
+    if not block.sd > 0 or not block.dof:
+        return False
+    return (own / block.sd) ** 2 <= stats.f.ppf(level, own_dof, block.dof)
+
+
 def spread_frame(spread: dict):
     """A `seed_spread` result for display: rows = its metrics; columns = each experiment's seed
     std ("seed std <experiment>"), the pooled std, its dof and the difference spread (√2 × pooled:
@@ -273,7 +315,8 @@ def claim_from(claim: str, verdict: str, e: Effect, evidence: str = "", source: 
 
 def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, paper: str, evidence: str = "",
             source: str = "", sd: float | None = None, sd_source: str = "given sd", sd_dof: int | None = None,
-            labels: list[str] | None = None, exploratory: bool | list[bool] = False) -> Claim:
+            labels: list[str] | None = None, exploratory: bool | list[bool] = False,
+            block: Noise | None = None) -> Claim:
     """"a > b" for every (a, b) of `pairs` (per-seed values, as `effect` takes them), judged against
     `scaled`, the paper's effect carried to our headroom (one number, or one per pair; `paper`: the
     paper's numbers, cited on the row). One pair: its 95 % interval. Several: all must clear 0 (an
@@ -284,14 +327,15 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
     decided, the seeds per arm that would decide it. `labels`: a name per pair for the evidence.
     `exploratory`: a row run below the study's depth (e.g. one seed per arm): it can read only
     "underpowered" or "inconclusive"; the decision its interval alone would give is said in the
-    evidence. Per pair (a list), as `judge` takes it: a pair at depth can still refute the row."""
+    evidence. Per pair (a list), as `judge` takes it: a pair at depth can still refute the row.
+    `block`: the study's seeds as blocks (`blocked_noise`), for the pairs paired by seed (`effect`)."""
     if not pairs:
         raise ValueError(f"claim {claim!r}: no comparisons")
     k = len(pairs)
     targets = [float(x) for x in scaled] if isinstance(scaled, (list, tuple)) else [float(scaled)] * k
     if len(targets) != k:
         raise ValueError(f"claim {claim!r}: {len(targets)} scaled effects for {k} comparisons")
-    kw = dict(sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+    kw = dict(sd=sd, sd_source=sd_source, sd_dof=sd_dof, block=block)
     effects = [effect(a, b, **kw) for a, b in pairs]
     adjusted = effects if k == 1 else [effect(a, b, level=pw.bonferroni_level(k), **kw) for a, b in pairs]
     return judge(claim, effects, adjusted, targets, paper=paper, evidence=evidence, source=source, labels=labels,
@@ -300,19 +344,21 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
 
 def powered_at_depth(claim: str, pairs: list[tuple], paper_effects: list[float], scale: Scale, cite: str, *,
                      labels: list[str] | None = None, evidence: str = "", source: str = "", sd: float | None = None,
-                     sd_source: str = "given sd", sd_dof: int | None = None, exploratory: bool | None = None) -> Claim:
+                     sd_source: str = "given sd", sd_dof: int | None = None, exploratory: bool | None = None,
+                     block: Noise | None = None) -> Claim:
     """`powered` over (a, b) pairs of per-seed values against the paper's effects (`paper_effects`,
     cited by `cite`) carried to our headroom by `scale`. Pairs whose sides all have ≥ 2 seeds
     measure their own spread (no floor); when a side has one run the noise `sd` (on `sd_dof`)
     is used, and those pairs are exploratory (below the study's depth; `judge`: the row is never
     confirmed, but a pair at depth can refute it) unless `exploratory` says otherwise. `labels` name
-    the comparisons when there are several."""
+    the comparisons when there are several; `block`: the study's seeds as blocks, for the pairs
+    paired by seed (`effect`)."""
     below = [min(len(a), len(b)) < 2 for a, b in pairs]
     single = any(below)
     return powered(claim, pairs, [scale(p) for p in paper_effects], paper=f"{cite}; scaled {scale.cite()}",
                    evidence=evidence, source=source, sd=sd if single else None, sd_source=sd_source,
                    sd_dof=sd_dof if single else None, labels=labels if len(pairs) > 1 else None,
-                   exploratory=below if exploratory is None else exploratory)
+                   exploratory=below if exploratory is None else exploratory, block=block)
 
 
 def calibration_source(power_cfg: dict, where: str) -> str:

@@ -304,9 +304,23 @@ def spread_values(subset: dict[str, list[dict]], k: int = EARLY_TASKS) -> dict[s
     """`claims.seed_spread`'s input from the seed subset ({experiment: [results per seed]}): per
     metric the ledger compares single-seed (endpoint A_KA, A_ZS, GM; the trajectory area, `AREA`;
     the early retention, `early_key(k)`), {experiment: [value per seed]}."""
-    per_run = {"A_KA": lambda r: endpoint(r)["A_KA"], "A_ZS": lambda r: endpoint(r)["A_ZS"],
-               "GM": lambda r: endpoint(r)["GM"], AREA: trajectory_area, early_key(k): lambda r: early_retention(r, k)}
-    return {m: {e: [f(r) for r in rs] for e, rs in subset.items()} for m, f in per_run.items()}
+    return {m: {e: [f(r) for r in rs] for e, rs in subset.items()} for m, f in ledger_metrics(k).items()}
+
+
+def ledger_metrics(k: int = EARLY_TASKS) -> dict:
+    """{metric: f(run)} of every metric the ledger compares: endpoint A_KA, A_ZS, GM; the trajectory
+    area (`AREA`); the early retention (`early_key(k)`)."""
+    return {"A_KA": lambda r: endpoint(r)["A_KA"], "A_ZS": lambda r: endpoint(r)["A_ZS"],
+            "GM": lambda r: endpoint(r)["GM"], AREA: trajectory_area, early_key(k): lambda r: early_retention(r, k)}
+
+
+def seed_blocks(deep: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict:
+    """Per ledger metric: the runs' seeds as blocks (`claims.blocked_noise` over every experiment
+    of `deep`, {experiment: {seed: run}}, run at common seeds; None where no three experiments
+    share two seeds): the noise of a comparison of two experiments paired by seed."""
+    from vlcp.report.claims import blocked_noise
+    return {m: blocked_noise({e: {s: f(r) for s, r in by.items()} for e, by in deep.items()}, "FoMo's runs")
+            for m, f in ledger_metrics(k).items()}
 
 
 def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict | None:
@@ -373,7 +387,7 @@ def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test:
         return Noise(math.sqrt(evals / 2) * test, why)
     dof = noise["dof"][metric]
     return Noise(math.sqrt(evals / 2 * test ** 2 + runs / 2 * seed ** 2),
-              f"test-set noise + {noise['seed_source']}; Student's t, {dof} dof", dof)
+                 f"test-set noise + {noise['seed_source']}; Student's t, {dof} dof", dof)
 
 
 def _q(level: float, dof: int | None) -> float:
@@ -498,22 +512,33 @@ def _paired(deep: dict, a: str, b: str, f) -> tuple[list[float], list[float]]:
 
 class Cmp(NamedTuple):
     """One comparison "a > b" of a claim: per-seed values, the noise of one single-run difference
-    (used when a side has one run), the paper's effect carried to our scale, and its citation."""
+    (used when a side has one run), the paper's effect carried to our scale, its citation, and
+    `block`: the seeds as blocks (`seed_blocks`) when its sides are two experiments' own values of
+    one metric (used when they are paired by seed)."""
     label: str
     a: list
     b: list
     noise: Noise
     scaled: float
     cite: str
+    block: Noise | None = None
 
 
 def _cmp(label: str, a, b, noise: Noise, metric: str, scales: dict, paper_effect: float | None = None,
-         cite: str = "") -> Cmp:
+         cite: str = "", block: Noise | None = None) -> Cmp:
     """A comparison on `metric`, its paper effect (`stand_in` when None) carried by `scales[metric]`."""
     if paper_effect is None:
         paper_effect, cite = stand_in(GM_OF.get(metric, metric))
     sc = scales[metric]
-    return Cmp(label, list(a), list(b), noise, sc(paper_effect), f"{cite}; scaled {sc.cite()}")
+    return Cmp(label, list(a), list(b), noise, sc(paper_effect), f"{cite}; scaled {sc.cite()}", block)
+
+
+def _runs_cmp(label: str, a, b, noise: dict, metric: str, scales: dict, paper_effect: float | None = None,
+              cite: str = "") -> Cmp:
+    """A comparison of two experiments' own values of `metric` (`_paired`'s): one single-seed
+    difference's noise (`comparison_sd`) and the metric's seed blocks (`noise["block"]`)."""
+    return _cmp(label, a, b, comparison_sd(noise, metric), metric, scales, paper_effect, cite,
+                noise.get("block", {}).get(metric))
 
 
 GM_OF = {AREA: "GM", early_key(): "A_ZS"}   # metrics that take another's stand-in
@@ -531,7 +556,7 @@ def _decide(text: str, where: str, cmps: list[Cmp], evidence: str = "") -> Claim
 
     def eff(c: Cmp, level: float) -> Effect:
         single = min(len(c.a), len(c.b)) < 2
-        kw = dict(sd=c.noise.sd, sd_source=c.noise.source, sd_dof=c.noise.dof) if single else {}
+        kw = dict(sd=c.noise.sd, sd_source=c.noise.source, sd_dof=c.noise.dof) if single else {"block": c.block}
         return effect(c.a, c.b, level=level, **kw)
 
     effects = [eff(c, 0.95) for c in cmps]
@@ -570,7 +595,7 @@ def merge_vs_ft_claim(deep: dict, noise: dict, scales: dict, reference: str = "f
         return not_run(text, ["fomo-ema-merge", reference], deep, where)
     a, b = _paired(deep, "fomo-ema-merge", reference, _end_of("GM"))
     ev = f"EMA-Merge GM {np.mean(a):.1f} vs full FT {np.mean(b):.1f} over {len(a)} seed{'s' if len(a) > 1 else ''}"
-    return _decide(text, where, [_cmp("", a, b, comparison_sd(noise, "GM"), "GM", scales)], ev)
+    return _decide(text, where, [_runs_cmp("", a, b, noise, "GM", scales)], ev)
 
 
 def merging_best_claim(deep: dict, noise: dict, scales: dict) -> Claim:
@@ -583,7 +608,7 @@ def merging_best_claim(deep: dict, noise: dict, scales: dict) -> Claim:
     gm = {e: endpoint(study_run(deep, e))["GM"] for e in merges + others}
     bm, bo = max(merges, key=gm.get), max(others, key=gm.get)
     a, b = _paired(deep, bm, bo, _end_of("GM"))
-    return _decide(text, where, [_cmp("", a, b, comparison_sd(noise, "GM"), "GM", scales)],
+    return _decide(text, where, [_runs_cmp("", a, b, noise, "GM", scales)],
                    f"best merge {bm} GM {gm[bm]:.1f} vs best other {bo} GM {gm[bo]:.1f}")
 
 
@@ -617,7 +642,7 @@ def _vs_reference(deep: dict, noise: dict, scales: dict, reference: str, rivals,
             a, b = _paired(deep, reference, e, _end_of(m))
             if sign < 0:
                 a, b = b, a
-            out.append(_cmp(f"{e} {m}", a, b, comparison_sd(noise, m), m, scales))
+            out.append(_runs_cmp(f"{e} {m}", a, b, noise, m, scales))
     return out
 
 
@@ -676,7 +701,8 @@ def ar_rsqrt_claim(deep: dict, noise: dict, scales: dict, reference: str = "fomo
     m = similar_fraction("A_KA") * float(np.mean(ka))
     zs = _vs_reference(deep, noise, scales, reference, ["fomo-ar-rsqrt"], [("A_ZS", -1)])
     ni = Cmp("A_KA + margin vs cosine's", [x + m for x in ka_ar], ka, comparison_sd(noise, "A_KA"), m,
-             "§6.1: 'nearly the same' A_KA, i.e. a difference of 0: the non-inferiority margin itself")
+             "§6.1: 'nearly the same' A_KA, i.e. a difference of 0: the non-inferiority margin itself",
+             noise.get("block", {}).get("A_KA"))
     ev = (f"A_ZS {np.mean(zs[0].a):.1f} vs {np.mean(zs[0].b):.1f}; A_KA {np.mean(ka_ar):.1f} vs {np.mean(ka):.1f} "
           f"(non-inferiority, {_margin_note('A_KA', float(np.mean(ka)))})")
     return _decide(text, where, [*zs, ni], ev)
@@ -691,7 +717,7 @@ def best_of_claim(text: str, deep: dict, best: str, rivals, metric: str, noise: 
     if best not in deep or not rivals:
         return not_run(text, [best, *wanted], deep, where)
     value = value or _end_of(metric)
-    cmps = [_cmp(e, *_paired(deep, best, e, value), comparison_sd(noise, metric), metric, scales) for e in rivals]
+    cmps = [_runs_cmp(e, *_paired(deep, best, e, value), noise, metric, scales) for e in rivals]
     return _decide(text, where, cmps, ", ".join(f"{e} {value(study_run(deep, e)):.1f}" for e in [best, *rivals]))
 
 
@@ -702,12 +728,12 @@ def mixtures_claim(deep: dict, noise: dict, scales: dict, mixes, reference: str 
     mix = [e for e in mixes if e in deep]
     if "fomo-mix-iidify" not in deep or "fomo-mix-nobuffer" not in deep:
         return not_run(text, ["fomo-mix-iidify", "fomo-mix-nobuffer"], deep, where)
-    sd, gm = comparison_sd(noise, "GM"), _end_of("GM")
-    cmps = [_cmp(f"iidify vs {e}", *_paired(deep, "fomo-mix-iidify", e, gm), sd, "GM", scales)
+    gm = _end_of("GM")
+    cmps = [_runs_cmp(f"iidify vs {e}", *_paired(deep, "fomo-mix-iidify", e, gm), noise, "GM", scales)
             for e in mix if e != "fomo-mix-iidify"]
     nob = f"§7.2: no buffer {PAPER_NOBUFFER[0]:+.1f} A_KA, {PAPER_NOBUFFER[1]:+.1f} A_ZS vs the reference: {nobuffer_gm_effect():.2f} GM"
-    cmps += [_cmp(f"{e} vs nobuffer", *_paired(deep, e, "fomo-mix-nobuffer", gm), sd, "GM", scales,
-                  *((nobuffer_gm_effect(), nob) if e == reference else (None, "")))
+    cmps += [_runs_cmp(f"{e} vs nobuffer", *_paired(deep, e, "fomo-mix-nobuffer", gm), noise, "GM", scales,
+                       *((nobuffer_gm_effect(), nob) if e == reference else (None, "")))
              for e in mix if e != "fomo-mix-nobuffer"]
     return _decide(text, where, cmps, ", ".join(f"{e} {gm(study_run(deep, e)):.1f}" for e in mix))
 
@@ -846,8 +872,8 @@ def ledger(runs: dict, study: dict, orders: dict[str, str], mm_tiny: dict[str, f
     seed (`load_subset`): comparisons whose sides both have ≥ 2 seeds are paired by seed, the rest
     are single-run and exploratory."""
     ref = study["reference"]
-    noise = ledger_noise(runs[ref], spread)
     deep = by_seed(runs, subset, study.get("seed", 0))
+    noise = ledger_noise(runs[ref], spread) | {"block": seed_blocks(deep)}
     scales = study_scales(study, [deep[ref][s] for s in sorted(deep[ref])])
     area = trajectory_area
     claims = [

@@ -17,7 +17,7 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
-                                all_equivalent, calibration_source, equivalent_verdict, greater_verdict, Noise,
+                                all_equivalent, blocked_noise, calibration_source, equivalent_verdict, greater_verdict, Noise,
                                 ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame)
 from vlcp.report.refs import paper_table
 from vlcp.report.results import complete, load_subset, over_seeds
@@ -102,6 +102,14 @@ def bwt_rm(r: dict) -> float:
 
 
 SPREAD_METRICS = {"average": average, "r1_mean": r1_mean, "bwt_rm": bwt_rm}   # the ledger's metrics
+
+
+def seed_blocks(runs: dict[str, list[dict]], where: str = "") -> dict:
+    """Per ledger metric (`SPREAD_METRICS`): the runs' seeds as blocks (`claims.blocked_noise` over
+    every experiment run at common seeds; {experiment: [results]}, a result's seed its "seed", else its
+    position), or None where no three experiments share two seeds: the noise of a comparison paired by seed."""
+    return {m: blocked_noise({e: {r.get("seed", i): fn(r) for i, r in enumerate(rs)} for e, rs in runs.items()}, where)
+            for m, fn in SPREAD_METRICS.items()}
 
 
 def subset_seeds(main_seeds: list[int], spread_cfg: dict) -> list[int]:
@@ -304,30 +312,32 @@ def _cite(paper: dict, winner: str, others: list[str], where: str) -> str:
 
 def beats_all(claim: str, values: dict[str, list[float]], winner: str, others: list[str],
               sd: float | None, sd_source: str, source: str, *, sd_dof: int | None = None,
-              paper: dict[str, float] | None = None, scale: Scale | None = None) -> Claim:
+              paper: dict[str, float] | None = None, scale: Scale | None = None, block: Noise | None = None) -> Claim:
     """"`winner` > each of `others`". With the paper's values (`paper`: {method: value}) and
     `scale`: judged against the paper's effects carried to our headroom (`claims.powered`, every
     rival at once); without them greater_verdict per rival, combined. The effect shown is the
-    closest rival's. `sd`, `sd_source`, `sd_dof`: a `Noise` (single-seed comparisons)."""
+    closest rival's. `sd`, `sd_source`, `sd_dof`: a `Noise` (single-seed comparisons); `block`: the
+    seeds as blocks (`seed_blocks`) for comparisons paired by seed."""
     ev = f"{winner} {fmt(values[winner])}; " + ", ".join(f"{o} {fmt(values[o])}" for o in others)
     if paper is not None and scale is not None:
         return powered_at_depth(claim, [(values[winner], values[o]) for o in others], [paper[winner] - paper[o] for o in others],
                       scale, _cite(paper, winner, others, source), labels=[f"vs {o}" for o in others], evidence=ev,
-                      source=source, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
-    effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source, sd_dof=sd_dof) for o in others]
+                      source=source, sd=sd, sd_source=sd_source, sd_dof=sd_dof, block=block)
+    effects = [effect(values[winner], values[o], sd=sd, sd_source=sd_source, sd_dof=sd_dof, block=block) for o in others]
     return claim_from(claim, combine([greater_verdict(e) for e in effects]), _weakest(effects), ev, source)
 
 
 def greater_claim(claim: str, a: list[float], b: list[float], sd: float | None, sd_source: str,
                   source: str, names: tuple[str, str] = ("a", "b"), *, sd_dof: int | None = None,
-                  paper: tuple[float, str] | None = None, scale: Scale | None = None) -> Claim:
+                  paper: tuple[float, str] | None = None, scale: Scale | None = None, block: Noise | None = None) -> Claim:
     """"a > b": with `paper` (the paper's a − b, and where it comes from) and `scale`, by
-    `claims.powered` against it carried to our headroom; else by greater_verdict."""
+    `claims.powered` against it carried to our headroom; else by greater_verdict. `block`: as in
+    `beats_all`, for two experiments' values paired by seed."""
     ev = f"{names[0]} {fmt(a)}, {names[1]} {fmt(b)}"
     if paper is not None and scale is not None:
         return powered_at_depth(claim, [(a, b)], [paper[0]], scale, paper[1], labels=None, evidence=ev, source=source,
-                      sd=sd, sd_source=sd_source, sd_dof=sd_dof)
-    e = effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof)
+                      sd=sd, sd_source=sd_source, sd_dof=sd_dof, block=block)
+    e = effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof, block=block)
     return claim_from(claim, greater_verdict(e), e, ev, source)
 
 

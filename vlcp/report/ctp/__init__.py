@@ -34,7 +34,7 @@ from vlcp.report.ctp.study import (ABLATION, COMPONENTS, DEFAULT_STUDY, FINAL, G
 from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1, paper_table2, pm, ranking,
                                     single_table, start_and_end, stats_frame, table1, table2)
 from vlcp.report.ctp.figures import curves, plot_fig4
-from vlcp.report.ctp.claims import (PAPER_M_DEFAULT_RM, PAPER_M_RANGE, Scale, claim_beats_all, claim_component,
+from vlcp.report.ctp.claims import (PAPER_M_DEFAULT_RM, PAPER_M_RANGE, Scale, blocks, claim_beats_all, claim_component,
                                     claim_first_in_groups, claim_gap, claim_groups, claim_momentum_insensitive,
                                     claim_ranking, claim_time_flops, claim_time_overhead, claim_time_target,
                                     group_means, kendall_tau, ledger, momentum_margin, noise_floor, null_verdict,
@@ -45,7 +45,7 @@ from vlcp.report.refs import paper_table   # the notebook's ctp.paper_table(...)
 __all__ = ["ABLATION", "COMPONENTS", "DEFAULT_STUDY", "FINAL", "GROUPS", "LABELS", "PAPER_CTP_HOURS", "PAPER_GAP",
            "PAPER_HOURS_RESOLUTION", "PAPER_JOINTT", "PAPER_M_DEFAULT_RM", "PAPER_M_RANGE", "PAPER_SEQF_HOURS",
            "PAPER_TIME_TARGET", "PREFIX", "REV_PREFIX", "SWITCHES", "SWITCH_INDEX", "TABLE3_ROWS", "beside",
-           "bwt_table", "by_seed", "claim_beats_all", "claim_component", "claim_first_in_groups", "claim_gap",
+           "blocks", "bwt_table", "by_seed", "claim_beats_all", "claim_component", "claim_first_in_groups", "claim_gap",
            "claim_groups", "claim_momentum_insensitive", "claim_ranking", "claim_time_flops", "claim_time_overhead",
            "claim_time_target", "component_pairs", "curves", "describe_missing", "final_row", "flop_ratios",
            "group_means", "group_of", "kendall_tau", "ledger", "list_mismatch", "load_available", "mean_std",

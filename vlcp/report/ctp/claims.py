@@ -8,9 +8,9 @@ import pandas as pd
 from scipy import stats
 
 from vlcp.report import power as pw
-from vlcp.report.claims import (Claim, Effect, Scale, all_equivalent, calibration_source, claim_from, combine, effect,
-                                equivalent_verdict, greater_verdict, judge, not_testable, powered_at_depth,
-                                powered_equivalence, target_verdict)
+from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blocked_noise, calibration_source,
+                                claim_from, combine, effect, equivalent_verdict, greater_verdict, judge, not_testable,
+                                powered_at_depth, powered_equivalence, target_verdict)
 from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT,
                                    PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, by_seed, component_pairs,
                                    final_row, flop_ratios, mean_std, method_label, paper_headroom, paper_rm,
@@ -80,15 +80,16 @@ def _pair(a: dict, b: dict) -> tuple[list[float], list[float], bool]:
 
 def powered_claim(text: str, comparisons: list[tuple[str, dict, dict, float]], scale: Scale, paper: str, *,
                   evidence: str = "", source: str = "", sd: float | None = None, sd_source: str = "",
-                  missing=(), exploratory: bool | None = None) -> Claim:
+                  missing=(), exploratory: bool | None = None, block: Noise | None = None) -> Claim:
     """`vlcp.report.claims.powered` over named comparisons (label, {seed: a}, {seed: b}, the paper's
     a − b): each paper effect scaled by `scale`; `sd` (the noise floor) only where a side has one
     run (Table 1's seeds measure their own spread); missing runs as `_with_missing`. `exploratory`
     (None: when a side has one run, below the depth of Table 1's seeds): the row can read only
-    underpowered or inconclusive (`powered`)."""
+    underpowered or inconclusive (`powered`). `block`: the runs' seeds as blocks (`blocks`), for the
+    pairs paired by seed."""
     c = powered_at_depth(text, [_pair(a, b)[:2] for _, a, b, _ in comparisons], [p for *_, p in comparisons], scale,
                          paper, labels=[lab for lab, *_ in comparisons], evidence=evidence, source=source, sd=sd,
-                         sd_source=sd_source, exploratory=exploratory)
+                         sd_source=sd_source, exploratory=exploratory, block=block)
     c.verdict, c.evidence = _with_missing(c.verdict, c.evidence, list(dict.fromkeys(missing)))
     return c
 
@@ -99,14 +100,15 @@ def _claim(text: str, verdict: str, e: Effect | None, evidence: str, source: str
     return claim_from(text, verdict, e, evidence, source) if e is not None else Claim(text, verdict, evidence, source)
 
 
-def paired_effect(a: dict, b: dict, sd: float | None = None, sd_source: str = "given sd", level: float = 0.95) -> Effect:
+def paired_effect(a: dict, b: dict, sd: float | None = None, sd_source: str = "given sd", level: float = 0.95,
+                  block: Noise | None = None) -> Effect:
     """a − b from {seed: value} dicts: paired by seed over the seeds both have when there are >= 2
-    (no floor: the seed spread is measured); otherwise every value of each side, with `sd` (the std
-    of one difference) where a side has a single value (`effect`'s one-run interval). `level`: the
-    interval's."""
+    (no floor: the seed spread is measured; `block`, the runs' seeds as blocks, pools it, `effect`);
+    otherwise every value of each side, with `sd` (the std of one difference) where a side has a
+    single value (`effect`'s one-run interval). `level`: the interval's."""
     va, vb, paired = _pair(a, b)
     if paired:
-        return effect(va, vb, paired=True, level=level)
+        return effect(va, vb, paired=True, level=level, block=block)
     single = min(len(va), len(vb)) < 2
     return effect(va, vb, sd=sd if single else None, paired=False, sd_source=sd_source, level=level)
 
@@ -133,9 +135,9 @@ def weakest(effects: list[Effect]) -> Effect | None:
 def claim_beats_all(runs, winner: str, others: list[str], metric: str = "Rm", sd: float | None = None,
                     text: str = "", source: str = "", names: dict[str, str] | None = None,
                     sd_source: str = "Table 1 seed spread", paper: dict[str, float] | None = None,
-                    scale: Scale | None = None, exploratory: bool | None = None) -> Claim:
+                    scale: Scale | None = None, exploratory: bool | None = None, block: Noise | None = None) -> Claim:
     """`winner` beats every one of `others` on `metric`: each pair's effect (winner − other, paired
-    by seed, or one run each with `sd`). With the paper's values (`paper`: {experiment: the paper's
+    by seed, with `block` the runs' seeds as blocks when given, or one run each with `sd`). With the paper's values (`paper`: {experiment: the paper's
     `metric`}) and `scale`, judged against the paper's effects scaled to our headroom (`powered`:
     confirmed, refuted, underpowered, inconclusive); without them by `greater_verdict`, combined.
     The claim carries the effect over the closest one. `names`: display names (default: the
@@ -157,8 +159,8 @@ def claim_beats_all(runs, winner: str, others: list[str], metric: str = "Rm", sd
                 + f" (effects {min(p for *_, p in comps):+.2f} to {max(p for *_, p in comps):+.2f})")
         ev = ", ".join([_ev(label(winner), list(w.values()))] + [_ev(label(e), values(runs[e], metric)) for e in present])
         return powered_claim(text, comps, scale, cite, evidence=ev, source=source, sd=sd, sd_source=sd_source,
-                             missing=missing, exploratory=exploratory)
-    effects = [paired_effect(w, seed_values(runs[e], metric), sd, sd_source) for e in present]
+                             missing=missing, exploratory=exploratory, block=block)
+    effects = [paired_effect(w, seed_values(runs[e], metric), sd, sd_source, block=block) for e in present]
     verdicts = [greater_verdict(e) for e in effects]
     lost = [label(e) for e, v in zip(present, verdicts) if v == "not confirmed"]
     within = [label(e) for e, v in zip(present, verdicts) if v == "inconclusive"]
@@ -618,25 +620,34 @@ def study_scale(study: dict, runs1: dict, table: str = "ctp_table1") -> Scale | 
     return Scale(float(h), paper_headroom(table), how) if h > 0 else None
 
 
+def blocks(runs: dict, metric: str = "Rm", where: str = "") -> Noise | None:
+    """The runs' seeds as blocks (`claims.blocked_noise` of `metric` over every experiment of `runs`
+    run at common seeds): the noise of Table 1's comparisons paired by seed. None at one seed."""
+    return blocked_noise({e: seed_values(rs, metric) for e, rs in runs.items() if rs}, where)
+
+
 def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench: dict | None = None,
            floor_how: str = "measured") -> list[Claim]:
     """Every claim of the CTP paper we check, in the paper's order. runs1: Table 1 runs (seeds);
     runs_abl: the single-seed tables' runs (ablation seeds); floor_single: the std of one difference
     of single-seed Rm values (`noise_floor`; `floor_how`: its description), the `sd` of every
     single-seed effect (and of Table 1's pairs with fewer than 2 seeds in common); bench: the paired
-    time benchmark (`benchmarks/results/ctp_cost.json`), when there is one."""
+    time benchmark (`benchmarks/results/ctp_cost.json`), when there is one. The "beats" claims paired
+    by seed read each table's runs with seeds as blocks (`blocks`: Table 1's, and the single-seed
+    tables' where the long profile runs them at several seeds)."""
     t1 = study["table1"]
     sd, src = floor_single, sd_source_of(floor_how)
     scale, rm = study_scale(study, runs1), paper_rm(study)
     kw = {"sd": sd, "sd_source": src}
     pk = {**kw, "paper": rm, "scale": scale}
+    pk1, pk_abl = {**pk, "block": blocks(runs1, "Rm", "Table 1")}, {**pk, "block": blocks(runs_abl, "Rm", "Tables 2-3")}
     free = [e for e in t1.get("memory-free", []) if e not in (study["ctp"], study["reference"])]
     buffer = [e for e in t1.get("memory-buffer", []) if e != study["ctp_er"]]
     claims = [
         claim_beats_all(runs1, study["ctp"], free + [study["reference"]], "Rm",
-                        text="CTP beats every memory-free baseline on Rm", source="Table 1, §5.2", **pk),
+                        text="CTP beats every memory-free baseline on Rm", source="Table 1, §5.2", **pk1),
         claim_beats_all(runs1, study["ctp_er"], buffer, "Rm",
-                        text="CTP+ER beats every memory-buffer baseline on Rm", source="Table 1, §5.2", **pk),
+                        text="CTP+ER beats every memory-buffer baseline on Rm", source="Table 1, §5.2", **pk1),
         claim_groups(runs1, [e for e in t1.get("memory-buffer", [])],
                      [e for e in t1.get("memory-free", []) if e != study["reference"]], "Rm", **pk),
         claim_gap(runs1, (t1.get("upper bound") or ["ctp-jointt"])[0], study["reference"],
@@ -648,21 +659,21 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
     lc_alone, cmc_alone = study["table2"][2], study["table2"][1]
     claims.append(claim_beats_all(runs_abl, lc_alone, [cmc_alone], "Rm",
                                   text="cross-modal topology preservation L_c alone does more than compatible momentum "
-                                       "contrast L_CMC alone (Rm)", source="Table 2, §5.3", names=names2, **pk))
+                                       "contrast L_CMC alone (Rm)", source="Table 2, §5.3", names=names2, **pk_abl))
     t3 = study["table3"]
     names3 = {e: k for k, e in table3_rows(t3).items()}
     claims += [
         claim_beats_all(runs_abl, t3["ctp"], [t3["only_prev"], t3["only_cur"]], "Rm",
                         text="the compatible momentum update beats either single-way update on Rm",
-                        source="Table 3, §5.3", names=names3, **pk),
+                        source="Table 3, §5.3", names=names3, **pk_abl),
         claim_beats_all(runs_abl, t3["only_prev"], [t3["only_cur"]], "Rm",
                         text="the single-way update from the previous-task model beats the one from the current model "
-                             "on Rm", source="Table 3, §5.3", names=names3, **pk),
+                             "on Rm", source="Table 3, §5.3", names=names3, **pk_abl),
         claim_beats_all(runs_abl, t3["ctp"], [t3["no_queue"]], "Rm",
-                        text="the momentum queue Q helps (CTP > w/o Q on Rm)", source="Table 3, §5.3", names=names3, **pk),
+                        text="the momentum queue Q helps (CTP > w/o Q on Rm)", source="Table 3, §5.3", names=names3, **pk_abl),
         claim_beats_all(runs_abl, t3["ctp"], [t3["no_selfmask"]], "Rm",
                         text="suppressing the same-modal self-similarity helps (CTP > w/o P̂i2i & P̂t2t on Rm)",
-                        source="Table 3, §5.3", names=names3, **pk),
+                        source="Table 3, §5.3", names=names3, **pk_abl),
     ]
     margin, margin_how = momentum_margin(runs_abl, study["momentum"], study.get("momentum_margin", "auto"))
     claims += [
