@@ -237,7 +237,7 @@ def blocked_noise(values: dict[str, dict], where: str = "") -> Noise | None:
     the most residual degrees of freedom (E − 1)(S − 1). None when no block has ≥ 3 experiments
     (with two, the block is the pair itself: nothing is pooled). `where` names the runs."""
     best = None
-    for seeds in {tuple(sorted(v)) for v in values.values() if len(v) >= 2}:
+    for seeds in sorted({tuple(sorted(v)) for v in values.values() if len(v) >= 2}):   # sorted: ties break alike
         members = [e for e, v in values.items() if all(s in v for s in seeds)]
         dof = (len(members) - 1) * (len(seeds) - 1)
         if len(members) >= 3 and (best is None or dof > best[0]):
