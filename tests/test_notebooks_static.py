@@ -18,3 +18,28 @@ def test_every_notebook_code_cell_parses(notebook):
         if c["cell_type"] == "code":
             src = "".join(c["source"])
             compile("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))), f"{notebook} cell {i}", "exec")
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_every_vlcp_module_attribute_a_notebook_reads_exists(notebook):
+    """`fm.teach_runs` after a rename fails here, not in the render: every `<module>.<name>` a cell reads,
+    for the vlcp modules the notebook imports (`from vlcp.report import fomo as fm`, `... import ctp`)."""
+    import ast
+    import importlib
+
+    nb = json.loads((ROOT / "notebooks" / notebook).read_text())
+    trees = [ast.parse("\n".join(l for l in "".join(c["source"]).splitlines() if not l.lstrip().startswith(("%", "!"))))
+             for c in nb["cells"] if c["cell_type"] == "code"]
+    modules = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vlcp"):
+                for a in node.names:
+                    try:
+                        modules[a.asname or a.name] = importlib.import_module(f"{node.module}.{a.name}")
+                    except ModuleNotFoundError:   # a function or class, not a submodule
+                        pass
+    missing = sorted({f"{n.value.id}.{n.attr}" for tree in trees for n in ast.walk(tree)
+                      if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules
+                      and not hasattr(modules[n.value.id], n.attr)})
+    assert not missing, f"{notebook} reads attributes its vlcp modules lack: {missing}"

@@ -3,6 +3,7 @@ import math
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 
 from vlcp.report import fomo as fm
@@ -461,7 +462,7 @@ def test_notebook_setup_cell_measures_the_spread_or_falls_back(tmp_path, monkeyp
     assert ns["report"] and list(ns["runs"]) == ["fomo-ft", "fomo-ema-merge"]
     if len(seeds) > 1:
         assert "fomo-ft, fomo-ema-merge at seeds 0, 1, 2" in ns["spread"]["source"] and ns["noise"]["dof"]["GM"] == 4
-        assert fm.teach_runs(ns["runs"], ns["subset"], ["fomo-ft"])["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
+        assert fm.seed_runs(ns["runs"], ns["subset"], ["fomo-ft"])["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
     else:
         assert ns["spread"] is None and "fomo-ema-merge seed 2" in ns["subset_missing"] and "seed" not in ns["noise"]
 
@@ -523,10 +524,10 @@ def test_tukey_q_grows_as_the_dof_shrink():
     assert fm.tukey_q(0.95, 4, 4) > fm.tukey_q(0.95, 4, 30) > fm.tukey_q(0.95, 4) == pytest.approx(3.63, abs=0.01)
 
 
-def test_teach_runs_pass_every_seed_of_the_subset():
+def test_seed_runs_pass_every_seed_of_the_subset():
     runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)})
     sub = subset_of({"fomo-ft": [20, 21, 22]})
-    got = fm.teach_runs(runs, sub, ["fomo-ft", "fomo-ema-merge", "fomo-zs-merge"])
+    got = fm.seed_runs(runs, sub, ["fomo-ft", "fomo-ema-merge", "fomo-zs-merge"])
     assert [len(v) for v in got.values()] == [3, 1] and got["fomo-ft"][2] is sub["fomo-ft"][2]
     assert got["fomo-ema-merge"][0] is runs["fomo-ema-merge"]
 
@@ -548,3 +549,35 @@ def test_steps_by_stream_length_cuts_the_same_total_compute_into_t_tasks():
     assert t.loc["lora"].tolist() == [13, 5, 2, 1]          # floor(T's full-FT steps × 100 / 75)
     assert t.loc["ewc"].tolist() == [8, 3, 1, 1]            # the per-task Fisher (50) paid from each task's budget
     assert list(t.columns) == ["T=20", "T=50", "T=100", "T=200"]
+
+
+@pytest.mark.parametrize("long", [False, True])
+def test_table_cells_show_one_seed_or_mean_and_std_and_keep_their_arithmetic_numeric(long):
+    """The mixtures and compute-scaling cells on fake runs: by default the study's one run (numbers, as
+    before); in the long profile every seed, each cell "mean ± std", while the "vs reference" columns
+    and the plot read the numeric means."""
+    import json
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    from vlcp.report.refs import paper_table
+    from vlcp.report.results import mean_frame, shown_frame
+
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "fomo_figures.ipynb").read_text())
+    cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
+    mixes = {"fomo-ft": (30, 20), "fomo-mix-nobuffer": (28, 18), "fomo-mix-iidify": (31, 22), "fomo-ema-merge": (27, 30)}
+    runs = ends(**mixes)
+    subset = {e: {0: runs[e], 1: run([(10, 40), (p[0] + 2, p[1])]), 2: run([(10, 40), (p[0] + 4, p[1])])}
+              for e, p in mixes.items()}
+    shown = []
+    ns = {"report": True, "fm": fm, "runs": runs, "tsub": subset if long else {}, "zs": runs["fomo-ft"]["zero_shot"],
+          "joint": None, "study": {"reference": "fomo-ft"}, "plt": plt, "pd": pd, "mean_frame": mean_frame,
+          "shown_frame": shown_frame, "display": shown.append, "Markdown": str, "txt": paper_table("fomo_text")}
+    exec(cells["8b6f9be2"], ns)
+    mt = next(t for t in shown if isinstance(t, pd.DataFrame) and "A_KA vs reference" in t.columns)
+    assert mt.loc["IIDify 0/.1/.9", "A_KA vs reference"] == pytest.approx(1.0)     # (31 + 2) − (30 + 2): of the means
+    assert mt.loc["reference .33/.34/.33", "A_KA"] == ("32.0 ± 2.0" if long else 30.0)
+    exec(cells["0f21ed50"], ns)
+    assert ns["cs_"].loc[("ft", 1), "A_KA"] == pytest.approx(32.0 if long else 30.0)     # numeric: the plot's means
+    plt.close("all")

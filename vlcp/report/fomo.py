@@ -71,24 +71,27 @@ def macro_floor(r: dict, role: str, row: dict | None = None) -> float:
     return 2 * np.sqrt(2) * macro_se(r, role, row)
 
 
-def summary(runs: dict[str, dict], zero_shot: dict, joint: dict | None) -> pd.DataFrame:
-    """Endpoint A_KA, A_ZS, GM per run, their change from θ0, the distance above the
+def summary_row(r: dict, zero_shot: dict, joint: dict | None) -> dict:
+    """One run's endpoint A_KA, A_ZS, GM, their change from θ0, the distance above the
     zero-shot–joint line, the budget (steps per task, memory multiplier) and training time."""
-    rows = {}
-    for e, r in runs.items():
-        end = endpoint(r)
-        row = dict(end)
-        row["ΔA_KA"] = end["A_KA"] - zero_shot["A_KA"]
-        row["ΔA_ZS"] = end["A_ZS"] - zero_shot["A_ZS"]
-        if joint is not None and joint["A_KA"] != zero_shot["A_KA"]:
-            row["above line"] = continual.above_trade_off_line((end["A_KA"], end["A_ZS"]),
-                                                               (zero_shot["A_KA"], zero_shot["A_ZS"]),
-                                                               (joint["A_KA"], joint["A_ZS"]))
-        row["steps/task"] = r["steps_per_task"][0]
-        row["memory ×"] = r["budget"]["memory_multiplier"]
-        row["train s"] = sum(t["seconds"] for t in r["train"])
-        rows[e] = row
-    return pd.DataFrame(rows).T
+    end = endpoint(r)
+    row = dict(end)
+    row["ΔA_KA"] = end["A_KA"] - zero_shot["A_KA"]
+    row["ΔA_ZS"] = end["A_ZS"] - zero_shot["A_ZS"]
+    if joint is not None and joint["A_KA"] != zero_shot["A_KA"]:
+        row["above line"] = continual.above_trade_off_line((end["A_KA"], end["A_ZS"]),
+                                                           (zero_shot["A_KA"], zero_shot["A_ZS"]),
+                                                           (joint["A_KA"], joint["A_ZS"]))
+    row["steps/task"] = r["steps_per_task"][0]
+    row["memory ×"] = r["budget"]["memory_multiplier"]
+    row["train s"] = sum(t["seconds"] for t in r["train"])
+    return row
+
+
+def summary(runs: dict[str, dict], zero_shot: dict, joint: dict | None) -> pd.DataFrame:
+    """`summary_row` per run ({label: run}): one seed's table. Over seeds: `results.mean_frame`
+    (numbers) and `results.shown_frame` (mean ± std) of `summary_row` over `table_runs`."""
+    return pd.DataFrame({e: summary_row(r, zero_shot, joint) for e, r in runs.items()}).T
 
 
 def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
@@ -366,11 +369,18 @@ def noise_table(noise: dict, metrics=("A_KA", "A_ZS", "GM", AREA)) -> pd.DataFra
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def teach_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], experiments) -> dict[str, list[dict]]:
-    """{experiment: its runs, one per seed} for "Does the stream teach?": every seed the subset
-    (`load_subset`) has of it, else the study's one run; experiments with neither left out."""
+def seed_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], experiments) -> dict[str, list[dict]]:
+    """{experiment: its runs, one per seed} ("Does the stream teach?", the tables over seeds): every
+    seed the subset (`load_subset`) has of it, else the study's one run; experiments with neither left out."""
     return {e: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
             for e in experiments if subset.get(e) or e in runs}
+
+
+def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict:
+    """{label: experiment} -> {label: [its run at each seed]} (`seed_runs`) for the experiments that
+    ran: a table's rows over seeds (the long profile passes its every seed; {} the study's one run)."""
+    got = seed_runs(runs, subset, list(labels.values()))
+    return {k: got[e] for k, e in labels.items() if e in got}
 
 
 def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test: float | None = None) -> Noise:

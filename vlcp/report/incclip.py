@@ -20,7 +20,7 @@ from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engi
                                 all_equivalent, blocked_noise, calibration_source, equivalent_verdict, greater_verdict, Noise,
                                 ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame)
 from vlcp.report.refs import paper_table
-from vlcp.report.results import complete, load_subset, over_seeds
+from vlcp.report.results import complete, load_subset, mean_frame, per_seed, shown_frame  # noqa: F401  (ic.mean_frame, ...)
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -48,27 +48,6 @@ def retrieval(r: dict, step: int = -1, ks=(1, 5, 10)) -> dict[tuple[str, str, st
         for k in ks:
             out[(name, "T2I", f"R@{k}")] = cell[f"IR@{k}"]
     return out
-
-
-def per_seed(rs: list[dict], fn, *args) -> dict:
-    """{column: [value per seed]} from fn(r, *args) -> {column: value}."""
-    rows = [fn(r, *args) for r in rs]
-    return {k: [row[k] for row in rows] for k in rows[0]}
-
-
-def mean_frame(runs: dict[str, list[dict]], fn, *args) -> pd.DataFrame:
-    """Rows = experiments, columns = fn's keys, cells = mean over seeds."""
-    return pd.DataFrame({exp: {k: float(np.mean(v)) for k, v in per_seed(rs, fn, *args).items()}
-                         for exp, rs in runs.items()}).T
-
-
-def shown_frame(runs: dict[str, list[dict]], fn, *args) -> pd.DataFrame:
-    """`mean_frame` as a table shows it: the means where every experiment ran one seed; else each
-    cell as "mean ± std" over its seeds (`results.over_seeds`: a one-seed cell says so)."""
-    if all(len(rs) == 1 for rs in runs.values()):
-        return mean_frame(runs, fn, *args)
-    return pd.DataFrame({exp: {k: over_seeds(v) for k, v in per_seed(rs, fn, *args).items()}
-                         for exp, rs in runs.items()}).T
 
 
 def curve(rs: list[dict], key: str = "Average") -> np.ndarray:

@@ -95,6 +95,28 @@ def over_seeds(values) -> str:
     return fmt(*mean_std(v)) if len(v) > 1 else f"{v.mean():.1f} (1 seed)"
 
 
+def per_seed(rs: list[dict], fn, *args) -> dict:
+    """{column: [value per seed]} from fn(r, *args) -> {column: value}."""
+    rows = [fn(r, *args) for r in rs]
+    return {k: [row[k] for row in rows] for k in rows[0]}
+
+
+def mean_frame(runs: dict, fn, *args) -> pd.DataFrame:
+    """Rows = the keys of `runs` ({experiment or label: [its run at each seed]}), columns = fn's
+    keys (fn(r, *args) -> {column: value}), cells = mean over seeds: the numbers arithmetic reads."""
+    return pd.DataFrame({exp: {k: float(np.mean(v)) for k, v in per_seed(rs, fn, *args).items()}
+                         for exp, rs in runs.items()}).T
+
+
+def shown_frame(runs: dict, fn, *args) -> pd.DataFrame:
+    """`mean_frame` as a table shows it: the means where every row ran one seed; else each cell as
+    "mean ± std" over its seeds (`over_seeds`: a one-seed cell says so)."""
+    if all(len(rs) == 1 for rs in runs.values()):
+        return mean_frame(runs, fn, *args)
+    return pd.DataFrame({exp: {k: over_seeds(v) for k, v in per_seed(rs, fn, *args).items()}
+                         for exp, rs in runs.items()}).T
+
+
 def final_metrics(r: dict) -> dict[str, float]:
     """The final model on the whole stream's pools (the last cumulative row)."""
     return r["cumulative"][-1]["test"]
