@@ -137,11 +137,11 @@ def claim_beats_all(runs, winner: str, others: list[str], metric: str = "Rm", sd
                     sd_source: str = "Table 1 seed spread", paper: dict[str, float] | None = None,
                     scale: Scale | None = None, exploratory: bool | None = None, block: Noise | None = None) -> Claim:
     """`winner` beats every one of `others` on `metric`: each pair's effect (winner − other, paired
-    by seed, with `block` the runs' seeds as blocks when given, or one run each with `sd`). With the paper's values (`paper`: {experiment: the paper's
-    `metric`}) and `scale`, judged against the paper's effects scaled to our headroom (`powered`:
-    confirmed, refuted, underpowered, inconclusive); without them by `greater_verdict`, combined.
-    The claim carries the effect over the closest one. `names`: display names (default: the
-    paper's method names)."""
+    by seed, with `block` the runs' seeds as blocks when given, or one run each with `sd`). With the
+    paper's values (`paper`: {experiment: the paper's `metric`}) and `scale`, judged against the
+    paper's effects scaled to our headroom (`powered`: confirmed, refuted, underpowered,
+    inconclusive); without them by `greater_verdict`, combined. The claim carries the effect over
+    the closest one. `names`: display names (default: the paper's method names)."""
     def label(e):
         return (names or {}).get(e) or method_label(e)
 
