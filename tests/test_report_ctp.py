@@ -673,6 +673,10 @@ def test_ledger_pairs_table1_with_seeds_as_blocks_and_single_seed_tables_without
     assert block.dof == (len(runs1) - 1) * 2
     assert "seeds as blocks" in first.evidence and f"on {block.dof} dof" in first.evidence
     assert ctp.blocks(runs_of({"a": (1.0,), "b": (2.0,), "c": (3.0,)}, seeds=(0,))) is None
+    # the single-seed tables at three seeds (the long profile): Table 2's component pairs read their runs' blocks too
+    abl = runs_of({e: (10.0 + i, *rng.normal(0, 0.5, 3)) for i, e in enumerate(study["table2"])})
+    comp = _ledger_claim(ctp.ledger(study, runs1, abl, 1.0), "adding L_c improves")
+    assert "seeds as blocks" in comp.evidence and "on 12 dof" in comp.evidence     # 7 experiments × 3 seeds
 
 
 def test_components_groups_and_reversed_leaders_are_judged_against_their_paper_effects():

@@ -252,11 +252,11 @@ def claim_gap(runs, jointt: str, seqf: str, rm_min_frac: float = 0.5, map_max_fr
 
 def claim_component(runs, experiments: list[str], component: str, metric: str = "Rm", sd: float | None = None,
                     sd_source: str = "Table 1 seed spread", paper_rm: dict[str, float] | None = None,
-                    scale: Scale | None = None, exploratory: bool | None = None) -> Claim:
+                    scale: Scale | None = None, exploratory: bool | None = None, block: Noise | None = None) -> Claim:
     """Adding `component` improves `metric` in every pair of Table 2 rows that differ only in it:
     each pair's effect (with − without) by `greater_verdict`, combined; the claim carries the
     smallest one. With `paper_rm` ({experiment: the paper's Rm}) and `scale`: every pair against its
-    paper effect, scaled (`powered`)."""
+    paper effect, scaled (`powered`). `block`: the runs' seeds as blocks, for pairs paired by seed."""
     text = f"adding {component} improves {metric} (every Table 2 row pair differing only in {component})"
     paper = paper_table("ctp_table2")[metric].tolist()
     effects, verdicts, ev, missing, comps = [], [], [], [], []
@@ -266,7 +266,7 @@ def claim_component(runs, experiments: list[str], component: str, metric: str = 
         if miss:
             missing += miss
             continue
-        e = paired_effect(seed_values(runs[b], metric), seed_values(runs[a], metric), sd, sd_source)
+        e = paired_effect(seed_values(runs[b], metric), seed_values(runs[a], metric), sd, sd_source, block=block)
         effects.append(e)
         verdicts.append(greater_verdict(e))
         p = "" if pd.isna(paper[i]) or pd.isna(paper[j]) else f"; paper {paper[i]:.2f} → {paper[j]:.2f}"
@@ -280,7 +280,7 @@ def claim_component(runs, experiments: list[str], component: str, metric: str = 
         return powered_claim(text, comps, scale, cite + (" (the (L_CMC, L_c) row's 64.38 from §5.3's prose)"
                                                          if any("ctp-abl-cmc-lc" in c[0] for c in comps) else ""),
                              evidence="; ".join(pair for pair, _ in ev), source="Table 2", sd=sd, sd_source=sd_source, missing=missing,
-                             exploratory=exploratory)
+                             exploratory=exploratory, block=block)
     return _claim(text, combine(verdicts) if verdicts else "inconclusive", weakest(effects),
                   "; ".join(pair + verdict for pair, verdict in ev), "Table 2", missing)
 
@@ -566,11 +566,11 @@ def claim_ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm", 
 
 def claim_first_in_groups(runs_reversed, study: dict, metric: str = "Rm", sd: float | None = None,
                           sd_source: str = "Table 1 seed spread", paper: dict[str, float] | None = None,
-                          scale: Scale | None = None, exploratory: bool | None = None) -> Claim:
+                          scale: Scale | None = None, exploratory: bool | None = None, block: Noise | None = None) -> Claim:
     """CTP / CTP+ER stay first among the memory-free / memory-buffer methods of the reversed runs:
     each pair's effect (`greater_verdict`; one run each: `sd`), combined. With `paper` (supp. Table
     3's Rm per `ctp-rev-` experiment) and `scale`: every pair against its paper effect, scaled
-    (`powered`, all pairs of both groups as one claim)."""
+    (`powered`, all pairs of both groups as one claim). `block`: as in `claim_component`."""
     text = "CTP and CTP+ER stay first in their groups (memory-free, memory-buffer) in the reversed task order"
     src = "supp. Table 3, supp. §E.2"
     rows = reversed_rows(study)
@@ -587,7 +587,7 @@ def claim_first_in_groups(runs_reversed, study: dict, metric: str = "Rm", sd: fl
         if paper is not None:
             comps += [(f"{method_label(w)} − {method_label(e)}", wv, seed_values(runs_reversed[e], metric),
                        paper[w] - paper[e]) for e in others]
-        es = [paired_effect(wv, seed_values(runs_reversed[e], metric), sd, sd_source) for e in others]
+        es = [paired_effect(wv, seed_values(runs_reversed[e], metric), sd, sd_source, block=block) for e in others]
         verdicts.append(combine([greater_verdict(e) for e in es]))
         effects += es
         ev.append(f"{method_label(winner)} first among the reversed {g} runs (vs {len(others)} other(s), closest "
@@ -595,7 +595,7 @@ def claim_first_in_groups(runs_reversed, study: dict, metric: str = "Rm", sd: fl
     if comps and scale is not None:
         cite = f"{src} {metric}: " + ", ".join(f"{lab} {p:+.2f}" for lab, *_, p in comps)
         return powered_claim(text, comps, scale, cite, source=src, sd=sd, sd_source=sd_source, missing=missing,
-                             exploratory=exploratory)
+                             exploratory=exploratory, block=block)
     return _claim(text, combine(verdicts), weakest(effects), "; ".join(ev), src, missing)
 
 
@@ -632,9 +632,9 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
     runs_abl: the single-seed tables' runs (ablation seeds); floor_single: the std of one difference
     of single-seed Rm values (`noise_floor`; `floor_how`: its description), the `sd` of every
     single-seed effect (and of Table 1's pairs with fewer than 2 seeds in common); bench: the paired
-    time benchmark (`benchmarks/results/ctp_cost.json`), when there is one. The "beats" claims paired
-    by seed read each table's runs with seeds as blocks (`blocks`: Table 1's, and the single-seed
-    tables' where the long profile runs them at several seeds)."""
+    time benchmark (`benchmarks/results/ctp_cost.json`), when there is one. Every comparison of two
+    experiments' Rm paired by seed reads its table's runs with seeds as blocks (`blocks`: Table 1's,
+    and the single-seed tables' where the long profile runs them at several seeds)."""
     t1 = study["table1"]
     sd, src = floor_single, sd_source_of(floor_how)
     scale, rm = study_scale(study, runs1), paper_rm(study)
@@ -653,7 +653,8 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
         claim_gap(runs1, (t1.get("upper bound") or ["ctp-jointt"])[0], study["reference"],
                   study["gap"]["rm_min_frac"], study["gap"]["map_max_frac"], **kw),
     ]
-    claims += [claim_component(runs_abl, study["table2"], c, "Rm", paper_rm=rm, scale=scale, **kw) for c in COMPONENTS]
+    claims += [claim_component(runs_abl, study["table2"], c, "Rm", paper_rm=rm, scale=scale, block=pk_abl["block"], **kw)
+               for c in COMPONENTS]
     t2 = table2_rows(study["table2"])
     names2 = {e: f"{k} ({e})" for k, e in t2.items()}
     lc_alone, cmc_alone = study["table2"][2], study["table2"][1]
@@ -682,6 +683,7 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
         claim_time_overhead(runs1, study["ctp"], study["reference"], free, study.get("time_margin", PAPER_HOURS_RESOLUTION)),
         claim_time_target(runs1, study["ctp"], study["reference"], study["time_target"], bench),
         claim_ranking(runs1, runs_abl, study, "Rm", study.get("rank_alpha", 0.05)),
-        claim_first_in_groups(runs_abl, study, "Rm", paper=rm, scale=study_scale(study, runs1, "ctp_supp_table3"), **kw),
+        claim_first_in_groups(runs_abl, study, "Rm", paper=rm, scale=study_scale(study, runs1, "ctp_supp_table3"),
+                              block=pk_abl["block"], **kw),
     ]
     return claims
