@@ -18,8 +18,8 @@ import pandas as pd
 from scipy import stats
 
 from vlcp.eval import continual
-from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, claim_from, effect, runs_where,
-                                seed_spread)
+from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blocked_noise, claim_from, effect,
+                                runs_where, seed_spread)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.utils import read_json
@@ -321,7 +321,6 @@ def seed_blocks(deep: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict:
     """Per ledger metric: the runs' seeds as blocks (`claims.blocked_noise` over every experiment
     of `deep`, {experiment: {seed: run}}, run at common seeds; None where no three experiments
     share two seeds): the noise of a comparison of two experiments paired by seed."""
-    from vlcp.report.claims import blocked_noise
     return {m: blocked_noise({e: {s: f(r) for s, r in by.items()} for e, by in deep.items()}, "FoMo's runs")
             for m, f in ledger_metrics(k).items()}
 

@@ -20,7 +20,7 @@ from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engi
                                 all_equivalent, blocked_noise, calibration_source, equivalent_verdict, greater_verdict, Noise,
                                 ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame)
 from vlcp.report.refs import paper_table
-from vlcp.report.results import complete, load_subset, mean_frame, per_seed, shown_frame  # noqa: F401  (ic.mean_frame, ...)
+from vlcp.report.results import complete, load_subset, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",

@@ -640,7 +640,8 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
     scale, rm = study_scale(study, runs1), paper_rm(study)
     kw = {"sd": sd, "sd_source": src}
     pk = {**kw, "paper": rm, "scale": scale}
-    pk1, pk_abl = {**pk, "block": blocks(runs1, "Rm", "Table 1")}, {**pk, "block": blocks(runs_abl, "Rm", "Tables 2-3")}
+    block1, block_abl = blocks(runs1, "Rm", "Table 1"), blocks(runs_abl, "Rm", "Tables 2-3")
+    pk1, pk_abl = {**pk, "block": block1}, {**pk, "block": block_abl}
     free = [e for e in t1.get("memory-free", []) if e not in (study["ctp"], study["reference"])]
     buffer = [e for e in t1.get("memory-buffer", []) if e != study["ctp_er"]]
     claims = [
@@ -653,7 +654,7 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
         claim_gap(runs1, (t1.get("upper bound") or ["ctp-jointt"])[0], study["reference"],
                   study["gap"]["rm_min_frac"], study["gap"]["map_max_frac"], **kw),
     ]
-    claims += [claim_component(runs_abl, study["table2"], c, "Rm", paper_rm=rm, scale=scale, block=pk_abl["block"], **kw)
+    claims += [claim_component(runs_abl, study["table2"], c, "Rm", paper_rm=rm, scale=scale, block=block_abl, **kw)
                for c in COMPONENTS]
     t2 = table2_rows(study["table2"])
     names2 = {e: f"{k} ({e})" for k, e in t2.items()}
@@ -684,6 +685,6 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
         claim_time_target(runs1, study["ctp"], study["reference"], study["time_target"], bench),
         claim_ranking(runs1, runs_abl, study, "Rm", study.get("rank_alpha", 0.05)),
         claim_first_in_groups(runs_abl, study, "Rm", paper=rm, scale=study_scale(study, runs1, "ctp_supp_table3"),
-                              block=pk_abl["block"], **kw),
+                              block=block_abl, **kw),
     ]
     return claims
