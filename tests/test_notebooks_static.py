@@ -43,3 +43,20 @@ def test_every_vlcp_module_attribute_a_notebook_reads_exists(notebook):
                       if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules
                       and not hasattr(modules[n.value.id], n.attr)})
     assert not missing, f"{notebook} reads attributes its vlcp modules lack: {missing}"
+
+
+@pytest.mark.parametrize("pipeline", ["dvc.yaml", "long/dvc.yaml"])
+def test_a_report_stage_depends_on_the_power_levers_its_notebook_shows(pipeline):
+    """A notebook that shows the measured power levers (`power.lever_rows()`) renders again when
+    `benchmarks/power_levers.py` records a row: its stage lists that file among its deps."""
+    import yaml
+
+    from vlcp.report.power import LEVERS_FILE
+
+    stages = yaml.safe_load((ROOT / pipeline).read_text())["stages"]
+    rendering = {name: s for name, s in stages.items() if "report render notebooks/" in str(s.get("cmd", ""))}
+    assert rendering, pipeline
+    for name, stage in rendering.items():
+        notebook = str(stage["cmd"]).split("report render ")[1].split()[0]
+        shows = "lever_rows()" in (ROOT / notebook).read_text()
+        assert (LEVERS_FILE in stage.get("deps", [])) == shows, f"{pipeline}: {name} ({notebook})"
