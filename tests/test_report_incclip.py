@@ -478,3 +478,12 @@ def test_shown_frame_gives_one_seeds_means_and_several_seeds_mean_and_std():
     assert long.loc["er", "Average"] == "12.0 ± 2.0" and long.loc["er", "R@1"] == "24.0 ± 4.0"
     assert long.loc["joint", "Average"] == "20.0 (1 seed)"                                # never "± 0.0"
     assert ic.mean_frame({"er": [{"v": 10.0}, {"v": 12.0}, {"v": 14.0}]}, fn).loc["er", "Average"] == 12.0
+
+
+def test_shown_frame_gives_a_column_no_seed_moves_as_its_values():
+    """A setting (steps per task, a memory multiplier) is the same at every seed: "10.0 ± 0.0" would
+    only be noise, so such a column shows its values; a column any seed moves keeps mean ± std."""
+    fn = lambda r: {"steps": 10.0, "GM": r["v"]}  # noqa: E731
+    shown = ic.shown_frame({"ft": [{"v": 10.0}, {"v": 12.0}], "merge": [{"v": 11.0}, {"v": 11.0}]}, fn)
+    assert shown.loc["ft", "steps"] == 10.0 and shown.loc["merge", "steps"] == 10.0
+    assert shown.loc["ft", "GM"] == "11.0 ± 1.4" and shown.loc["merge", "GM"] == "11.0 ± 0.0"   # moved in one row: kept

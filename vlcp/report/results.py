@@ -110,11 +110,15 @@ def mean_frame(runs: dict, fn, *args) -> pd.DataFrame:
 
 def shown_frame(runs: dict, fn, *args) -> pd.DataFrame:
     """`mean_frame` as a table shows it: the means where every row ran one seed; else each cell as
-    "mean ± std" over its seeds (`over_seeds`: a one-seed cell says so)."""
+    "mean ± std" over its seeds (`over_seeds`: a one-seed cell says so), except in a column that
+    no seed moves (a setting such as steps per task): its values, as `mean_frame` gives them."""
     if all(len(rs) == 1 for rs in runs.values()):
         return mean_frame(runs, fn, *args)
-    return pd.DataFrame({exp: {k: over_seeds(v) for k, v in per_seed(rs, fn, *args).items()}
-                         for exp, rs in runs.items()}).T
+    seeded = {exp: per_seed(rs, fn, *args) for exp, rs in runs.items()}
+    fixed = {k for k in next(iter(seeded.values()))
+             if all(np.ptp(np.asarray(cols[k], float)) == 0 for cols in seeded.values())}
+    return pd.DataFrame({exp: {k: float(np.mean(v)) if k in fixed else over_seeds(v) for k, v in cols.items()}
+                         for exp, cols in seeded.items()}).T
 
 
 def final_metrics(r: dict) -> dict[str, float]:
