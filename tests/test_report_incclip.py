@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from vlcp.report import incclip as ic
@@ -487,3 +488,6 @@ def test_shown_frame_gives_a_column_no_seed_moves_as_its_values():
     shown = ic.shown_frame({"ft": [{"v": 10.0}, {"v": 12.0}], "merge": [{"v": 11.0}, {"v": 11.0}]}, fn)
     assert shown.loc["ft", "steps"] == 10.0 and shown.loc["merge", "steps"] == 10.0
     assert shown.loc["ft", "GM"] == "11.0 ± 1.4" and shown.loc["merge", "GM"] == "11.0 ± 0.0"   # moved in one row: kept
+    part = ic.shown_frame({"ft": [{"v": 1.0}, {"v": 2.0}], "lora": [{"v": 3.0, "rank": 4.0}, {"v": 5.0, "rank": 4.0}]},
+                          lambda r: r)   # a column only some rows have
+    assert part.loc["lora", "rank"] == 4.0 and pd.isna(part.loc["ft", "rank"]) and part.loc["ft", "v"] == "1.5 ± 0.7"
