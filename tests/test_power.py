@@ -333,3 +333,13 @@ def test_blocked_noise_reads_a_repros_paired_runs_both_ways():
                  "long": {"runs": "runs-fomo-long", "seeds": [1, 2]}}}}
     assert blocked_noise.study_runs(params, long=False)["incclip"] == (["runs-incclip"], ["x"], [0, 1])
     assert blocked_noise.study_runs(params, long=True)["fomo"] == (["runs-fomo", "runs-fomo-long"], ["f", "g"], [0, 1, 2])
+
+
+def test_levers_intro_says_how_the_lever_rows_read_sigma_d():
+    """The lever table pairs by seed; a power table above it may not (IncCLIP's, FoMo's and CLL-CLIP's read
+    the subset's √2 × pooled seed std): the sentence says so, with the study's own note and the goal."""
+    from vlcp.report.power import levers_intro
+
+    plain, noted = levers_intro(), levers_intro("H here is joint − full fine-tuning", goal=12)
+    assert "paired by seed" in plain and "σ_d from" in plain and "H/σ_d ≥ 10 " in plain and "never the ledger's" in plain
+    assert "; H here is joint − full fine-tuning;" in noted and "H/σ_d ≥ 12 " in noted and "; ;" not in plain

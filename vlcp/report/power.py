@@ -334,6 +334,16 @@ def lever_powers(rows: list[dict], study: str, metric: str | None = None,
     return out
 
 
+def levers_intro(what: str = "", goal: float = 10.0, teach_share: float = 2 / 3) -> str:
+    """The sentence above a report's lever table: where its rows come from, `what` they measure when
+    the study says more (e.g. "H here is joint − full fine-tuning"), and how their σ_d is read (paired
+    by seed, which a power table may not be: its "σ_d from" column names its own)."""
+    return ("**Levers measured** (`benchmarks/power_levers.py`: the upper and lower bound at calibration seeds, "
+            "never the ledger's" + (f"; {what}" if what else "") + "; σ_d is the sd of their per-seed differences, "
+            "paired by seed, which can differ from the power table's above (its \"σ_d from\" names it); the goal: "
+            f"H/σ_d ≥ {goal:g} with ≥ {teach_share:.0%} of the tasks teaching):")
+
+
 def levers_frame(rows: list[dict], study: str, metric: str | None = None, goal: float = 10.0,
                  teach_share: float = 2 / 3, teach_on: str | None = None):
     """The levers tried on `study`, one row per setting: the power table's columns on `metric`
