@@ -115,8 +115,8 @@ def shown_frame(runs: dict, fn, *args) -> pd.DataFrame:
     if all(len(rs) == 1 for rs in runs.values()):
         return mean_frame(runs, fn, *args)
     seeded = {exp: per_seed(rs, fn, *args) for exp, rs in runs.items()}
-    fixed = {k for cols in seeded.values() for k in cols
-             if all(np.ptp(np.asarray(c[k], float)) == 0 for c in seeded.values() if k in c)}
+    columns = set().union(*seeded.values())
+    fixed = {k for k in columns if all(np.ptp(np.asarray(c[k], float)) == 0 for c in seeded.values() if k in c)}
     return pd.DataFrame({exp: {k: float(np.mean(v)) if k in fixed else over_seeds(v) for k, v in cols.items()}
                          for exp, cols in seeded.items()}).T
 
