@@ -1,6 +1,7 @@
 """Power: the MDE is what the ledger's own rule detects 80 % of the time (checked by simulating that
 rule), the scaling rule, the seeds that decide, and every verdict of `power_verdict` / `powered`."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -343,3 +344,54 @@ def test_levers_intro_says_how_the_lever_rows_read_sigma_d():
     plain, noted = levers_intro(), levers_intro("H here is joint − full fine-tuning", goal=12)
     assert "paired by seed" in plain and "σ_d from" in plain and "H/σ_d ≥ 10 " in plain and "never the ledger's" in plain
     assert "; H here is joint − full fine-tuning;" in noted and "H/σ_d ≥ 12 " in noted and "; ;" not in plain
+
+
+# -- a calibrated headroom holds for the configuration it was measured on (claims.calibration_mismatch) --
+
+def _cfg(**train):
+    return {"name": "seqf", "seed": 0, "data": {"root": "data/emoji", "seed": 0, "workers": 4},
+            "train": {"steps": 240, "num_threads": 2, "progress": True} | train, "eval": {"batch_size": 512}}
+
+
+def test_a_fingerprint_ignores_seed_paths_and_execution_but_not_what_the_runs_measure():
+    from vlcp.report.claims import calibration_fingerprint
+
+    base = calibration_fingerprint(_cfg())
+    moved = {"seed": 7, "data": {"root": "/elsewhere", "seed": 0, "workers": 1},
+             "train": {"steps": 240, "num_threads": 1, "progress": False}, "eval": {"batch_size": 64}}
+    assert calibration_fingerprint(_cfg() | moved) == base and len(base) == 12
+    assert calibration_fingerprint(_cfg(steps=12)) != base                  # another step count
+    assert calibration_fingerprint(_cfg() | {"data": {"root": "data/emoji", "seed": 3, "workers": 4}}) != base  # split
+
+
+def test_calibration_mismatch_names_the_experiment_and_both_fingerprints():
+    from vlcp.errors import VlcpError
+    from vlcp.report.claims import calibration_fingerprint, calibration_mismatch
+
+    on = {"seqf": calibration_fingerprint(_cfg())}
+    same = {"seqf": [{"config": _cfg() | {"seed": s}} for s in (0, 1)]}
+    assert calibration_mismatch({"calibrated_on": on}, same, "report.x.power") is None
+    assert calibration_mismatch({}, {"seqf": [{"config": _cfg(steps=12)}]}, "report.x.power") is None   # nothing recorded
+    assert calibration_mismatch({"calibrated_on": on}, {"er": [{"config": _cfg()}]}, "report.x.power") is None  # not run here
+    why = calibration_mismatch({"calibrated_on": on}, {"seqf": [{"config": _cfg(steps=12)}]}, "report.x.power")
+    here = calibration_fingerprint(_cfg(steps=12))
+    assert why.startswith("report.x.power was calibrated on another configuration of seqf") and on["seqf"] in why and here in why
+    mixed = {"seqf": [{"config": _cfg()}, {"config": _cfg(steps=12)}]}      # one seed ran another setup
+    assert calibration_mismatch({"calibrated_on": on}, mixed, "report.x.power") is not None
+    with pytest.raises(VlcpError, match=r"report.x.power.calibrated_on"):
+        calibration_mismatch({"calibrated_on": ["seqf"]}, same, "report.x.power")
+
+
+def test_every_calibration_in_params_matches_the_default_configuration():
+    """Each study's calibrated headroom was measured on its experiments as the default runs them: a
+    change to those experiments' settings fails here until they are re-calibrated (or, where the
+    change leaves the runs' numbers alone, the fingerprint is re-recorded)."""
+    from vlcp.config import load_params, resolve_experiment
+    from vlcp.report.claims import calibration_fingerprint
+
+    params = load_params(str(Path(__file__).resolve().parents[1] / "params.yaml"))
+    studies = {k: v["power"] for k, v in params["report"].items() if isinstance(v, dict) and "headroom" in (v.get("power") or {})}
+    assert set(studies) == {"overview", "incclip", "cllclip", "ctp", "fomo"}
+    for study, power in studies.items():
+        for e, fp in power["calibrated_on"].items():
+            assert calibration_fingerprint(resolve_experiment(params, e, 0).to_dict()) == fp, (study, e)

@@ -225,6 +225,25 @@ def test_paper_rows_and_headrooms_read_tables_2_and_3():
     assert sc(8.7) == pytest.approx(8.7 / 23.7 * 10.0) and sc.how == "calibrated test"
 
 
+
+def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_headroom():
+    """report.cllclip.power.calibrated_on records the configuration the calibration ran (cll-clip);
+    runs of another one scale by their own joint − plain CLL-CLIP: the 12-language pair, else (it is
+    not in the default) the 36-language one, read from the main seed's runs."""
+    cfg = lambda steps: {"name": "cll-clip", "train": {"steps": steps}}  # noqa: E731
+    subset = {"cll-clip": [dict(run([40.0] * 3), config=cfg(12))]}
+    main = {"cll36-joint": run([55.0] * 3), "cll36-clip": run([45.0] * 3)}
+    study = {"power": CALIBRATED | {"calibrated_on": {"cll-clip": "0" * 12}}}
+    sc = cl.study_scales(study, subset, main)[("in", "I2T", "AR")]
+    assert sc.headroom == pytest.approx(10.0) and sc.how.startswith("measured on this ledger's own cll36-joint and cll36-clip runs")
+    assert "calibrated on another configuration of cll-clip" in sc.how
+    main["cll-joint"] = run([43.0] * 3)
+    assert cl.study_scales(study, subset, main)[("in", "I2T", "AR")].headroom == pytest.approx(3.0)   # 43 − 40
+    from vlcp.report.claims import calibration_fingerprint
+    kept = {"power": CALIBRATED | {"calibrated_on": {"cll-clip": calibration_fingerprint(cfg(12))}}}
+    assert cl.study_scales(kept, subset, main)[("in", "I2T", "AR")].headroom == 10.0   # the calibrated 10
+
+
 # -- the seed spread of the subset (report.cllclip.spread) joining the single-seed verdicts' noise --
 
 def test_seed_spread_pools_every_cell_and_fig3_over_the_subset():

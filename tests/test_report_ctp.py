@@ -659,6 +659,21 @@ def test_ledger_scales_by_the_calibrated_headroom_or_says_it_measured_its_own():
     assert not any("FLOP ratio ×" in c.claim for c in claims)     # the cost check is an engineering target
 
 
+
+def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_headroom():
+    """report.ctp.power.calibrated_on records the configuration the calibration ran; Table 1 runs of
+    another configuration scale by their own JointT − SeqF (40 − 10) and say why."""
+    from vlcp.report.claims import calibration_fingerprint
+
+    runs1 = runs_of({"ctp-seqf": (10, -1, 0, 1), "ctp-jointt": (40, -1, 0, 1)})
+    cal = {"headroom": 11.61, "calibrated": "test"}
+    fp = calibration_fingerprint(runs1["ctp-jointt"][0]["config"])
+    same = ctp.study_scale(ctp.DEFAULT_STUDY | {"power": cal | {"calibrated_on": {"ctp-jointt": fp}}}, runs1)
+    assert same.headroom == 11.61 and same.how == "calibrated test"
+    other = ctp.study_scale(ctp.DEFAULT_STUDY | {"power": cal | {"calibrated_on": {"ctp-jointt": "0" * 12}}}, runs1)
+    assert other.headroom == pytest.approx(30.0)
+    assert "calibrated on another configuration of ctp-jointt" in other.how and "0" * 12 in other.how
+
 def test_ledger_pairs_table1_with_seeds_as_blocks_and_single_seed_tables_without():
     """Table 1's "beats" claims read the Table 1 runs' pooled residual (experiment + seed) on (E − 1)(S − 1)
     dof instead of each pair's own 2; the single-seed tables (one seed: no block) keep the noise floor."""

@@ -181,6 +181,15 @@ def test_study_scales_are_fixed_in_params_or_measured_on_full_ft():
     assert "measured on this ledger's own full-FT runs" in got["GM"].how
     with pytest.raises(VlcpError, match="report.fomo.power.headroom"):
         fm.study_scales({"power": {"headroom": 3.0}}, [])
+    cfg = {"name": "fomo-ft", "train": {"steps": 10}}
+    cal = {"headroom": {"A_KA": 1.8, "A_ZS": 0.9, "GM": -0.4}, "calibrated": "today"}
+    ft_cfg = [dict(r, config=cfg) for r in ft]
+    assert fm.study_scales({"reference": "fomo-ft", "power": cal | {"calibrated_on": {"fomo-ft": "0" * 12}}},
+                           ft_cfg)["A_KA"].headroom == pytest.approx(7.0)          # another configuration: its own
+    from vlcp.report.claims import calibration_fingerprint
+    kept = fm.study_scales({"reference": "fomo-ft", "power": cal | {"calibrated_on": {"fomo-ft": calibration_fingerprint(cfg)}}},
+                           ft_cfg)
+    assert kept["A_KA"].headroom == pytest.approx(1.8)
 
 
 def test_by_seed_keeps_the_subsets_seeds_and_the_study_run_otherwise():

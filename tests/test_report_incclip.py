@@ -491,3 +491,19 @@ def test_shown_frame_gives_a_column_no_seed_moves_as_its_values():
     part = ic.shown_frame({"ft": [{"v": 1.0}, {"v": 2.0}], "lora": [{"v": 3.0, "rank": 4.0}, {"v": 5.0, "rank": 4.0}]},
                           lambda r: r)   # a column only some rows have
     assert part.loc["lora", "rank"] == 4.0 and pd.isna(part.loc["ft", "rank"]) and part.loc["ft", "v"] == "1.5 ± 0.7"
+
+
+def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_headroom():
+    """report.incclip.power.calibrated_on records the configuration the calibration ran; runs of
+    another (here 12 steps against 240) scale by their own Joint − ER and say why."""
+    from vlcp.report.claims import calibration_fingerprint
+
+    cfg = lambda steps: {"name": "ic4-joint", "train": {"steps": steps}}  # noqa: E731
+    runs = {e: [dict(result(a, [[10.0, 0.0], [a, 8.0]], 1.0), config=cfg(12))] for e, a in (("ic4-joint", 30.0), ("ic4-er", 20.0))}
+    power = {"calibrated": "test", "headroom": {"average": -0.63, "r1_mean": 1.0, "bwt_rm": 1.28}}
+    same = ic.study_scales({"power": power | {"calibrated_on": {"ic4-joint": calibration_fingerprint(cfg(12))}}}, runs)
+    assert same["average"].headroom == -0.63 and same["average"].how == "calibrated test"
+    other = ic.study_scales({"power": power | {"calibrated_on": {"ic4-joint": calibration_fingerprint(cfg(240))}}}, runs)
+    assert other["average"].headroom == pytest.approx(10.0) and other["r1_mean"].headroom == pytest.approx(10.0)
+    assert "own ic4-joint and ic4-er runs: report.incclip.power was calibrated on another configuration of ic4-joint" \
+        in other["average"].how

@@ -194,3 +194,22 @@ def test_testable_line_says_which_claims_a_stream_that_does_not_teach_leaves_unt
     assert yes.startswith("**The stream teaches**") and "2 of 4" in yes and "Table 7" not in yes
     no = teach.testable_line(frame([True, False, False]), ["forgetting (BWT)", "the upper bound"], "SeqF")
     assert "does not clearly teach" in no and "1 of 3" in no and "forgetting (BWT); the upper bound" in no
+
+
+def test_the_spines_own_headrooms_by_hand():
+    """`results.spine_headroom`: what the overview's ledger scales by when its calibration ran another
+    configuration: JointT − SeqF final Rm, SeqF's task-1 gain over θ0 and its max-based forgetting
+    (unseen style), means over seeds."""
+    from vlcp.report.results import spine_headroom
+
+    def run(final_rm, m, zero_first):
+        return {"cumulative": [{"test": {"Rm": final_rm}}], "zero_shot": {"unseen_style": {"Rm": [zero_first, 0.0, 0.0]}},
+                "matrix": {"unseen_style": {"Rm": m}}}
+
+    m1 = [[12.0, 0.0, 0.0], [8.0, 10.0, 0.0], [5.0, 7.0, 9.0]]     # task 1: 12 − 2 = 10 gained; forgetting (7 + 3) / 2 = 5
+    m2 = [[6.0, 0.0, 0.0], [6.0, 4.0, 0.0], [4.0, 4.0, 5.0]]       # task 1: 6 − 2 = 4; forgetting (2 + 0) / 2 = 1
+    runs = {"seqf": [run(10.0, m1, 2.0), run(12.0, m2, 2.0)], "jointt": [run(20.0, m1, 2.0), run(24.0, m1, 2.0)]}
+    got = spine_headroom(runs)
+    assert got == pytest.approx({"order": 22.0 - 11.0, "first_task_gain": 7.0, "forgetting": 3.0})
+    assert set(spine_headroom({"seqf": runs["seqf"]})) == {"first_task_gain", "forgetting"}   # no JointT: no order
+    assert spine_headroom({}) == {}

@@ -42,8 +42,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from vlcp.errors import VlcpError
 from vlcp.report import power as pw
-from vlcp.utils import write_json
+from vlcp.utils import config_hash, write_json
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not confirmed", "not testable")
 DECIDED = ("confirmed", "refuted")
@@ -365,6 +366,55 @@ def calibration_source(power_cfg: dict, where: str) -> str:
     """Where a study's fixed headroom comes from: "calibrated <when>" from its `power` block's
     `calibrated` entry, else the params key `where` (e.g. "report.ctp.power")."""
     return f"calibrated {power_cfg['calibrated']}" if power_cfg.get("calibrated") else where
+
+
+# A run's settings that change how it executes, not what it measures: left out of the fingerprint that
+# ties a calibrated headroom to the configuration it was measured on (`config_fingerprint`).
+EXECUTION_FIELDS = {
+    "": ("seed",),
+    "data": ("root", "workers", "ood_root"),
+    "train": ("num_threads", "device", "progress", "checkpoint_every", "keep_task_checkpoints", "compile",
+              "flops_every", "pass_flops_seeds"),
+    "eval": ("batch_size", "downstream_root"),
+    "fomo": ("pool_root",),
+}
+
+
+def config_fingerprint(config: dict) -> dict:
+    """A run's configuration (its results' `config`) without its seed, paths and execution settings
+    (`EXECUTION_FIELDS`): what two runs must share for one's headroom to stand for the other's."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
+    for section, fields in EXECUTION_FIELDS.items():
+        if section and isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k not in fields}
+    return out
+
+
+def calibration_fingerprint(config: dict) -> str:
+    """A run configuration's `config_fingerprint` as 12 hex digits, as a study's
+    `power.calibrated_on` records it per experiment."""
+    return config_hash(config_fingerprint(config))[:12]
+
+
+def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: str) -> str | None:
+    """Why a study's calibrated headroom does not apply to these runs, or None when it does. The
+    `power` block's `calibrated_on` ({experiment: fingerprint}) records the configuration of each
+    experiment the calibration ran (`calibration_fingerprint`); these runs ({experiment: [results]})
+    of those experiments must have the same. A headroom measured on another benchmark, profile, step
+    count or data split would carry the paper's effects to a room these runs do not have (a 12-step
+    run read against a 240-step headroom reads "refuted" for having no room at all). None too when
+    no `calibrated_on` is set or none of its experiments ran here (nothing to check)."""
+    on = power_cfg.get("calibrated_on")
+    if on is None:
+        return None
+    if not (isinstance(on, dict) and on and all(isinstance(v, str) for v in on.values())):
+        raise VlcpError(f"{where}.calibrated_on: expected {{experiment: '<12 hex digits>'}}, got {on!r}")
+    for e, calibrated in on.items():
+        here = sorted({calibration_fingerprint(r["config"]) for r in runs.get(e) or [] if r.get("config")})
+        if here and here != [calibrated]:
+            return (f"{where} was calibrated on another configuration of {e} than its runs here (fingerprint "
+                    f"{calibrated}, here {', '.join(here)}: another benchmark, profile, step count or split)")
+    return None
 
 
 def _below_depth(verdict: str, exploratory: bool) -> tuple[str, str]:

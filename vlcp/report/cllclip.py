@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from vlcp.report import claims
-from vlcp.report.claims import (Claim, Effect, Scale, calibration_source, claim_from, combine, effect, greater_verdict,
+from vlcp.report.claims import (Claim, Effect, Scale, calibration_mismatch, calibration_source, claim_from, combine, effect, greater_verdict,
                                 judge, not_testable)
 from vlcp.report import power as pw
 from vlcp.report.refs import paper_table
@@ -355,23 +355,32 @@ def measured_headroom(joint: list[dict], plain: list[dict], s: str, d: str, metr
     return v(joint, "AR") - v(plain, "AR") if metric == "AR" else v(plain, "F")
 
 
-def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[tuple[str, str, str], Scale]:
+def study_scales(study: dict, runs: dict[str, list[dict]], main: dict[str, dict] | None = None
+                 ) -> dict[tuple[str, str, str], Scale]:
     """The ledger's `Scale` per (set, direction, metric): our headroom from
     `report.cllclip.power.headroom` ({"AR in I2T": value, ...}, `spread_key`'s names, fixed on
-    calibration seeds before the ledger's runs), else measured on this ledger's own cll-joint and
-    cll-clip runs (when both ran); {} when neither (the claims keep the older verdicts)."""
+    calibration seeds before the ledger's runs, where its `calibrated_on` matches these runs:
+    `claims.calibration_mismatch`), else measured on this ledger's own cll-joint and cll-clip runs
+    (the 12-language stream the calibration ran), or where cll-joint has not run, cll36-joint and
+    cll36-clip (the scale says which, and why); {} when none (the claims keep the older verdicts).
+    `runs`: {experiment: [results per seed]} (the seed subset); `main`: {experiment: result}, the
+    main seed's runs, read for an experiment `runs` lacks (cll-joint)."""
+    runs = {e: [r] for e, r in (main or {}).items()} | runs
     cfg = study.get("power") or {}
     fixed = cfg.get("headroom") or {}
     if not isinstance(fixed, dict):
         raise ValueError(f"report.cllclip.power.headroom: expected {{'AR in I2T': value, ...}}, got {fixed!r}")
     out = {}
+    stale = calibration_mismatch(cfg, runs, "report.cllclip.power")
+    pairs = [(j, c) for j, c in (("cll-joint", "cll-clip"), ("cll36-joint", "cll36-clip")) if runs.get(j) and runs.get(c)]
     for s, d in CELLS:
         for m in ("AR", "F"):
             key = spread_key(m, s, d)
-            if key in fixed:
+            if key in fixed and not stale:
                 h, how = float(fixed[key]), calibration_source(cfg, "report.cllclip.power")
-            elif runs.get("cll-joint") and runs.get("cll-clip"):
-                h, how = measured_headroom(runs["cll-joint"], runs["cll-clip"], s, d, m), "measured on this ledger's own cll-joint and cll-clip runs"
+            elif pairs:
+                (j, c), why = pairs[0], stale or "report.cllclip.power sets none"
+                h, how = measured_headroom(runs[j], runs[c], s, d, m), f"measured on this ledger's own {j} and {c} runs: {why}"
             else:
                 continue
             out[(s, d, m)] = Scale(h, paper_headroom(s, d, m), how)

@@ -476,21 +476,23 @@ def measured_headroom(metric: str, ft_runs: list[dict]) -> float:
 def study_scales(study: dict, ft_runs: list[dict]) -> dict[str, Scale]:
     """The ledger's `Scale` per metric (A_KA, A_ZS, GM; the mean GM along the stream takes GM's, the
     early retention A_ZS's): our headroom from report.fomo.power.headroom ({metric: value}, fixed on
-    calibration seeds), else measured on this ledger's own full-FT runs (`measured_headroom`, and
-    the scale says so)."""
+    calibration seeds, where its `calibrated_on` matches `ft_runs`, the runs of `study["reference"]`:
+    `claims.calibration_mismatch`), else measured on this ledger's own full-FT runs
+    (`measured_headroom`, and the scale says so, and why)."""
     from vlcp.errors import VlcpError
-    from vlcp.report.claims import calibration_source
+    from vlcp.report.claims import calibration_mismatch, calibration_source
 
     cfg = study.get("power") or {}
     fixed = cfg.get("headroom") or {}
     if not isinstance(fixed, dict):
         raise VlcpError(f"report.fomo.power.headroom: expected {{metric: value}}, got {fixed!r}")
     out = {}
+    stale = calibration_mismatch(cfg, {study.get("reference", "fomo-ft"): ft_runs}, "report.fomo.power")
     for m in POWER_METRICS:
-        if m in fixed:
+        if m in fixed and not stale:
             h, how = float(fixed[m]), calibration_source(cfg, "report.fomo.power")
         elif ft_runs:
-            h, how = measured_headroom(m, ft_runs), "measured on this ledger's own full-FT runs: report.fomo.power sets none"
+            h, how = measured_headroom(m, ft_runs), f"measured on this ledger's own full-FT runs: {stale or 'report.fomo.power sets none'}"
         else:
             continue
         out[m] = Scale(h, paper_headroom(m), f"full FT's change, {how}")

@@ -8,7 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from vlcp.report import power as pw
-from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blocked_noise, calibration_source,
+from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blocked_noise, calibration_mismatch, calibration_source,
                                 claim_from, combine, effect, equivalent_verdict, greater_verdict, judge, not_testable,
                                 powered_at_depth, powered_equivalence, target_verdict)
 from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT,
@@ -607,16 +607,18 @@ def sd_source_of(floor_how: str) -> str:
 def study_scale(study: dict, runs1: dict, table: str = "ctp_table1") -> Scale | None:
     """The ledger's `Scale` for the paper's `table` (Table 1, or supp. Table 3 for the reversed
     order): our headroom from `report.ctp.power.headroom`, fixed from calibration seeds before the
-    ledger's runs; without it, JointT − SeqF measured on Table 1's own runs (the evidence says so);
+    ledger's runs; without it, or when its `calibrated_on` does not match these runs
+    (`claims.calibration_mismatch`), JointT − SeqF measured on Table 1's own runs (the evidence says so);
     None when neither is there or the headroom is not positive (the claims keep the older verdicts)."""
     cfg = study.get("power") or {}
     h, how = cfg.get("headroom"), calibration_source(cfg, "report.ctp.power")
-    if h is None:
+    stale = calibration_mismatch(cfg, runs1, "report.ctp.power")
+    if h is None or stale:
         upper, lower = (study["table1"].get("upper bound") or ["ctp-jointt"])[0], study["reference"]
         if not runs1.get(upper) or not runs1.get(lower):
             return None
         h = float(np.mean(values(runs1[upper], "Rm")) - np.mean(values(runs1[lower], "Rm")))
-        how = "measured on this ledger's own Table 1 runs: report.ctp.power sets no calibrated headroom"
+        how = f"measured on this ledger's own Table 1 runs: {stale or 'report.ctp.power sets no calibrated headroom'}"
     return Scale(float(h), paper_headroom(table), how) if h > 0 else None
 
 
