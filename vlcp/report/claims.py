@@ -383,11 +383,8 @@ EXECUTION_FIELDS = {
 def config_fingerprint(config: dict) -> dict:
     """A run's configuration (its results' `config`) without its seed, paths and execution settings
     (`EXECUTION_FIELDS`): what two runs must share for one's headroom to stand for the other's."""
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
-    for section, fields in EXECUTION_FIELDS.items():
-        if section and isinstance(out.get(section), dict):
-            out[section] = {k: v for k, v in out[section].items() if k not in fields}
-    return out
+    return {k: ({f: x for f, x in v.items() if f not in EXECUTION_FIELDS.get(k, ())} if isinstance(v, dict) else v)
+            for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
 
 
 def calibration_fingerprint(config: dict) -> str:

@@ -373,13 +373,14 @@ def study_scales(study: dict, runs: dict[str, list[dict]], main: dict[str, dict]
     out = {}
     stale = calibration_mismatch(cfg, runs, "report.cllclip.power")
     pairs = [(j, c) for j, c in (("cll-joint", "cll-clip"), ("cll36-joint", "cll36-clip")) if runs.get(j) and runs.get(c)]
+    why = stale or "report.cllclip.power sets none"
     for s, d in CELLS:
         for m in ("AR", "F"):
             key = spread_key(m, s, d)
             if key in fixed and not stale:
                 h, how = float(fixed[key]), calibration_source(cfg, "report.cllclip.power")
             elif pairs:
-                (j, c), why = pairs[0], stale or "report.cllclip.power sets none"
+                j, c = pairs[0]
                 h, how = measured_headroom(runs[j], runs[c], s, d, m), f"measured on this ledger's own {j} and {c} runs: {why}"
             else:
                 continue
