@@ -395,3 +395,33 @@ def test_every_calibration_in_params_matches_the_default_configuration():
     for study, power in studies.items():
         for e, fp in power["calibrated_on"].items():
             assert calibration_fingerprint(resolve_experiment(params, e, 0).to_dict()) == fp, (study, e)
+    # a study that starts from a pretrained θ0 names its pretraining run too (read from base_runs)
+    for study, power in studies.items():
+        bases = {Path(cfg["model"]["pretrained"]).stem for e in power["calibrated_on"]
+                 if str((cfg := resolve_experiment(params, e, 0).to_dict())["model"].get("pretrained") or "").endswith(".pt")}
+        assert bases <= set(power["calibrated_on"]) and (not bases or power.get("base_runs")), (study, bases)
+
+
+def test_a_calibration_covers_the_theta0_its_runs_start_from(tmp_path):
+    """A study whose runs load a pretrained θ0 (model.pretrained: a weights file) lists that
+    pretraining run in calibrated_on; its results are read from base_runs, so a θ0 pretrained
+    otherwise (here: more steps) voids the calibration though the stream's own configs match."""
+    from vlcp.errors import VlcpError
+    from vlcp.report.claims import calibration_fingerprint, calibration_mismatch, pretraining_runs
+    from vlcp.utils import write_json
+
+    base = _cfg() | {"name": "x-base"}
+    power = {"calibrated_on": {"seqf": calibration_fingerprint(_cfg()), "x-base": calibration_fingerprint(base)},
+             "base_runs": str(tmp_path)}
+    same = {"seqf": [{"config": _cfg()}]}
+    assert pretraining_runs(power, "report.x.power") == {}                 # not pretrained here: nothing to check
+    assert calibration_mismatch(power, same, "report.x.power") is None
+    write_json(tmp_path / "x-base" / "seed0" / "results.json", {"config": base})
+    assert [r["config"] for r in pretraining_runs(power, "report.x.power")["x-base"]] == [base]
+    assert calibration_mismatch(power, same, "report.x.power") is None
+    write_json(tmp_path / "x-base" / "seed0" / "results.json", {"config": _cfg(steps=480) | {"name": "x-base"}})
+    why = calibration_mismatch(power, same, "report.x.power")
+    assert why.startswith("report.x.power was calibrated on another configuration of x-base") and "θ0" in why
+    assert calibration_mismatch({k: v for k, v in power.items() if k != "base_runs"}, same, "report.x.power") is None
+    with pytest.raises(VlcpError, match=r"report.x.power.base_runs"):
+        calibration_mismatch(power | {"base_runs": ["runs"]}, same, "report.x.power")

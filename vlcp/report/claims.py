@@ -44,7 +44,7 @@ from scipy import stats
 
 from vlcp.errors import VlcpError
 from vlcp.report import power as pw
-from vlcp.utils import config_hash, write_json
+from vlcp.utils import config_hash, read_json, write_json
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not confirmed", "not testable")
 DECIDED = ("confirmed", "refuted")
@@ -393,12 +393,32 @@ def calibration_fingerprint(config: dict) -> str:
     return config_hash(config_fingerprint(config))[:12]
 
 
+def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
+    """The θ0 pretraining runs a study's calibration names: {experiment: [results]} for each experiment
+    of `calibrated_on` found under the `power` block's `base_runs` folder
+    (`<base_runs>/<experiment>/seed<S>/results.json`, as `vlcp pretrain --runs` writes them); {} without
+    `base_runs`. A study's runs start from a weights file (`model.pretrained: models/cll-base.pt`)
+    whose config is not in theirs: the pretraining run's results carry it."""
+    folder = power_cfg.get("base_runs")
+    if folder is None:
+        return {}
+    if not isinstance(folder, str):
+        raise VlcpError(f"{where}.base_runs: expected a folder (e.g. runs-ctp-base), got {folder!r}")
+    out = {}
+    for e in power_cfg.get("calibrated_on") or {}:
+        found = sorted((Path(folder) / e).glob("seed*/results.json"))
+        if found:
+            out[e] = [read_json(f) for f in found]
+    return out
+
+
 def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: str) -> str | None:
     """Why a study's calibrated headroom does not apply to these runs, or None when it does. The
     `power` block's `calibrated_on` ({experiment: fingerprint}) records the configuration of each
-    experiment the calibration ran (`calibration_fingerprint`); these runs ({experiment: [results]})
+    experiment the calibration ran (`calibration_fingerprint`), the θ0 its runs start from among them
+    (e.g. ctp-base, read from `base_runs`: `pretraining_runs`); these runs ({experiment: [results]})
     of those experiments must have the same. A headroom measured on another benchmark, profile, step
-    count or data split would carry the paper's effects to a room these runs do not have (a 12-step
+    count, split or θ0 would carry the paper's effects to a room these runs do not have (a 12-step
     run read against a 240-step headroom reads "refuted" for having no room at all). None too when
     no `calibrated_on` is set or none of its experiments ran here (nothing to check)."""
     on = power_cfg.get("calibrated_on")
@@ -406,11 +426,12 @@ def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: st
         return None
     if not (isinstance(on, dict) and on and all(isinstance(v, str) for v in on.values())):
         raise VlcpError(f"{where}.calibrated_on: expected {{experiment: '<12 hex digits>'}}, got {on!r}")
+    runs = pretraining_runs(power_cfg, where) | {e: rs for e, rs in runs.items() if rs}
     for e, calibrated in on.items():
         here = sorted({calibration_fingerprint(r["config"]) for r in runs.get(e) or [] if r.get("config")})
         if here and here != [calibrated]:
             return (f"{where} was calibrated on another configuration of {e} than its runs here (fingerprint "
-                    f"{calibrated}, here {', '.join(here)}: another benchmark, profile, step count or split)")
+                    f"{calibrated}, here {', '.join(here)}: another benchmark, profile, step count, split or θ0)")
     return None
 
 
