@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from scipy import stats
 
 from vlcp.report import power as pw
@@ -400,6 +401,14 @@ def test_every_calibration_in_params_matches_the_default_configuration():
         bases = {Path(cfg["model"]["pretrained"]).stem for e in power["calibrated_on"]
                  if str((cfg := resolve_experiment(params, e, 0).to_dict())["model"].get("pretrained") or "").endswith(".pt")}
         assert bases <= set(power["calibrated_on"]) and (not bases or power.get("base_runs")), (study, bases)
+    # ... and its report stages (default and long) depend on that folder, so a re-pretrained θ0 re-renders them
+    stages = {"cllclip": "cllclip_teir", "ctp": "ctp_tables", "fomo": "fomo_figures"}
+    root = Path(__file__).resolve().parents[1]
+    for dvc_file, suffix in (("dvc.yaml", ""), ("long/dvc.yaml", "_long")):
+        spec = yaml.safe_load((root / dvc_file).read_text())["stages"]
+        for study, power in studies.items():
+            if power.get("base_runs"):
+                assert power["base_runs"] in spec[stages[study] + suffix]["deps"], (dvc_file, study)
 
 
 def test_a_calibration_covers_the_theta0_its_runs_start_from(tmp_path):

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,9 @@ from scipy import stats
 from vlcp.errors import VlcpError
 from vlcp.report import power as pw
 from vlcp.utils import config_hash, read_json, write_json
+
+if TYPE_CHECKING:   # annotations only: pandas is imported where a frame is built
+    import pandas as pd
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not confirmed", "not testable")
 DECIDED = ("confirmed", "refuted")
