@@ -434,3 +434,23 @@ def test_a_calibration_covers_the_theta0_its_runs_start_from(tmp_path):
     assert calibration_mismatch({k: v for k, v in power.items() if k != "base_runs"}, same, "report.x.power") is None
     with pytest.raises(VlcpError, match=r"report.x.power.base_runs"):
         calibration_mismatch(power | {"base_runs": ["runs"]}, same, "report.x.power")
+
+
+def test_a_measured_headroom_scales_only_where_the_runs_resolve_it():
+    """A headroom measured on a ledger's own runs (its calibration does not apply) carries the paper's
+    effects only where the study's power table resolves it, H > 2 σ_d; else, or with no power table
+    to check, the effects carry to 0 and the scale says why."""
+    from vlcp.report.claims import RESOLVED, measured_scale, unresolved_headroom
+
+    assert RESOLVED == 2.0
+    clear = pw.StudyPower("final Rm", headroom=9.0, sigma_d=1.0, tasks_teaching=6, tasks=9, seeds=3)
+    assert unresolved_headroom(clear) is None
+    murky = pw.StudyPower("final Rm", headroom=0.76, sigma_d=0.49, tasks_teaching=0, tasks=4, seeds=2)
+    why = unresolved_headroom(murky)
+    assert why.startswith("these runs do not resolve their headroom (H/σ_d 1.6 ≤ 2") and "H 0.76, σ_d 0.49" in why
+    assert unresolved_headroom(pw.StudyPower("x", headroom=2.0, sigma_d=1.0, tasks_teaching=0, tasks=1, seeds=2)) is not None
+    assert "no power table" in unresolved_headroom(None)
+    kept = measured_scale(4.0, 8.0, "measured here")
+    assert kept.headroom == 4.0 and kept(2.0) == pytest.approx(1.0) and kept.how == "measured here"
+    gone = measured_scale(4.0, 8.0, "measured here", why)
+    assert gone.headroom == 0.0 and gone(2.0) == 0.0 and gone.how == f"measured here; it measures 4.00, but {why}: carried to 0"

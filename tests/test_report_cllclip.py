@@ -155,7 +155,7 @@ def ledger_ns(tmp_path, spread_ar, study=None):
           "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "Markdown": str,
           "spread": None if spread_ar is None else cl.seed_spread(subset(spread_ar), SUBSET_SEEDS),
           "subset_missing": ["cll-clip seed 1"] if spread_ar is None else [], "spread_exps": ["cll-clip", "cll-clip-teir"],
-          "spread_seeds": SUBSET_SEEDS, "study_power_table": None,   # (the power cell, earlier in the notebook)
+          "spread_seeds": SUBSET_SEEDS, "study_power_table": None, "unresolved": None,   # (the power cell, earlier in the notebook)
           "subset": {} if spread_ar is None else subset(spread_ar), "study": study or {},
           "seeded_runs": None}   # the long profile's runs at every seed (setup cell; None by default)
     return ns
@@ -242,6 +242,9 @@ def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_hea
     from vlcp.report.claims import calibration_fingerprint
     kept = {"power": CALIBRATED | {"calibrated_on": {"cll-clip": calibration_fingerprint(cfg(12))}}}
     assert cl.study_scales(kept, subset, main)[("in", "I2T", "AR")].headroom == 10.0   # the calibrated 10
+    blind = cl.study_scales(study, subset, main, "its own runs do not resolve it")[("in", "I2T", "AR")]
+    assert blind.headroom == 0.0 and "it measures 3.00, but its own runs do not resolve it: carried to 0" in blind.how
+    assert cl.study_scales(kept, subset, main, "x")[("in", "I2T", "AR")].headroom == 10.0   # calibrated: no gate
 
 
 # -- the seed spread of the subset (report.cllclip.spread) joining the single-seed verdicts' noise --

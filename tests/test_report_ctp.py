@@ -673,6 +673,9 @@ def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_hea
     other = ctp.study_scale(ctp.DEFAULT_STUDY | {"power": cal | {"calibrated_on": {"ctp-jointt": "0" * 12}}}, runs1)
     assert other.headroom == pytest.approx(30.0)
     assert "calibrated on another configuration of ctp-jointt" in other.how and "0" * 12 in other.how
+    stale = ctp.DEFAULT_STUDY | {"power": cal | {"calibrated_on": {"ctp-jointt": "0" * 12}}}
+    assert ctp.study_scale(stale, runs1, unresolved="its own runs do not resolve it") is None   # no scale: older verdicts
+    assert ctp.study_scale(ctp.DEFAULT_STUDY | {"power": cal}, runs1, unresolved="x").headroom == 11.61   # calibrated
 
 def test_ledger_pairs_table1_with_seeds_as_blocks_and_single_seed_tables_without():
     """Table 1's "beats" claims read the Table 1 runs' pooled residual (experiment + seed) on (E − 1)(S − 1)

@@ -190,6 +190,10 @@ def test_study_scales_are_fixed_in_params_or_measured_on_full_ft():
     kept = fm.study_scales({"reference": "fomo-ft", "power": cal | {"calibrated_on": {"fomo-ft": calibration_fingerprint(cfg)}}},
                            ft_cfg)
     assert kept["A_KA"].headroom == pytest.approx(1.8)
+    blind = fm.study_scales({"reference": "fomo-ft", "power": cal | {"calibrated_on": {"fomo-ft": "0" * 12}}}, ft_cfg,
+                            "its own runs do not resolve it")
+    assert blind["A_KA"].headroom == 0.0 and "it measures 7.00, but its own runs do not resolve it" in blind["A_KA"].how
+    assert blind[fm.AREA] is blind["GM"]
 
 
 def test_by_seed_keeps_the_subsets_seeds_and_the_study_run_otherwise():
@@ -442,7 +446,7 @@ def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
     ns = {"report": True, "fm": fm, "runs": runs, "study": {"reference": "fomo-ft", "studies": {}}, "orders": ORDERS,
           "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "ledger_style": ledger_style, "write_claims": write_claims, "Path": Path,
           "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread, "subset": {},
-          "study_power_table": None}   # (the power cell, earlier in the notebook)
+          "study_power_table": None, "unresolved": None}   # (the power cell, earlier in the notebook)
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
     merging = next(c for c in out["claims"] if c["claim"].startswith("Model merging gives the best"))

@@ -309,7 +309,8 @@ def ledger_ns(tmp_path, sds, ic_module=ic, deep_seeds: int = 1, study: dict | No
     return {"report": True, "runs": runs, "study": study, "methods": methods, "splits": {"ic4": "4 steps", "ic8": "8 steps", "ici": "instance"},
             "sds": sds, "ic": ic_module, "paper_table": paper_table, "mem": mem, "np": np, "Path": Path,
             "claims_frame": claims_frame, "ledger_style": ledger_style, "write_claims": write_claims, "reports_dir": str(tmp_path),
-            "display": lambda *a, **k: None, "study_power_table": None, "deep": deep}   # (the power cell, earlier in the notebook)
+            "display": lambda *a, **k: None, "study_power_table": None, "unresolved": None,
+            "deep": deep}   # (the power cell, earlier in the notebook)
 
 
 def test_ledger_cell_holds_only_paper_claims(tmp_path):
@@ -507,3 +508,8 @@ def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_hea
     assert other["average"].headroom == pytest.approx(10.0) and other["r1_mean"].headroom == pytest.approx(10.0)
     assert "own ic4-joint and ic4-er runs: report.incclip.power was calibrated on another configuration of ic4-joint" \
         in other["average"].how
+    stale = {"power": power | {"calibrated_on": {"ic4-joint": calibration_fingerprint(cfg(240))}}}
+    blind = ic.study_scales(stale, runs, "its own runs do not resolve it")   # claims.unresolved_headroom's reason
+    assert blind["average"].headroom == 0.0 and blind["average"](5.0) == 0.0
+    assert "it measures 10.00, but its own runs do not resolve it: carried to 0" in blind["average"].how
+    assert ic.study_scales({"power": power}, runs, "unresolved")["average"].headroom == -0.63   # calibrated: no gate

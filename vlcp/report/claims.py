@@ -93,6 +93,35 @@ class Scale(NamedTuple):
         return f"× our H {self.headroom:.2f} / the paper's {self.paper_headroom:.2f}" + (f" ({self.how})" if self.how else "")
 
 
+# A headroom measured on a ledger's own runs scales the paper's effects only where those runs resolve
+# it: H > RESOLVED × σ_d on the study's power table (the rule a task that teaches meets: gain > 2 × noise).
+RESOLVED = 2.0
+
+
+def unresolved_headroom(power: "pw.StudyPower | None") -> str | None:
+    """Why a headroom measured on a ledger's own runs (a calibration that does not apply:
+    `calibration_mismatch`) cannot scale the paper's effects, or None when it can: the study's power
+    table (`power.study_power`) must resolve its headroom, H > `RESOLVED` × σ_d. Below that, H is
+    within the noise of one comparison and a share of it is noise too (on a stream that teaches
+    nothing, SeqF's max-based forgetting is its noise floor, and half of it refutes any method that
+    forgets as much). Without a power table (one seed: no σ_d; a bound not run) it cannot be checked."""
+    if power is None:
+        return "no power table to check it against (σ_d needs ≥ 2 seeds of both bounds)"
+    if not power.headroom_over_noise > RESOLVED:
+        return (f"these runs do not resolve their headroom (H/σ_d {power.headroom_over_noise:.1f} ≤ {RESOLVED:g}: "
+                f"H {power.headroom:.2f}, σ_d {power.sigma_d:.2f})")
+    return None
+
+
+def measured_scale(headroom: float, paper_headroom: float, how: str, unresolved: str | None = None) -> Scale:
+    """The `Scale` of a headroom measured on the ledger's own runs (`how` says which): as measured,
+    or carried to 0 where `unresolved` (`unresolved_headroom`) says why it cannot scale anything, so
+    a claim then reads confirmed or refuted only by the sign of its interval."""
+    if unresolved is None:
+        return Scale(headroom, paper_headroom, how)
+    return Scale(0.0, paper_headroom, f"{how}; it measures {headroom:.2f}, but {unresolved}: carried to 0")
+
+
 class Noise(NamedTuple):
     """The noise of ONE single-run comparison: its sd (of the difference), where it comes from,
     and the degrees of freedom it was estimated on (a seed subset's, `seed_spread`; None: known or

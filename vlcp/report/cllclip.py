@@ -14,7 +14,7 @@ import pandas as pd
 
 from vlcp.report import claims
 from vlcp.report.claims import (Claim, Effect, Scale, calibration_mismatch, calibration_source, claim_from, combine, effect, greater_verdict,
-                                judge, not_testable)
+                                judge, measured_scale, not_testable)
 from vlcp.report import power as pw
 from vlcp.report.refs import paper_table
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
@@ -355,14 +355,16 @@ def measured_headroom(joint: list[dict], plain: list[dict], s: str, d: str, metr
     return v(joint, "AR") - v(plain, "AR") if metric == "AR" else v(plain, "F")
 
 
-def study_scales(study: dict, runs: dict[str, list[dict]], main: dict[str, dict] | None = None
-                 ) -> dict[tuple[str, str, str], Scale]:
+def study_scales(study: dict, runs: dict[str, list[dict]], main: dict[str, dict] | None = None,
+                 unresolved: str | None = None) -> dict[tuple[str, str, str], Scale]:
     """The ledger's `Scale` per (set, direction, metric): our headroom from
     `report.cllclip.power.headroom` ({"AR in I2T": value, ...}, `spread_key`'s names, fixed on
     calibration seeds before the ledger's runs, where its `calibrated_on` matches these runs:
     `claims.calibration_mismatch`), else measured on this ledger's own cll-joint and cll-clip runs
     (the 12-language stream the calibration ran), or where cll-joint has not run, cll36-joint and
-    cll36-clip (the scale says which, and why); {} when none (the claims keep the older verdicts).
+    cll36-clip (the scale says which, and why; carried to 0 where `unresolved`,
+    `claims.unresolved_headroom` of the power table, says these runs do not resolve their headroom);
+    {} when none (the claims keep the older verdicts).
     `runs`: {experiment: [results per seed]} (the seed subset); `main`: {experiment: result}, the
     main seed's runs, read for an experiment `runs` lacks (cll-joint)."""
     runs = {e: [r] for e, r in (main or {}).items()} | runs
@@ -378,13 +380,11 @@ def study_scales(study: dict, runs: dict[str, list[dict]], main: dict[str, dict]
         for m in ("AR", "F"):
             key = spread_key(m, s, d)
             if key in fixed and not stale:
-                h, how = float(fixed[key]), calibration_source(cfg, "report.cllclip.power")
+                out[(s, d, m)] = Scale(float(fixed[key]), paper_headroom(s, d, m), calibration_source(cfg, "report.cllclip.power"))
             elif pairs:
                 j, c = pairs[0]
-                h, how = measured_headroom(runs[j], runs[c], s, d, m), f"measured on this ledger's own {j} and {c} runs: {why}"
-            else:
-                continue
-            out[(s, d, m)] = Scale(h, paper_headroom(s, d, m), how)
+                out[(s, d, m)] = measured_scale(measured_headroom(runs[j], runs[c], s, d, m), paper_headroom(s, d, m),
+                                                f"measured on this ledger's own {j} and {c} runs: {why}", unresolved)
     return out
 
 

@@ -473,14 +473,15 @@ def measured_headroom(metric: str, ft_runs: list[dict]) -> float:
     return float(np.mean([sign * (endpoint(r)[metric] - r["zero_shot"][metric]) for r in ft_runs]))
 
 
-def study_scales(study: dict, ft_runs: list[dict]) -> dict[str, Scale]:
+def study_scales(study: dict, ft_runs: list[dict], unresolved: str | None = None) -> dict[str, Scale]:
     """The ledger's `Scale` per metric (A_KA, A_ZS, GM; the mean GM along the stream takes GM's, the
     early retention A_ZS's): our headroom from report.fomo.power.headroom ({metric: value}, fixed on
     calibration seeds, where its `calibrated_on` matches `ft_runs`, the runs of `study["reference"]`:
     `claims.calibration_mismatch`), else measured on this ledger's own full-FT runs
-    (`measured_headroom`, and the scale says so, and why)."""
+    (`measured_headroom`, and the scale says so, and why; carried to 0 where `unresolved`,
+    `claims.unresolved_headroom` of the power table, says these runs do not resolve their headroom)."""
     from vlcp.errors import VlcpError
-    from vlcp.report.claims import calibration_mismatch, calibration_source
+    from vlcp.report.claims import calibration_mismatch, calibration_source, measured_scale
 
     cfg = study.get("power") or {}
     fixed = cfg.get("headroom") or {}
@@ -490,12 +491,10 @@ def study_scales(study: dict, ft_runs: list[dict]) -> dict[str, Scale]:
     stale = calibration_mismatch(cfg, {study.get("reference", "fomo-ft"): ft_runs}, "report.fomo.power")
     for m in POWER_METRICS:
         if m in fixed and not stale:
-            h, how = float(fixed[m]), calibration_source(cfg, "report.fomo.power")
+            out[m] = Scale(float(fixed[m]), paper_headroom(m), f"full FT's change, {calibration_source(cfg, 'report.fomo.power')}")
         elif ft_runs:
-            h, how = measured_headroom(m, ft_runs), f"measured on this ledger's own full-FT runs: {stale or 'report.fomo.power sets none'}"
-        else:
-            continue
-        out[m] = Scale(h, paper_headroom(m), f"full FT's change, {how}")
+            out[m] = measured_scale(measured_headroom(m, ft_runs), paper_headroom(m), "full FT's change, measured on this "
+                                    f"ledger's own full-FT runs: {stale or 'report.fomo.power sets none'}", unresolved)
     out[AREA], out[early_key()] = out.get("GM"), out.get("A_ZS")
     return {k: v for k, v in out.items() if v is not None}
 
@@ -875,17 +874,19 @@ def memory_order_claim(mult: dict[str, float], where: str) -> Claim:
 
 
 def ledger(runs: dict, study: dict, orders: dict[str, str], mm_tiny: dict[str, float], bench: dict | None = None,
-           spread: dict | None = None, subset: dict[str, dict[int, dict]] | None = None) -> list[Claim]:
+           spread: dict | None = None, subset: dict[str, dict[int, dict]] | None = None,
+           unresolved: str | None = None) -> list[Claim]:
     """Every FoMo claim, in the report's order. `study`: params' report.fomo (reference, seed,
     studies, power); `orders`: ordering label -> experiment (Fig. 15); `mm_tiny`: the study runs'
     memory multipliers by Table 4's row names; `bench`: benchmarks/fomo_memory.py's result, if any;
     `spread`: the seed subset's `subset_spread` (None: test-set noise only); `subset`: its runs by
     seed (`load_subset`): comparisons whose sides both have ≥ 2 seeds are paired by seed, the rest
-    are single-run and exploratory."""
+    are single-run and exploratory. `unresolved`: why a headroom measured on these runs cannot
+    scale the paper's effects (`study_scales`)."""
     ref = study["reference"]
     deep = by_seed(runs, subset, study.get("seed", 0))
     noise = ledger_noise(runs[ref], spread) | {"block": seed_blocks(deep)}
-    scales = study_scales(study, [deep[ref][s] for s in sorted(deep[ref])])
+    scales = study_scales(study, [deep[ref][s] for s in sorted(deep[ref])], unresolved)
     area = trajectory_area
     claims = [
         merge_vs_ft_claim(deep, noise, scales, ref),

@@ -17,7 +17,7 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
-                                all_equivalent, blocked_noise, calibration_mismatch, calibration_source, equivalent_verdict, greater_verdict, Noise,
+                                all_equivalent, blocked_noise, calibration_mismatch, calibration_source, equivalent_verdict, greater_verdict, measured_scale, Noise,
                                 ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame)
 from vlcp.report.refs import paper_table
 from vlcp.report.results import complete, load_subset, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
@@ -254,12 +254,14 @@ def measured_headroom(metric: str, upper: list[dict], lower: list[dict]) -> floa
     return float(np.mean([fn(r) for r in upper]) - np.mean([fn(r) for r in lower]))
 
 
-def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[str, Scale]:
+def study_scales(study: dict, runs: dict[str, list[dict]], unresolved: str | None = None) -> dict[str, Scale]:
     """The ledger's `Scale` per metric (`SPREAD_METRICS`): our headroom from
     `report.incclip.power.headroom` ({metric: value}, fixed on calibration seeds before the
     ledger's runs, where its `calibrated_on` matches these runs: `claims.calibration_mismatch`),
-    else measured on this ledger's own ic4-joint and ic4-er runs (the scale says so, and why); a
-    metric with neither is left out (its claims keep the older verdicts)."""
+    else measured on this ledger's own ic4-joint and ic4-er runs (the scale says so, and why;
+    carried to 0 where `unresolved`, `claims.unresolved_headroom` of the power table, says these
+    runs do not resolve their headroom); a metric with neither is left out (its claims keep the
+    older verdicts)."""
     cfg = study.get("power") or {}
     fixed = cfg.get("headroom") or {}
     if not isinstance(fixed, dict):
@@ -268,13 +270,11 @@ def study_scales(study: dict, runs: dict[str, list[dict]]) -> dict[str, Scale]:
     stale = calibration_mismatch(cfg, runs, "report.incclip.power")
     for m in SPREAD_METRICS:
         if m in fixed and not stale:
-            h, how = float(fixed[m]), calibration_source(cfg, "report.incclip.power")
+            out[m] = Scale(float(fixed[m]), paper_headroom(m), calibration_source(cfg, "report.incclip.power"))
         elif runs.get("ic4-joint") and runs.get("ic4-er"):
-            h = measured_headroom(m, runs["ic4-joint"], runs["ic4-er"])
-            how = f"measured on this ledger's own ic4-joint and ic4-er runs: {stale or 'report.incclip.power sets none'}"
-        else:
-            continue
-        out[m] = Scale(h, paper_headroom(m), how)
+            out[m] = measured_scale(measured_headroom(m, runs["ic4-joint"], runs["ic4-er"]), paper_headroom(m),
+                                    f"measured on this ledger's own ic4-joint and ic4-er runs: "
+                                    f"{stale or 'report.incclip.power sets none'}", unresolved)
     return out
 
 

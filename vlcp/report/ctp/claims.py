@@ -8,7 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from vlcp.report import power as pw
-from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blocked_noise, calibration_mismatch, calibration_source,
+from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blocked_noise, calibration_mismatch, calibration_source, measured_scale,
                                 claim_from, combine, effect, equivalent_verdict, greater_verdict, judge, not_testable,
                                 powered_at_depth, powered_equivalence, target_verdict)
 from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT,
@@ -604,12 +604,14 @@ def sd_source_of(floor_how: str) -> str:
     return "Table 1 seed spread" if floor_how.startswith("measured") else floor_how
 
 
-def study_scale(study: dict, runs1: dict, table: str = "ctp_table1") -> Scale | None:
+def study_scale(study: dict, runs1: dict, table: str = "ctp_table1", unresolved: str | None = None) -> Scale | None:
     """The ledger's `Scale` for the paper's `table` (Table 1, or supp. Table 3 for the reversed
     order): our headroom from `report.ctp.power.headroom`, fixed from calibration seeds before the
     ledger's runs; without it, or when its `calibrated_on` does not match these runs
-    (`claims.calibration_mismatch`), JointT − SeqF measured on Table 1's own runs (the evidence says so);
-    None when neither is there or the headroom is not positive (the claims keep the older verdicts)."""
+    (`claims.calibration_mismatch`), JointT − SeqF measured on Table 1's own runs (the evidence says so;
+    none where `unresolved`, `claims.unresolved_headroom` of the power table, says these runs do not
+    resolve it); None when neither is there or the headroom is not positive (the claims keep the older
+    verdicts)."""
     cfg = study.get("power") or {}
     h, how = cfg.get("headroom"), calibration_source(cfg, "report.ctp.power")
     stale = calibration_mismatch(cfg, runs1, "report.ctp.power")
@@ -617,8 +619,10 @@ def study_scale(study: dict, runs1: dict, table: str = "ctp_table1") -> Scale | 
         upper, lower = (study["table1"].get("upper bound") or ["ctp-jointt"])[0], study["reference"]
         if not runs1.get(upper) or not runs1.get(lower):
             return None
-        h = float(np.mean(values(runs1[upper], "Rm")) - np.mean(values(runs1[lower], "Rm")))
-        how = f"measured on this ledger's own Table 1 runs: {stale or 'report.ctp.power sets no calibrated headroom'}"
+        scale = measured_scale(float(np.mean(values(runs1[upper], "Rm")) - np.mean(values(runs1[lower], "Rm"))),
+                               paper_headroom(table), "measured on this ledger's own Table 1 runs: "
+                               f"{stale or 'report.ctp.power sets no calibrated headroom'}", unresolved)
+        return scale if scale.headroom > 0 else None
     return Scale(float(h), paper_headroom(table), how) if h > 0 else None
 
 
@@ -629,17 +633,18 @@ def blocks(runs: dict, metric: str = "Rm", where: str = "") -> Noise | None:
 
 
 def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench: dict | None = None,
-           floor_how: str = "measured") -> list[Claim]:
+           floor_how: str = "measured", unresolved: str | None = None) -> list[Claim]:
     """Every claim of the CTP paper we check, in the paper's order. runs1: Table 1 runs (seeds);
     runs_abl: the single-seed tables' runs (ablation seeds); floor_single: the std of one difference
     of single-seed Rm values (`noise_floor`; `floor_how`: its description), the `sd` of every
     single-seed effect (and of Table 1's pairs with fewer than 2 seeds in common); bench: the paired
     time benchmark (`benchmarks/results/ctp_cost.json`), when there is one. Every comparison of two
     experiments' Rm paired by seed reads its table's runs with seeds as blocks (`blocks`: Table 1's,
-    and the single-seed tables' where the long profile runs them at several seeds)."""
+    and the single-seed tables' where the long profile runs them at several seeds). `unresolved`: why
+    a headroom measured on these runs cannot scale the paper's effects (`study_scale`)."""
     t1 = study["table1"]
     sd, src = floor_single, sd_source_of(floor_how)
-    scale, rm = study_scale(study, runs1), paper_rm(study)
+    scale, rm = study_scale(study, runs1, unresolved=unresolved), paper_rm(study)
     kw = {"sd": sd, "sd_source": src}
     pk = {**kw, "paper": rm, "scale": scale}
     block1, block_abl = blocks(runs1, "Rm", "Table 1"), blocks(runs_abl, "Rm", "Tables 2-3")
@@ -686,7 +691,7 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
         claim_time_overhead(runs1, study["ctp"], study["reference"], free, study.get("time_margin", PAPER_HOURS_RESOLUTION)),
         claim_time_target(runs1, study["ctp"], study["reference"], study["time_target"], bench),
         claim_ranking(runs1, runs_abl, study, "Rm", study.get("rank_alpha", 0.05)),
-        claim_first_in_groups(runs_abl, study, "Rm", paper=rm, scale=study_scale(study, runs1, "ctp_supp_table3"),
+        claim_first_in_groups(runs_abl, study, "Rm", paper=rm, scale=study_scale(study, runs1, "ctp_supp_table3", unresolved),
                               block=block_abl, **kw),
     ]
     return claims
