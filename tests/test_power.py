@@ -242,6 +242,21 @@ def test_powered_equivalence_with_a_zero_margin_is_never_confirmed():
         powered_equivalence("c", [1.0], [1.0], -0.1, paper="p")
 
 
+def test_an_equivalence_on_an_unresolved_headroom_has_no_margin_to_refute_by():
+    """A measured headroom these runs do not resolve is carried to 0 as unknown (`Scale.unresolved`),
+    not as 0: an equivalence margin drawn from it cannot be shown or refuted, however far apart the
+    two sides are, where a headroom that is not positive (margin 0) refutes any difference it sees."""
+    from vlcp.report.claims import measured_scale, powered_equivalence
+
+    gated = measured_scale(3.23, 16.32, "measured here", "Joint − ER does not resolve its headroom")
+    assert gated.headroom == 0.0 and gated.unresolved == "Joint − ER does not resolve its headroom"
+    assert measured_scale(3.23, 16.32, "measured here").unresolved is None
+    apart = powered_equivalence("c", [23.0, 23.1, 22.9, 23.0], [20.0] * 4, gated(1.6), paper="p", unknown_margin=gated.unresolved)
+    assert apart.verdict == "underpowered" and apart.scaled_effect is None and apart.seeds_to_decide is None
+    assert "equivalence margin unknown: Joint − ER does not resolve its headroom" in apart.evidence
+    assert apart.effect == pytest.approx(3.0) and apart.seeds == 4
+
+
 def test_levers_frame_from_recorded_rows():
     """benchmarks/power_levers.py's rows → H (mean upper − lower), σ_d (sd of the per-seed
     differences), tasks that teach, and whether the setting meets the goal."""
@@ -454,3 +469,26 @@ def test_a_measured_headroom_scales_only_where_the_runs_resolve_it():
     assert kept.headroom == 4.0 and kept(2.0) == pytest.approx(1.0) and kept.how == "measured here"
     gone = measured_scale(4.0, 8.0, "measured here", why)
     assert gone.headroom == 0.0 and gone(2.0) == 0.0 and gone.how == f"measured here; it measures 4.00, but {why}: carried to 0"
+
+
+def test_a_scales_own_pair_must_resolve_its_headroom_too():
+    """Where a scale's pair is not its power table's (IncCLIP's Joint − ER, FoMo-in-Flux's full-FT change,
+    CLL-CLIP's cells), that pair's own noise must resolve it as well: H > 2 σ_d of one run of that pair,
+    paired by seed; under 2 seeds there is no σ_d to check it against."""
+    from vlcp.report.claims import Noise, Scale, pair_noise, scales_how, unresolved_pair
+
+    n = pair_noise({0: 12.0, 1: 14.0, 2: 10.0}, {0: 2.0, 1: 2.0, 2: 2.0, 3: 9.0})   # seed 3 unpaired: left out
+    assert n.sd == pytest.approx(2.0) and n.dof == 2 and n.source == "sd of the per-seed differences, 3 seeds"
+    alone = pair_noise({0: 1.0, 1: 3.0})
+    assert alone.sd == pytest.approx(np.sqrt(2.0)) and alone.source == "seed sd, 2 seeds"
+    assert pair_noise({0: 1.0}) is None and pair_noise({0: 1.0, 1: 2.0}, {1: 0.0, 2: 0.0}) is None
+    assert unresolved_pair(4.01, Noise(2.0, "x"), "a − b") is None
+    why = unresolved_pair(4.0, Noise(2.0, "paired"), "a − b")   # the boundary H = 2 σ_d is not resolved
+    assert why == "a − b does not resolve its headroom (H/σ_d 2.0 ≤ 2: H 4.00, σ_d 2.00, paired)"
+    assert "H/σ_d undefined" in unresolved_pair(-1.0, Noise(0.0, "x"), "a − b")
+    assert unresolved_pair(4.0, None, "a − b") == "no σ_d of a − b to check it against (it needs ≥ 2 seeds)"
+    same = {"A_KA": Scale(1.0, 2.0, "one way"), "GM": Scale(1.0, 2.0, "one way")}
+    assert scales_how(same) == "one way" and scales_how({}) == ""
+    assert scales_how(same | {("in", "I2T", "F"): Scale(0.0, 2.0, "other")}) == "A_KA, GM: one way; in I2T F: other"
+    gated = same | {"A_ZS": Scale(0.0, 2.0, "one way; it measures 1.00, but x: carried to 0")}
+    assert scales_how(gated) == "one way; A_ZS: it measures 1.00, but x: carried to 0"

@@ -234,11 +234,19 @@ def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_hea
     subset = {"cll-clip": [dict(run([40.0] * 3), config=cfg(12))]}
     main = {"cll36-joint": run([55.0] * 3), "cll36-clip": run([45.0] * 3)}
     study = {"power": CALIBRATED | {"calibrated_on": {"cll-clip": "0" * 12}}}
-    sc = cl.study_scales(study, subset, main)[("in", "I2T", "AR")]
+    quiet = {"metrics": {"AR in I2T": {"difference_spread": 1.0, "pooled_std": 0.71, "dof": 4}}}   # the seed subset's
+    sc = cl.study_scales(study, subset, main, spread=quiet)[("in", "I2T", "AR")]
     assert sc.headroom == pytest.approx(10.0) and sc.how.startswith("measured on this ledger's own cll36-joint and cll36-clip runs")
     assert "calibrated on another configuration of cll-clip" in sc.how
     main["cll-joint"] = run([43.0] * 3)
-    assert cl.study_scales(study, subset, main)[("in", "I2T", "AR")].headroom == pytest.approx(3.0)   # 43 − 40
+    assert cl.study_scales(study, subset, main, spread=quiet)[("in", "I2T", "AR")].headroom == pytest.approx(3.0)   # 43 − 40
+    # the power table's pair is the 36-language T2I AR: each cell must resolve its own headroom on the subset's noise
+    loud = {"metrics": {"AR in I2T": {"difference_spread": 2.0, "pooled_std": 1.41, "dof": 4}}}
+    murky = cl.study_scales(study, subset, main, spread=loud)
+    assert murky[("in", "I2T", "AR")].headroom == 0.0 and "cll-joint − cll-clip on AR in I2T does not resolve its headroom " \
+        "(H/σ_d 1.5 ≤ 2: H 3.00, σ_d 2.00, seed subset's √2 × pooled seed std, 4 dof)" in murky[("in", "I2T", "AR")].how
+    assert "no σ_d of cll-clip's F in I2T to check it against" in murky[("in", "I2T", "F")].how   # not measured
+    assert cl.study_scales(study, subset, main)[("in", "I2T", "AR")].headroom == 0.0   # no seed subset: no σ_d
     from vlcp.report.claims import calibration_fingerprint
     kept = {"power": CALIBRATED | {"calibrated_on": {"cll-clip": calibration_fingerprint(cfg(12))}}}
     assert cl.study_scales(kept, subset, main)[("in", "I2T", "AR")].headroom == 10.0   # the calibrated 10

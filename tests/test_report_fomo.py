@@ -194,6 +194,13 @@ def test_study_scales_are_fixed_in_params_or_measured_on_full_ft():
                             "its own runs do not resolve it")
     assert blind["A_KA"].headroom == 0.0 and "it measures 7.00, but its own runs do not resolve it" in blind["A_KA"].how
     assert blind[fm.AREA] is blind["GM"]
+    # the power table's pair is joint − θ0: full FT's change must resolve itself on its seed sd
+    loose = [run([(10, 40), (12, 37)]), run([(10, 40), (22, 35)])]     # A_KA +7 ± 7.07; A_ZS −4 ± 1.41
+    murky = fm.study_scales({}, loose)
+    assert murky["A_KA"].headroom == 0.0 and murky["A_ZS"].headroom == pytest.approx(4.0)
+    assert "full FT's change on A_KA does not resolve its headroom (H/σ_d 1.0 ≤ 2: H 7.00, σ_d 7.07, seed sd, 2 seeds)" \
+        in murky["A_KA"].how
+    assert fm.study_scales({}, ft[:1])["A_KA"].headroom == 0.0   # one run: no σ_d to check it against
 
 
 def test_by_seed_keeps_the_subsets_seeds_and_the_study_run_otherwise():

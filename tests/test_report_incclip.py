@@ -242,6 +242,9 @@ def test_slightly_better_judged_for_power_reaches_every_verdict(shift, jitter, v
     one = ic.slightly_better(single, ["ucir", "co2l"], "er", 0.145, "paper", 0.01, SRC, scale=Scale(5.0, 10.0, "test"),
                              paper_gain=1.60)
     assert one.verdict in ("inconclusive", "underpowered")         # one run each: exploratory, never decided
+    unknown = Scale(0.0, 10.0, "test; carried to 0", "Joint − ER does not resolve its headroom")   # claims.measured_scale's
+    far = ic.slightly_better(vals, ["ucir", "co2l"], "er", 0.145, "paper", 1.0, SRC, scale=unknown, paper_gain=1.60)
+    assert far.verdict == "underpowered" and "margin unknown here" in far.claim   # no margin to confirm or refute by
 
 
 @pytest.mark.parametrize("vals, sd, verdict", [([40, 30, 20, 10], 1.0, "confirmed"), ([13, 12, 11, 10], 6.4, "inconclusive"),
@@ -500,7 +503,8 @@ def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_hea
     from vlcp.report.claims import calibration_fingerprint
 
     cfg = lambda steps: {"name": "ic4-joint", "train": {"steps": steps}}  # noqa: E731
-    runs = {e: [dict(result(a, [[10.0, 0.0], [a, 8.0]], 1.0), config=cfg(12))] for e, a in (("ic4-joint", 30.0), ("ic4-er", 20.0))}
+    run = lambda a, seed: dict(result(a, [[10.0, 0.0], [a, 8.0]], 1.0), config=cfg(12), seed=seed)  # noqa: E731
+    runs = {"ic4-joint": [run(29.5, 0), run(30.5, 1)], "ic4-er": [run(20.0, 0), run(20.0, 1)]}   # Joint − ER 10 ± 0.71
     power = {"calibrated": "test", "headroom": {"average": -0.63, "r1_mean": 1.0, "bwt_rm": 1.28}}
     same = ic.study_scales({"power": power | {"calibrated_on": {"ic4-joint": calibration_fingerprint(cfg(12))}}}, runs)
     assert same["average"].headroom == -0.63 and same["average"].how == "calibrated test"
@@ -513,3 +517,10 @@ def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_hea
     assert blind["average"].headroom == 0.0 and blind["average"](5.0) == 0.0
     assert "it measures 10.00, but its own runs do not resolve it: carried to 0" in blind["average"].how
     assert ic.study_scales({"power": power}, runs, "unresolved")["average"].headroom == -0.63   # calibrated: no gate
+    # the power table's pair is Joint − naive FT: Joint − ER must resolve its own headroom too
+    loose = {"ic4-joint": [run(25.0, 0), run(35.0, 1)], "ic4-er": runs["ic4-er"]}   # 10 ± 7.07: H/σ_d 1.4
+    murky = ic.study_scales(stale, loose)["average"]
+    assert murky.headroom == 0.0 and "Joint − ER on average does not resolve its headroom (H/σ_d 1.4 ≤ 2: H 10.00, σ_d 7.07, " \
+        "sd of the per-seed differences, 2 seeds)" in murky.how
+    single = ic.study_scales(stale, {e: rs[:1] for e, rs in runs.items()})["average"]
+    assert single.headroom == 0.0 and "no σ_d of Joint − ER on average to check it against" in single.how

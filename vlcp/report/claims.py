@@ -85,6 +85,8 @@ class Scale(NamedTuple):
     headroom: float
     paper_headroom: float
     how: str = ""
+    unresolved: str | None = None   # why a measured headroom was carried to 0 (`measured_scale`): not 0, unknown
+
 
     def __call__(self, paper_effect: float) -> float:
         return pw.scaled_effect(paper_effect, self.paper_headroom, max(self.headroom, 0.0))
@@ -113,13 +115,63 @@ def unresolved_headroom(power: "pw.StudyPower | None") -> str | None:
     return None
 
 
+def scales_how(scales: dict) -> str:
+    """Where a ledger's scales ({key: `Scale`}) come from, said once: their shared `how`, or each
+    distinct one after the keys it holds (a tuple key joined by spaces), e.g. where one metric's own
+    pair resolves its headroom and another's does not."""
+    groups: dict[str, list[str]] = {}
+    for k, sc in scales.items():
+        groups.setdefault(sc.how, []).append(" ".join(k) if isinstance(k, tuple) else str(k))
+    if len(groups) <= 1:
+        return next(iter(groups), "")
+    base = min(groups, key=len)   # a scale carried to 0 (`measured_scale`) extends the others' how: said once
+    if all(h == base or h.startswith(base + "; ") for h in groups):
+        return base + "".join(f"; {', '.join(keys)}: {h[len(base) + 2:]}" for h, keys in groups.items() if h != base)
+    return "; ".join(f"{', '.join(keys)}: {how}" for how, keys in groups.items())
+
+
+def unresolved_pair(headroom: float, noise: "Noise | None", pair: str) -> str | None:
+    """Why the scale's own pair (`pair`, e.g. "Joint − ER on the Average") does not resolve the
+    headroom it measures, or None when it does: H > `RESOLVED` × its own σ_d (`noise`: the sd of ONE
+    single-run comparison of that pair, `pair_noise` or a seed subset's spread). A scale whose pair
+    differs from its power table's (IncCLIP's Joint − ER against Joint − naive fine-tuning; FoMo-in-Flux's
+    full-FT change against joint − θ0; CLL-CLIP's 12-language cells against its 36-language pair) must
+    resolve both: a table that passes says nothing of another pair's noise. `noise` None: no σ_d to
+    check it against (< 2 seeds), so it cannot."""
+    if noise is None:
+        return f"no σ_d of {pair} to check it against (it needs ≥ 2 seeds)"
+    if not headroom > RESOLVED * noise.sd:
+        ratio = f"{headroom / noise.sd:.1f}" if noise.sd > 0 else "undefined"
+        return (f"{pair} does not resolve its headroom (H/σ_d {ratio} ≤ {RESOLVED:g}: H {headroom:.2f}, "
+                f"σ_d {noise.sd:.2f}, {noise.source})")
+    return None
+
+
+def pair_noise(upper: dict, lower: dict | None = None) -> "Noise | None":
+    """The `Noise` of one single-run comparison of a scale's own pair, from per-seed values ({seed:
+    value}): the sd of the per-seed differences upper − lower at their common seeds (paired by seed,
+    as `power.study_power` reads its table), or with `lower` None the seed sd of `upper` alone (a
+    quantity measured against a fixed reference: full FT's change from its θ0, ER's −BWT). None
+    under 2 (common) seeds."""
+    seeds = sorted(upper) if lower is None else sorted(set(upper) & set(lower))
+    if len(seeds) < 2:
+        return None
+    d = np.asarray([upper[s] - (0.0 if lower is None else lower[s]) for s in seeds], float)
+    how = "seed sd" if lower is None else "sd of the per-seed differences"
+    return Noise(float(d.std(ddof=1)), f"{how}, {len(seeds)} seeds", len(seeds) - 1)
+
+
 def measured_scale(headroom: float, paper_headroom: float, how: str, unresolved: str | None = None) -> Scale:
     """The `Scale` of a headroom measured on the ledger's own runs (`how` says which): as measured,
-    or carried to 0 where `unresolved` (`unresolved_headroom`) says why it cannot scale anything, so
-    a claim then reads confirmed or refuted only by the sign of its interval."""
+    or carried to 0 where `unresolved` (`unresolved_headroom` of the power table, else
+    `unresolved_pair` of the scale's own pair) says why it cannot scale anything, so a claim then
+    reads confirmed or refuted only by the sign of its interval. The scale keeps the reason
+    (`Scale.unresolved`): such a headroom is unknown, not 0, so an equivalence margin drawn from it
+    is unknown too (`powered_equivalence`'s `unknown_margin`), where a headroom that is not positive
+    makes it 0."""
     if unresolved is None:
         return Scale(headroom, paper_headroom, how)
-    return Scale(0.0, paper_headroom, f"{how}; it measures {headroom:.2f}, but {unresolved}: carried to 0")
+    return Scale(0.0, paper_headroom, f"{how}; it measures {headroom:.2f}, but {unresolved}: carried to 0", unresolved)
 
 
 class Noise(NamedTuple):
@@ -529,7 +581,7 @@ def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: lis
 
 def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence: str = "", source: str = "",
                         sd: float | None = None, sd_source: str = "given sd", sd_dof: int | None = None,
-                        exploratory: bool = False, comparisons: int = 1) -> Claim:
+                        exploratory: bool = False, comparisons: int = 1, unknown_margin: str | None = None) -> Claim:
     """"a ≈ b within ±`margin`" (per-seed values, as `effect` takes them; the margin the paper's own,
     carried to our scale, cited by `paper`), judged for power: **confirmed** when the 90 % interval
     lies inside (−margin, margin) (two one-sided tests at 5 %); **refuted** when it lies wholly
@@ -541,7 +593,12 @@ def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence
     test), but one refutes the row only when its Bonferroni interval (level 1 − 0.10/k) lies
     wholly outside the margin. A margin of 0 (a `Scale` whose headroom is not positive carries the
     paper's margin to 0) cannot be confirmed: refuted by an interval that excludes 0, else
-    underpowered, which no number of seeds decides."""
+    underpowered, which no number of seeds decides. `unknown_margin`: why the margin is unknown (a
+    `Scale` carried to 0 because its runs do not resolve their headroom, `Scale.unresolved`): neither
+    shown nor refuted, underpowered until a resolved headroom fixes it (a margin of 0 there would
+    refute any difference the interval sees, on a headroom that is noise)."""
+    if unknown_margin is not None:
+        return _unknown_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, unknown_margin)
     if not margin >= 0 or not math.isfinite(margin):
         raise ValueError(f"claim {claim!r}: equivalence margin must be >= 0, got {margin}")
     if margin == 0:
@@ -575,6 +632,16 @@ def _zero_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, ex
     note += f" (the smallest margin this design shows: {mde:.2f} at {e.n} seed{'s' if e.n > 1 else ''})"
     ev = "; ".join(x for x in (explored, evidence, note, f"effect {e} ({100 * (1 - 0.10 / comparisons):.1f} %)") if x)
     return Claim(claim, verdict, ev, source, e.diff, e.low, e.high, e.n, paper, 0.0, e.sd, mde, None, 1)
+
+
+def _unknown_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, why) -> Claim:
+    e = effect(a, b, sd=sd, level=0.90, sd_source=sd_source, sd_dof=sd_dof)
+    mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+    note = (f"equivalence margin unknown: {why}, so the paper's margin has no size here; neither shown nor refuted, "
+            f"a headroom these runs resolve would decide it (the smallest margin this design shows: {mde:.2f} at "
+            f"{e.n} seed{'s' if e.n > 1 else ''})")
+    ev = "; ".join(x for x in (evidence, note, f"effect {e} (90 %)") if x)
+    return Claim(claim, "underpowered", ev, source, e.diff, e.low, e.high, e.n, paper, None, e.sd, mde, None, 1)
 
 
 def all_equivalent(claim: str, rows: list[Claim]) -> Claim:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from vlcp.report import claims
 from vlcp.report.claims import (Claim, Effect, Scale, calibration_mismatch, calibration_source, claim_from, combine, effect, greater_verdict,
-                                judge, measured_scale, not_testable)
+                                judge, measured_scale, Noise, not_testable, unresolved_pair)
 from vlcp.report import power as pw
 from vlcp.report.refs import paper_table
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
@@ -356,14 +356,16 @@ def measured_headroom(joint: list[dict], plain: list[dict], s: str, d: str, metr
 
 
 def study_scales(study: dict, runs: dict[str, list[dict]], main: dict[str, dict] | None = None,
-                 unresolved: str | None = None) -> dict[tuple[str, str, str], Scale]:
+                 unresolved: str | None = None, spread: dict | None = None) -> dict[tuple[str, str, str], Scale]:
     """The ledger's `Scale` per (set, direction, metric): our headroom from
     `report.cllclip.power.headroom` ({"AR in I2T": value, ...}, `spread_key`'s names, fixed on
     calibration seeds before the ledger's runs, where its `calibrated_on` matches these runs:
     `claims.calibration_mismatch`), else measured on this ledger's own cll-joint and cll-clip runs
     (the 12-language stream the calibration ran), or where cll-joint has not run, cll36-joint and
     cll36-clip (the scale says which, and why; carried to 0 where `unresolved`,
-    `claims.unresolved_headroom` of the power table, says these runs do not resolve their headroom);
+    `claims.unresolved_headroom` of the power table, says these runs do not resolve their headroom,
+    or where the cell itself does not on `spread`'s noise, `cell_noise`: `claims.unresolved_pair`,
+    the power table's pair being the 36-language in-domain T2I AR);
     {} when none (the claims keep the older verdicts).
     `runs`: {experiment: [results per seed]} (the seed subset); `main`: {experiment: result}, the
     main seed's runs, read for an experiment `runs` lacks (cll-joint)."""
@@ -383,9 +385,22 @@ def study_scales(study: dict, runs: dict[str, list[dict]], main: dict[str, dict]
                 out[(s, d, m)] = Scale(float(fixed[key]), paper_headroom(s, d, m), calibration_source(cfg, "report.cllclip.power"))
             elif pairs:
                 j, c = pairs[0]
-                out[(s, d, m)] = measured_scale(measured_headroom(runs[j], runs[c], s, d, m), paper_headroom(s, d, m),
-                                                f"measured on this ledger's own {j} and {c} runs: {why}", unresolved)
+                h = measured_headroom(runs[j], runs[c], s, d, m)
+                pair = f"{c}'s {key}" if m == "F" else f"{j} − {c} on {key}"
+                out[(s, d, m)] = measured_scale(h, paper_headroom(s, d, m), f"measured on this ledger's own {j} and {c} runs: {why}",
+                                                unresolved or unresolved_pair(h, cell_noise(spread, s, d, m), pair))
     return out
+
+
+def cell_noise(spread: dict | None, s: str, d: str, metric: str) -> Noise | None:
+    """The noise of one run of `measured_headroom`'s pair in a cell, from the seed subset's spread
+    (`seed_spread`; None where it has not measured the cell): AR, a difference of two single runs,
+    √2 × the pooled seed std; F, one run's forgetting, the pooled seed std."""
+    m = ((spread or {}).get("metrics") or {}).get(spread_key(metric, s, d))
+    if not m:
+        return None
+    sd = m["difference_spread"] if metric == "AR" else m["pooled_std"]
+    return Noise(float(sd), f"seed subset's {'√2 × ' if metric == 'AR' else ''}pooled seed std, {m['dof']} dof", int(m["dof"]))
 
 
 def _powered_improves(claim, pairs, n_test, metrics, source, cells, spread, gains, cite, scales) -> Claim:

@@ -469,8 +469,13 @@ def nobuffer_gm_effect() -> float:
 def measured_headroom(metric: str, ft_runs: list[dict]) -> float:
     """Our full fine-tuning's movement on `metric` (as `paper_headroom`'s): the endpoint − θ0 on
     A_KA and GM, θ0 − the endpoint on A_ZS, averaged over `ft_runs`."""
+    return float(np.mean(_changes(metric, ft_runs)))
+
+
+def _changes(metric: str, ft_runs: list[dict]) -> list[float]:
+    """Full FT's movement on `metric`, per run (`measured_headroom`'s terms)."""
     sign = -1.0 if metric == "A_ZS" else 1.0
-    return float(np.mean([sign * (endpoint(r)[metric] - r["zero_shot"][metric]) for r in ft_runs]))
+    return [sign * (endpoint(r)[metric] - r["zero_shot"][metric]) for r in ft_runs]
 
 
 def study_scales(study: dict, ft_runs: list[dict], unresolved: str | None = None) -> dict[str, Scale]:
@@ -479,9 +484,11 @@ def study_scales(study: dict, ft_runs: list[dict], unresolved: str | None = None
     calibration seeds, where its `calibrated_on` matches `ft_runs`, the runs of `study["reference"]`:
     `claims.calibration_mismatch`), else measured on this ledger's own full-FT runs
     (`measured_headroom`, and the scale says so, and why; carried to 0 where `unresolved`,
-    `claims.unresolved_headroom` of the power table, says these runs do not resolve their headroom)."""
+    `claims.unresolved_headroom` of the power table, says these runs do not resolve their headroom,
+    or where full FT's change itself does not, on its seed sd: `claims.unresolved_pair`, the power
+    table's pair being joint − θ0)."""
     from vlcp.errors import VlcpError
-    from vlcp.report.claims import calibration_mismatch, calibration_source, measured_scale
+    from vlcp.report.claims import calibration_mismatch, calibration_source, measured_scale, pair_noise, unresolved_pair
 
     cfg = study.get("power") or {}
     fixed = cfg.get("headroom") or {}
@@ -493,8 +500,10 @@ def study_scales(study: dict, ft_runs: list[dict], unresolved: str | None = None
         if m in fixed and not stale:
             out[m] = Scale(float(fixed[m]), paper_headroom(m), f"full FT's change, {calibration_source(cfg, 'report.fomo.power')}")
         elif ft_runs:
-            out[m] = measured_scale(measured_headroom(m, ft_runs), paper_headroom(m), "full FT's change, measured on this "
-                                    f"ledger's own full-FT runs: {stale or 'report.fomo.power sets none'}", unresolved)
+            h = measured_headroom(m, ft_runs)
+            out[m] = measured_scale(h, paper_headroom(m), "full FT's change, measured on this ledger's own full-FT runs: "
+                                    f"{stale or 'report.fomo.power sets none'}",
+                                    unresolved or unresolved_pair(h, pair_noise(dict(enumerate(_changes(m, ft_runs)))), f"full FT's change on {m}"))
     out[AREA], out[early_key()] = out.get("GM"), out.get("A_ZS")
     return {k: v for k, v in out.items() if v is not None}
 

@@ -17,8 +17,8 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
-                                all_equivalent, blocked_noise, calibration_mismatch, calibration_source, equivalent_verdict, greater_verdict, measured_scale, Noise,
-                                ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame)
+                                all_equivalent, blocked_noise, calibration_mismatch, calibration_source, equivalent_verdict, greater_verdict, measured_scale, Noise, pair_noise,
+                                ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame, unresolved_pair)
 from vlcp.report.refs import paper_table
 from vlcp.report.results import complete, load_subset, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
 
@@ -260,8 +260,9 @@ def study_scales(study: dict, runs: dict[str, list[dict]], unresolved: str | Non
     ledger's runs, where its `calibrated_on` matches these runs: `claims.calibration_mismatch`),
     else measured on this ledger's own ic4-joint and ic4-er runs (the scale says so, and why;
     carried to 0 where `unresolved`, `claims.unresolved_headroom` of the power table, says these
-    runs do not resolve their headroom); a metric with neither is left out (its claims keep the
-    older verdicts)."""
+    runs do not resolve their headroom, or where Joint − ER itself does not: `claims.unresolved_pair`,
+    the power table's pair being Joint − naive fine-tuning); a metric with neither is left out (its
+    claims keep the older verdicts)."""
     cfg = study.get("power") or {}
     fixed = cfg.get("headroom") or {}
     if not isinstance(fixed, dict):
@@ -272,10 +273,22 @@ def study_scales(study: dict, runs: dict[str, list[dict]], unresolved: str | Non
         if m in fixed and not stale:
             out[m] = Scale(float(fixed[m]), paper_headroom(m), calibration_source(cfg, "report.incclip.power"))
         elif runs.get("ic4-joint") and runs.get("ic4-er"):
-            out[m] = measured_scale(measured_headroom(m, runs["ic4-joint"], runs["ic4-er"]), paper_headroom(m),
-                                    f"measured on this ledger's own ic4-joint and ic4-er runs: "
-                                    f"{stale or 'report.incclip.power sets none'}", unresolved)
+            h = measured_headroom(m, runs["ic4-joint"], runs["ic4-er"])
+            out[m] = measured_scale(h, paper_headroom(m), f"measured on this ledger's own ic4-joint and ic4-er runs: "
+                                    f"{stale or 'report.incclip.power sets none'}",
+                                    unresolved or unresolved_pair(h, headroom_noise(m, runs["ic4-joint"], runs["ic4-er"]),
+                                                                  "ER's −BWT" if m == "bwt_rm" else f"Joint − ER on {m}"))
     return out
+
+
+def headroom_noise(metric: str, upper: list[dict], lower: list[dict]) -> Noise | None:
+    """The noise of one run of `measured_headroom`'s pair (`claims.pair_noise`): Joint − ER paired
+    by seed (bwt_rm: ER's −BWT, its seed sd)."""
+    fn = SPREAD_METRICS[metric]
+    by_seed = lambda rs, sign=1.0: {r.get("seed", i): sign * fn(r) for i, r in enumerate(rs)}  # noqa: E731
+    if metric == "bwt_rm":
+        return pair_noise(by_seed(lower, -1.0))
+    return pair_noise(by_seed(upper), by_seed(lower))
 
 
 def fmt(v: list[float]) -> str:
@@ -388,7 +401,9 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
     if scale is not None and paper_gain is not None:
         margin = scale(paper_gain)
         k = sum(len(methods) for _ in values_by_split)
-        text = f"UCIR and Co2L are only slightly better than ER (within ±{margin:.2f} Average points, the paper's largest gain scaled)"
+        text = "UCIR and Co2L are only slightly better than ER (within " + (
+            f"±{margin:.2f} Average points, the paper's largest gain scaled)" if scale.unresolved is None
+            else "the paper's largest gain scaled, a margin unknown here: its headroom is not resolved)")
         rows, parts = [], []
         for split, vals in values_by_split.items():
             for m in methods:
@@ -397,7 +412,7 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
                 r = powered_equivalence(text, vals[m], vals[reference], margin,
                                         paper=f"§4.2.1, Table 1: {margin_how}; scaled {scale.cite()}",
                                         evidence=f"{split} {m} − {reference}", source="§4.2.1, Table 1",
-                                        exploratory=single, comparisons=k, **kw)
+                                        exploratory=single, comparisons=k, unknown_margin=scale.unresolved, **kw)
                 rows.append(r)
                 parts.append(f"{split} {m} − {reference} {r.effect:+.2f} (90 % [{r.low:+.2f}, {r.high:+.2f}], "
                              f"{r.seeds} seed{'s' if r.seeds > 1 else ''}): {r.verdict}")
