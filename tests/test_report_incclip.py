@@ -245,6 +245,8 @@ def test_slightly_better_judged_for_power_reaches_every_verdict(shift, jitter, v
     unknown = Scale(0.0, 10.0, "test; carried to 0", "Joint − ER does not resolve its headroom")   # claims.measured_scale's
     far = ic.slightly_better(vals, ["ucir", "co2l"], "er", 0.145, "paper", 1.0, SRC, scale=unknown, paper_gain=1.60)
     assert far.verdict == "underpowered" and "margin unknown here" in far.claim   # no margin to confirm or refute by
+    zero = ic.slightly_better(vals, ["ucir", "co2l"], "er", 0.145, "paper", 1.0, SRC, scale=Scale(-1.0, 10.0, "test"), paper_gain=1.60)
+    assert "(95 % [" in zero.evidence and "(90 % [" not in zero.evidence.split("; the deciding one")[0]   # margin 0: Bonferroni
 
 
 @pytest.mark.parametrize("vals, sd, verdict", [([40, 30, 20, 10], 1.0, "confirmed"), ([13, 12, 11, 10], 6.4, "inconclusive"),

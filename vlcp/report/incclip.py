@@ -405,6 +405,7 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
             f"±{margin:.2f} Average points, the paper's largest gain scaled)" if scale.unresolved is None
             else "the paper's largest gain scaled, a margin unknown here: its headroom is not resolved)")
         rows, parts = [], []
+        level = 90.0 if margin > 0 or scale.unresolved else round(100 * (1 - 0.10 / k), 1)   # a zero margin: Bonferroni
         for split, vals in values_by_split.items():
             for m in methods:
                 single = min(len(vals[m]), len(vals[reference])) < 2
@@ -414,7 +415,7 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
                                         evidence=f"{split} {m} − {reference}", source="§4.2.1, Table 1",
                                         exploratory=single, comparisons=k, unknown_margin=scale.unresolved, **kw)
                 rows.append(r)
-                parts.append(f"{split} {m} − {reference} {r.effect:+.2f} (90 % [{r.low:+.2f}, {r.high:+.2f}], "
+                parts.append(f"{split} {m} − {reference} {r.effect:+.2f} ({level:g} % [{r.low:+.2f}, {r.high:+.2f}], "
                              f"{r.seeds} seed{'s' if r.seeds > 1 else ''}): {r.verdict}")
         worst = all_equivalent(text, rows)
         return dataclasses.replace(worst, evidence=f"{k} equivalences, all must hold: " + "; ".join(parts)
