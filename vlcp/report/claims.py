@@ -608,7 +608,7 @@ def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence
         wide = effect(a, b, sd=sd, level=1 - 0.10 / comparisons, sd_source=sd_source, sd_dof=sd_dof)
         if not (wide.low >= margin or wide.high <= -margin):
             shown = "inconclusive"
-    mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+    mde = _equivalence_mde(e)
     verdict = {"confirmed": "confirmed", "not confirmed": "refuted"}.get(
         shown, "underpowered" if mde > margin else "inconclusive")
     explored, verdict = _below_depth(verdict, exploratory)
@@ -622,21 +622,33 @@ def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence
     return Claim(claim, verdict, ev, source, e.diff, e.low, e.high, e.n, paper, margin, e.sd, mde, decide, 1)
 
 
+def equivalence_level(margin: float, comparisons: int = 1, unknown_margin: str | None = None) -> float:
+    """The level of the interval `powered_equivalence` reads each comparison at: 90 % (two one-sided
+    tests; an unknown margin's too), but a margin of 0, which only a refutation can decide, at the
+    Bonferroni level for its `comparisons`."""
+    return 0.90 if margin > 0 or unknown_margin is not None else 1 - 0.10 / comparisons
+
+
+def _equivalence_mde(e: Effect) -> float:
+    """The smallest margin `e`'s design shows (`power.equivalence_mde`); inf without a finite sd."""
+    return pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+
+
 def _zero_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, exploratory, comparisons) -> Claim:
-    e = effect(a, b, sd=sd, level=1 - 0.10 / comparisons, sd_source=sd_source, sd_dof=sd_dof)
+    e = effect(a, b, sd=sd, level=equivalence_level(0.0, comparisons), sd_source=sd_source, sd_dof=sd_dof)
     verdict = "refuted" if e.low > 0 or e.high < 0 else "underpowered"
     explored, verdict = _below_depth(verdict, exploratory)
     note = ("equivalence margin 0: our headroom carries the paper's margin to 0, so no equivalence can be shown "
             "and no number of seeds decides it; an interval that excludes 0 refutes it")
-    mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+    mde = _equivalence_mde(e)
     note += f" (the smallest margin this design shows: {mde:.2f} at {e.n} seed{'s' if e.n > 1 else ''})"
     ev = "; ".join(x for x in (explored, evidence, note, f"effect {e} ({100 * (1 - 0.10 / comparisons):.1f} %)") if x)
     return Claim(claim, verdict, ev, source, e.diff, e.low, e.high, e.n, paper, 0.0, e.sd, mde, None, 1)
 
 
 def _unknown_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, why) -> Claim:
-    e = effect(a, b, sd=sd, level=0.90, sd_source=sd_source, sd_dof=sd_dof)
-    mde = pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+    e = effect(a, b, sd=sd, level=equivalence_level(0.0, unknown_margin=why), sd_source=sd_source, sd_dof=sd_dof)
+    mde = _equivalence_mde(e)
     note = (f"equivalence margin unknown: {why}, so the paper's margin has no size here; neither shown nor refuted, "
             f"a headroom these runs resolve would decide it (the smallest margin this design shows: {mde:.2f} at "
             f"{e.n} seed{'s' if e.n > 1 else ''})")

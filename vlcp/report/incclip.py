@@ -17,7 +17,7 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
-                                all_equivalent, blocked_noise, calibration_mismatch, calibration_source, equivalent_verdict, greater_verdict, measured_scale, Noise, pair_noise,
+                                all_equivalent, blocked_noise, calibration_mismatch, calibration_source, equivalence_level, equivalent_verdict, greater_verdict, measured_scale, Noise, pair_noise,
                                 ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame, unresolved_pair)
 from vlcp.report.refs import paper_table
 from vlcp.report.results import complete, load_subset, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
@@ -87,8 +87,12 @@ def seed_blocks(runs: dict[str, list[dict]], where: str = "") -> dict:
     """Per ledger metric (`SPREAD_METRICS`): the runs' seeds as blocks (`claims.blocked_noise` over
     every experiment run at common seeds; {experiment: [results]}, a result's seed its "seed", else its
     position), or None where no three experiments share two seeds: the noise of a comparison paired by seed."""
-    return {m: blocked_noise({e: {r.get("seed", i): fn(r) for i, r in enumerate(rs)} for e, rs in runs.items()}, where)
-            for m, fn in SPREAD_METRICS.items()}
+    return {m: blocked_noise({e: per_seed(rs, fn) for e, rs in runs.items()}, where) for m, fn in SPREAD_METRICS.items()}
+
+
+def per_seed(rs: list[dict], fn) -> dict:
+    """{seed: fn(result)} over one experiment's results (a result's seed its "seed", else its position)."""
+    return {r.get("seed", i): fn(r) for i, r in enumerate(rs)}
 
 
 def subset_seeds(main_seeds: list[int], spread_cfg: dict) -> list[int]:
@@ -285,10 +289,9 @@ def headroom_noise(metric: str, upper: list[dict], lower: list[dict]) -> Noise |
     """The noise of one run of `measured_headroom`'s pair (`claims.pair_noise`): Joint − ER paired
     by seed (bwt_rm: ER's −BWT, its seed sd)."""
     fn = SPREAD_METRICS[metric]
-    by_seed = lambda rs, sign=1.0: {r.get("seed", i): sign * fn(r) for i, r in enumerate(rs)}  # noqa: E731
     if metric == "bwt_rm":
-        return pair_noise(by_seed(lower, -1.0))
-    return pair_noise(by_seed(upper), by_seed(lower))
+        return pair_noise(per_seed(lower, lambda r: -fn(r)))
+    return pair_noise(per_seed(upper, fn), per_seed(lower, fn))
 
 
 def fmt(v: list[float]) -> str:
@@ -405,7 +408,7 @@ def slightly_better(values_by_split: dict[str, dict[str, list[float]]], methods:
             f"±{margin:.2f} Average points, the paper's largest gain scaled)" if scale.unresolved is None
             else "the paper's largest gain scaled, a margin unknown here: its headroom is not resolved)")
         rows, parts = [], []
-        level = 90.0 if margin > 0 or scale.unresolved else round(100 * (1 - 0.10 / k), 1)   # a zero margin: Bonferroni
+        level = round(100 * equivalence_level(margin, k, scale.unresolved), 1)
         for split, vals in values_by_split.items():
             for m in methods:
                 single = min(len(vals[m]), len(vals[reference])) < 2
