@@ -37,7 +37,9 @@ def test_precedence_and_resolved_config():
     params = load_params("params.yaml")
     cfg = resolve_experiment(params, "er", seed=3, overrides=["train.lr=0.002", "method.buffer_size=50"])
     assert cfg.seed == 3 and cfg.train.lr == 0.002 and cfg.method.args["buffer_size"] == 50
-    assert cfg.train.steps == params["profiles"]["tiny"]["train"]["steps"]  # profile over defaults
+    tiny = params["profiles"]["tiny"]
+    assert cfg.train.steps == tiny["model_aliases"]["spine"]["train"]["steps"] != tiny["train"]["steps"]  # the spine's alias over the profile
+    assert resolve_experiment(params, "ic4-er").train.steps == tiny["train"]["steps"]  # profile over defaults
     assert cfg.to_dict()["method"] == {"name": "er", "buffer_size": 50, "replay_fraction": 0.5, "memory_update": "online"}
     with pytest.raises(ConfigError, match="experiment: unknown experiment"):
         resolve_experiment(params, "nope")

@@ -146,5 +146,5 @@ def test_params_yaml_survives_dvc_set_param(tmp_path):
         d["experiments"]["er"]["method"]["buffer_size"] = 400
     changed = [l for l in difflib.unified_diff(text.splitlines(), path.read_text().splitlines(), n=0, lineterm="")
                if l[:1] in "+-" and not l.startswith(("+++", "---"))]
-    assert changed == ["-  er: {method: {name: er, buffer_size: 200, replay_fraction: 0.5}}",
-                       "+  er: {method: {name: er, buffer_size: 400, replay_fraction: 0.5}}"], changed
+    assert changed == ["-    method: {name: er, buffer_size: 200, replay_fraction: 0.5}",
+                       "+    method: {name: er, buffer_size: 400, replay_fraction: 0.5}"], changed
