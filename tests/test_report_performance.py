@@ -201,3 +201,31 @@ def test_time_line_says_when_a_studys_runs_mix_cpu_capabilities():
     mixed = time_line({"a": [run("a", "AVX2")], "b": [run("b", "AVX512")], "c": [run("c", None)]})
     assert "mix CPU capabilities** (1 on AVX2, 1 on AVX512, 1 unrecorded)" in mixed
     assert "Warning:" not in mixed           # the tiny repro's check that no library warning tops a report
+
+
+def test_a_part_stands_for_a_study_but_its_shared_stages_keep_the_whole_repros_minutes():
+    """study_costs: a budget's `shared` stages (the index reads every study's reports) cannot be timed
+    alone; a part that timed the study's other stages stands for them, the shared ones keep the whole
+    repro's minutes at its own pace, and the row's slowdown is measured ÷ at the reference pace."""
+    params = {"seeds": [0], "report": {
+        "overview": {"experiments": ["seqf"]},
+        "ctp": {"experiments": [], "seeds": [0], "ablation_experiments": [], "ablation_seeds": [0]},
+        "incclip": {"experiments": [], "seeds": [0]}, "cllclip": {"experiments": [], "seeds": [0]},
+        "fomo": {"studies": {}},
+        "performance": {"budgets": {"spine": {"minutes": 10, "stages": ["run", "overview", "index"],
+                                              "shared": ["index"]}}}}}
+    dvc = {"stages": {"run": {"cmd": "x"}, "overview": {"cmd": "x"}, "index": {"cmd": "x"}}}
+    whole = {"date": "2026-11-29T10:00", "commit": "aaa", "cpus": 2,
+             "stages": {"run": 120.0, "overview": 60.0, "index": 30.0}}
+    part = {"date": "2026-11-30T10:00", "commit": "bbb", "targets": ["overview"], "seqf_seconds_per_step": 0.09,
+            "stages": {"run": 240.0, "overview": 60.0}}
+    spine = {"median_seconds_per_step": {"seqf": 0.045}}
+    c = pf.study_costs(whole, params, dvc, 1.5, pf.retimed({"pipeline-spine": part}, spine)).loc["spine"]
+    assert c["measured min"] == pytest.approx((240 + 60 + 30) / 60)
+    assert c["at reference pace min"] == pytest.approx((300 / 2.0 + 30 / 1.5) / 60)   # each at its own pace
+    assert c["slowdown"] == pytest.approx(330 / (150 + 20)) and c["not timed"] == ""
+    assert c["measured"] == "alone, 2026-11-30 at bbb (2.00 × slow); index: the whole repro"
+    # without `shared`, the part did not time every stage: the whole repro stands
+    params["report"]["performance"]["budgets"]["spine"].pop("shared")
+    c = pf.study_costs(whole, params, dvc, 1.5, pf.retimed({"pipeline-spine": part}, spine)).loc["spine"]
+    assert c["measured"] == "the whole repro" and c["measured min"] == pytest.approx(3.5)

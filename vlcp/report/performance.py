@@ -322,25 +322,36 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | 
     one for every study, or one per study, `study_slowdowns`); `not
     timed` names the stages added since the measurement (their time is not in the minutes). A study
     whose every stage a later part measurement timed (`parts`: (measurement, its slowdown), from
-    `retimed`) takes that one's minutes, each at its own day's pace; `measured` names the source."""
+    `retimed`) takes that one's minutes, each at its own day's pace; `measured` names the source. A
+    budget's `shared` stages (e.g. the index, which reads every study's reports) cannot be timed
+    alone: a part that timed the study's other stages stands for those, and the shared ones keep the
+    whole repro's minutes at its pace (`slowdown` is then measured ÷ at the reference pace)."""
     budgets = params["report"]["performance"]["budgets"]
     runs, today = study_runs(params), pipeline_stages(dvc_yaml, params)
     rows = {}
     for study, b in budgets.items():
         mine = study_stages(today, b["stages"])
-        source, slow = pipeline, _slowdown_of(slowdown, study)
-        for part, part_slow in parts:   # the latest part that timed all of this study's stages
-            if measured_at(part) >= measured_at(pipeline) and mine and all(n in part["stages"] for n in mine):
+        own = [n for n in mine if n not in study_stages(mine, b.get("shared") or ())]
+        whole = _slowdown_of(slowdown, study)
+        source, slow = pipeline, whole
+        for part, part_slow in parts:   # the latest part that timed all of this study's own stages
+            if measured_at(part) >= measured_at(pipeline) and own and all(n in part["stages"] for n in own):
                 source, slow = part, part_slow
-        measured = budget_table(source, {study: b}, slow).loc[study]
+        takes = {n: (pipeline["stages"][n], whole) for n in mine if n in pipeline["stages"]}
+        if source is not pipeline:
+            takes.update({n: (source["stages"][n], slow) for n in mine if n in source["stages"]})
+        kept = [n for n in mine if n not in source["stages"] and n in takes]   # shared: the whole repro's
+        measured = sum(s for s, _ in takes.values()) / 60 if takes else float("nan")
+        at_reference = sum(s / k for s, k in takes.values()) / 60 if takes else float("nan")
+        pace = measured / at_reference if takes and at_reference else slow
         rows[study] = {"runs": runs.get(study), "stages": len(mine),
-                       "measured min": measured["measured min"],
-                       "at reference pace min": measured["at reference pace min"],
+                       "measured min": measured, "at reference pace min": at_reference,
                        "budget min": b["minutes"],
-                       "not timed": ", ".join(n for n in mine if n not in source["stages"]),
-                       "slowdown": slow, "verdict": measured["verdict"],
+                       "not timed": ", ".join(n for n in mine if n not in takes),
+                       "slowdown": pace, "verdict": budget_verdict(measured, b["minutes"], pace) if takes else None,
                        "measured": "the whole repro" if source is pipeline else
-                                   f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"}
+                                   f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"
+                                   + (f"; {', '.join(kept)}: the whole repro" if kept else "")}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
