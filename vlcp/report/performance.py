@@ -315,6 +315,18 @@ def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict,
     return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
 
 
+def stage_minutes(takes: list[tuple[float, float]], budget: float) -> tuple[float, float, float | None, str | None]:
+    """Stages timed as (seconds, the slowdown of the pace they ran at) → their minutes as measured and
+    at the reference pace (each stage ÷ its own slowdown), the slowdown those imply, and
+    `budget_verdict` against `budget` minutes; NaN, NaN, None, None when no stage was timed."""
+    if not takes:
+        return float("nan"), float("nan"), None, None
+    measured = sum(s for s, _ in takes) / 60
+    at_reference = sum(s / k for s, k in takes) / 60
+    pace = measured / at_reference if at_reference else takes[0][1]
+    return measured, at_reference, pace, budget_verdict(measured, budget, pace)
+
+
 def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | dict[str, float] = 1.0,
                 parts: list[tuple[dict, float]] = ()) -> pd.DataFrame:
     """Per study (`report.performance.budgets`): its runs today (`study_runs`), its stages today, and
@@ -341,14 +353,12 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | 
         if source is not pipeline:
             takes.update({n: (source["stages"][n], slow) for n in mine if n in source["stages"]})
         kept = [n for n in mine if n not in source["stages"] and n in takes]   # shared: the whole repro's
-        measured = sum(s for s, _ in takes.values()) / 60 if takes else float("nan")
-        at_reference = sum(s / k for s, k in takes.values()) / 60 if takes else float("nan")
-        pace = measured / at_reference if takes and at_reference else slow
+        measured, at_reference, pace, verdict = stage_minutes(list(takes.values()), b["minutes"])
         rows[study] = {"runs": runs.get(study), "stages": len(mine),
                        "measured min": measured, "at reference pace min": at_reference,
                        "budget min": b["minutes"],
                        "not timed": ", ".join(n for n in mine if n not in takes),
-                       "slowdown": pace, "verdict": budget_verdict(measured, b["minutes"], pace) if takes else None,
+                       "slowdown": pace or slow, "verdict": verdict,
                        "measured": "the whole repro" if source is pipeline else
                                    f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"
                                    + (f"; {', '.join(kept)}: the whole repro" if kept else "")}
@@ -402,9 +412,8 @@ def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dic
     for paper, b in budgets.items():
         secs = [stages[n] for n in study_stages(stages, b["stages"])]
         slow = _slowdown_of(slowdown, paper)
-        measured = sum(secs) / 60 if secs else float("nan")
-        verdict = budget_verdict(measured, b["minutes"], slow) if secs else None
+        measured, at_reference, _, verdict = stage_minutes([(s, slow) for s in secs], b["minutes"])
         rows[paper] = {"budget min": b["minutes"], "measured min": measured,
-                       "at reference pace min": measured / slow, "stages": len(secs),
+                       "at reference pace min": at_reference, "stages": len(secs),
                        "status": BUDGET_STATUS[verdict] if verdict else "not built", "verdict": verdict}
     return pd.DataFrame.from_dict(rows, orient="index")
