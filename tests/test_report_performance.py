@@ -114,11 +114,16 @@ def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
     bt = pf.budget_table(resumed, {"first": {"minutes": 1, "stages": ["a"]}, "second": {"minutes": 1, "stages": ["b"]}}, per)
     assert list(bt["at reference pace min"]) == pytest.approx([1.0, 100 / 60 / 1.25])
     assert bt["at reference pace min"].sum() == pytest.approx(220 / 60 / pf.pace_slowdown(resumed, ref))   # the whole's sum kept
-    md = pf.costs_markdown(pd.DataFrame({"runs": [1, 1], "stages": [1, 1], "measured min": [2.0, 100 / 60],
-                                          "at reference pace min": list(bt["at reference pace min"]), "budget min": [1, 1],
-                                          "not timed": ["", ""]}, index=["first", "second"]),
-                           {**resumed, "date": "2026-11-29", "commit": "abc", "cpus": 2})
+    costs = pd.DataFrame({"runs": [1, 1], "stages": [1, 1], "measured min": [2.0, 100 / 60],
+                          "at reference pace min": list(bt["at reference pace min"]), "budget min": [1, 1],
+                          "not timed": ["", ""]}, index=["first", "second"])
+    md = pf.costs_markdown(costs, {**resumed, "date": "2026-11-29", "commit": "abc", "cpus": 2})
     assert "2 attempts" in md and "the attempt they ran in" in md
+    # a start probe set aside (other work shared the cores): that attempt reads its end alone, and the table says why
+    aside = {**no_probe, "attempts": [no_probe["attempts"][0], {**no_probe["attempts"][1], "pace_note": "Probe set aside."}],
+             "date": "2026-11-30", "commit": "abc", "cpus": 2}
+    assert pf.pace_slowdown(aside, ref) == pf.pace_slowdown(no_probe, ref)
+    assert "Probe set aside." in pf.costs_markdown(costs, aside) and "set aside" not in md
     t = pf.budget_table(pipe, budgets, slow)
     assert t.loc["spine", "measured min"] == pytest.approx(5.0) and t.loc["spine", "verdict"] == "confirmed"
     assert t.loc["ctp", "stages"] == 3 and t.loc["ctp", "measured min"] == pytest.approx(51.0)

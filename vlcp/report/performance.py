@@ -370,7 +370,8 @@ STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP",
 
 
 def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
-    """`study_costs` as the Markdown table docs/overview.md carries (tests/test_readme.py keeps it equal)."""
+    """`study_costs` as the Markdown table docs/overview.md carries (tests/test_readme.py keeps it equal),
+    after the measurement's own notes on its pace readings (an attempt's `pace_note`, e.g. a probe set aside)."""
     alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
     attempts = resumed_attempts(pipeline)
     lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
@@ -380,6 +381,7 @@ def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
              + (f" It was stopped and resumed ({len(attempts)} attempts): each study's stages are "
                 "read at the pace of the attempt they ran in (SeqF at its start, and for the last also at its end)."
                 if attempts else "")
+             + "".join(f" {a['pace_note']}" for a in pipeline.get("attempts") or () if a.get("pace_note"))
              + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
                 "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
              "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
