@@ -60,3 +60,18 @@ def test_a_report_stage_depends_on_the_power_levers_its_notebook_shows(pipeline)
         notebook = str(stage["cmd"]).split("report render ")[1].split()[0]
         shows = "lever_rows()" in (ROOT / notebook).read_text()
         assert (LEVERS_FILE in stage.get("deps", [])) == shows, f"{pipeline}: {name} ({notebook})"
+
+
+def test_each_ledger_names_its_report_by_a_title_not_its_file():
+    """`reports/index.html` lists each ledger under the name its notebook gives `write_claims`: a title a
+    reader knows ("IncCLIP", "CTP (ICCV'23)"), the same kind for every report, never the file's stem."""
+    import re
+
+    names = {}
+    for p in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        src = "".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"])
+        for stem, name in re.findall(r'write_claims\([^,]*"(\w+)_claims\.json", "([^"]+)"', src):
+            names[stem] = name
+    assert len(names) >= 6, names
+    assert all(name != stem and "_" not in name for stem, name in names.items()), names
+    assert len(set(names.values())) == len(names), names
