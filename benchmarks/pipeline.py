@@ -16,7 +16,9 @@ removed first, or its runs would resume from them and time only their rest. The 
 sum of whole stages, and `attempts` says so: each attempt lists the stages it finished
 (`stage_names`), and a resumed one starts with a pace probe (`seqf_seconds_per_step_start`), since
 it may run on another day at another pace (vlcp.report.performance.pace_slowdown reads each
-attempt's stages at its own pace).
+attempt's stages at its own pace). Each probe also records the share of the cores other work kept
+busy while it ran (`probe_other_load_start`, `probe_other_load_end`) and warns above 5 %: the
+measurement must have the machine alone, and a disturbed probe reads the pace slow.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -94,19 +97,54 @@ def seqf_seconds_per_step(runs: Path) -> float | None:
     return round(sum(t["seconds"] for t in rows) / steps, 4) if steps else None
 
 
-def pace_probe(clone: Path, env: dict) -> float | None:
+def cpu_busy_seconds() -> float | None:
+    """The machine's CPU seconds spent busy so far, over every core (Linux's /proc/stat: user, nice,
+    system, irq, softirq, steal); None where it cannot be read."""
+    try:
+        ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (sum(ticks[:3]) + sum(ticks[5:8])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's finished children (a probe's run and everything it waited for)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def other_load(busy: float, own: float, wall: float, cpus: int) -> float:
+    """The share of the machine's cores that other work kept busy while a probe ran: the machine's busy
+    CPU seconds over the probe (`busy`) less the probe's own (`own`), over its `wall` seconds × `cpus`.
+    About 0 on a machine left alone (0.003 here); a pace read beside other work reads slow."""
+    return round(max(busy - own, 0.0) / (wall * cpus), 3) if wall > 0 and cpus else 0.0
+
+
+def pace_probe(clone: Path, env: dict) -> tuple[float | None, float | None]:
     """The machine's pace at the end of the repro: one more spine SeqF run (seed 0, the clone's
-    params, out of the pipeline's folders), its training seconds per step. The spine's own SeqF runs
-    come first in the repro; a repro of two hours or more drifts (vlcp.report.performance.pace_slowdown
-    reads both ends)."""
+    params, out of the pipeline's folders), its training seconds per step, and the share of the cores
+    other work kept busy meanwhile (`other_load`; None without /proc/stat): a probe that shared the
+    cores reads a slower pace than the repro ran at, and says so. The spine's own SeqF runs come first
+    in the repro; a repro of two hours or more drifts (vlcp.report.performance.pace_slowdown reads
+    both ends)."""
     probe = clone / ".pace-probe"
     shutil.rmtree(probe, ignore_errors=True)
+    busy, own, t0 = cpu_busy_seconds(), children_cpu_seconds(), time.time()
     subprocess.run(["vlcp", "run", "seqf", "--seed", "0", "--out", str(probe / "runs"), "--checkpoints",
                     str(probe / "checkpoints"), "--no-resume", "--set", "train.progress=false"],
                    cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
+    after = cpu_busy_seconds()
+    others = (other_load(after - busy, children_cpu_seconds() - own, time.time() - t0, os.cpu_count() or 1)
+              if busy is not None and after is not None else None)
     pace = seqf_seconds_per_step(probe / "runs")
     shutil.rmtree(probe)   # nothing of it stays in the clone
-    return pace
+    if others is not None and others > OTHER_LOAD_WARN:
+        print(f"pipeline.py: other work kept {others:.0%} of the cores busy during the pace probe "
+              f"(SeqF {pace} s/step): its pace reads slow; set it aside or measure again", file=sys.stderr)
+    return pace, others
+
+
+OTHER_LOAD_WARN = 0.05   # a probe beside more other work than this (a share of the cores) warns
 
 
 def pace_first(targets: tuple[str, ...]) -> list[tuple[str, ...]]:
@@ -150,7 +188,7 @@ def main() -> None:
         env["PYTHONPATH"] = str(clone)
         attempt = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": 0, "stage_names": []}
         if args.resume and (clone / "data" / "emoji").exists():   # this attempt's own pace (the first reads the spine's SeqF runs)
-            attempt["seqf_seconds_per_step_start"] = pace_probe(clone, env)
+            attempt["seqf_seconds_per_step_start"], attempt["probe_other_load_start"] = pace_probe(clone, env)
         done["attempts"].append(attempt)
 
         mine = {}   # this attempt's finished stages
@@ -165,7 +203,7 @@ def main() -> None:
         noop = checked(timed_repro(clone, env, targets=targets))
         measured = git_commit(clone)   # the clone's commit (this checkout may have moved on meanwhile)
         pace = seqf_seconds_per_step(clone / "runs")
-        pace_end = pace_probe(clone, env) if pace else None   # a part without the spine's SeqF runs reads no pace
+        pace_end, load_end = pace_probe(clone, env) if pace else (None, None)   # a part without the spine's SeqF runs reads no pace
     resumed = len(done["attempts"]) > 1
     total = round(sum(done["stages"].values()), 2) if resumed else round(sum(p.total for p in passes), 2)
     write_json(args.out, {
@@ -175,7 +213,7 @@ def main() -> None:
                    if resumed else ""),
         "total_seconds": total, "noop_seconds": noop.total, "noop_up_to_date": "up to date" in noop.log,
         "targets": list(targets), "stages": done["stages"], "attempts": done["attempts"], "seqf_seconds_per_step": pace,
-        "seqf_seconds_per_step_end": pace_end, **provenance(), "commit": measured,
+        "seqf_seconds_per_step_end": pace_end, "probe_other_load_end": load_end, **provenance(), "commit": measured,
     })
     print(f"dvc repro {total / 60:.1f} min (SeqF {pace} s/step at the start, {pace_end} at the end), "
           f"no-op {noop.total:.1f} s -> {args.out}")

@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from pipeline import pace_first, pace_probe, seqf_seconds_per_step, timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds, the pace)
+from pipeline import other_load, pace_first, pace_probe, seqf_seconds_per_step, timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds, the pace)
 
 
 def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
@@ -57,6 +57,12 @@ def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
     fomo["studies"] = {"methods": ["fomo-ft", "fomo-joint", "fomo-lora4", "fomo-ema-merge"], "orderings": ["fomo-o-sim"]}
     fomo["spread"] = {"experiments": ["fomo-ft"], "seeds": [1]}
     return params
+
+
+def test_a_probes_other_load_is_the_busy_share_it_did_not_use_itself():
+    assert other_load(busy=60.0, own=58.0, wall=30.0, cpus=2) == pytest.approx(2 / 60, abs=1e-3)   # alone: its own CPU
+    assert other_load(busy=60.0, own=40.0, wall=30.0, cpus=2) == pytest.approx(20 / 60, abs=1e-3)  # a third of the cores elsewhere
+    assert other_load(busy=10.0, own=12.0, wall=30.0, cpus=2) == 0.0 and other_load(1.0, 0.0, 0.0, 2) == 0.0
 
 
 def test_a_parts_spine_seqf_stages_run_first_and_a_whole_repro_is_one_pass():
@@ -131,7 +137,8 @@ def test_tiny_dvc_repro(tmp_path):
     again = run("dvc", "repro")
     assert again.returncode == 0 and "up to date" in again.stdout
     # benchmarks/pipeline.py's pace at both ends: the spine's SeqF runs, then one more SeqF run that leaves nothing behind
-    assert seqf_seconds_per_step(tmp_path / "runs") > 0 and pace_probe(tmp_path, env) > 0
+    pace, others = pace_probe(tmp_path, env)   # with the share of the cores other work kept busy meanwhile
+    assert seqf_seconds_per_step(tmp_path / "runs") > 0 and pace > 0 and (others is None or 0 <= others <= 1)
     assert not (tmp_path / ".pace-probe").exists() and "up to date" in run("dvc", "repro").stdout
 
     # DVC's own tools: every study's headline metrics, the curves, and an experiment compared with them
