@@ -113,6 +113,9 @@ def children_cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+OTHER_LOAD_WARN = 0.05   # a probe beside more other work than this (a share of the cores) warns
+
+
 def other_load(busy: float, own: float, wall: float, cpus: int) -> float:
     """The share of the machine's cores that other work kept busy while a probe ran: the machine's busy
     CPU seconds over the probe (`busy`) less the probe's own (`own`), over its `wall` seconds × `cpus`.
@@ -142,9 +145,6 @@ def pace_probe(clone: Path, env: dict) -> tuple[float | None, float | None]:
         print(f"pipeline.py: other work kept {others:.0%} of the cores busy during the pace probe "
               f"(SeqF {pace} s/step): its pace reads slow; set it aside or measure again", file=sys.stderr)
     return pace, others
-
-
-OTHER_LOAD_WARN = 0.05   # a probe beside more other work than this (a share of the cores) warns
 
 
 def pace_first(targets: tuple[str, ...]) -> list[tuple[str, ...]]:
