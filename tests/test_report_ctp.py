@@ -691,10 +691,41 @@ def test_ledger_pairs_table1_with_seeds_as_blocks_and_single_seed_tables_without
     assert block.dof == (len(runs1) - 1) * 2
     assert "seeds as blocks" in first.evidence and f"on {block.dof} dof" in first.evidence
     assert ctp.blocks(runs_of({"a": (1.0,), "b": (2.0,), "c": (3.0,)}, seeds=(0,))) is None
-    # the single-seed tables at three seeds (the long profile): Table 2's component pairs read their runs' blocks too
-    abl = runs_of({e: (10.0 + i, *rng.normal(0, 0.5, 3)) for i, e in enumerate(study["table2"])})
+    # the single-seed tables at three seeds (the long profile): Table 2's component pairs read the block of every
+    # run the ledger reads: Table 1's 8 experiments and Table 2's 5 others (its SeqF and CTP are Table 1's runs)
+    abl = runs_of({e: (10.0 + i, *rng.normal(0, 0.5, 3)) for i, e in enumerate(study["table2"])}) | {
+        e: runs1[e] for e in study["table2"] if e in runs1}
     comp = _ledger_claim(ctp.ledger(study, runs1, abl, 1.0), "adding L_c improves")
-    assert "seeds as blocks" in comp.evidence and "on 12 dof" in comp.evidence     # 7 experiments × 3 seeds
+    assert "seeds as blocks" in comp.evidence and "on 24 dof" in comp.evidence     # (13 − 1) × (3 − 1)
+
+
+def test_single_seed_tables_read_table1_rows_at_every_seed_table1_ran():
+    """A Table 2-3 row that Table 1 also runs (SeqF, CTP, CTP+ER) reads each of its seeds: Table 2's
+    CTP → CTP+ER pair pairs by seed at Table 1's depth (not exploratory), with Table 1's block; a
+    Table 1 row against a single-seed row takes its mean over those seeds (exploratory still)."""
+    r = lambda rm, s: result(rm, seed=s)   # noqa: E731
+    merged = ctp.with_table1_seeds({"a": [r(1, 0)], "b": [r(2, 0)]}, {"a": [r(9, 2), r(5, 0), r(7, 1)], "c": [r(3, 0)]})
+    assert [x["seed"] for x in merged["a"]] == [0, 1, 2] and ctp.values(merged["a"], "Rm") == [1, 7, 9]   # abl's seed 0 kept
+    assert ctp.values(merged["b"], "Rm") == [2] and "c" not in merged          # nothing added that the tables do not read
+
+    study = ctp.DEFAULT_STUDY | {"power": {"headroom": 23.22}}
+    rng = np.random.default_rng(5)
+    t1 = [e for g in ctp.GROUPS for e in study["table1"][g]]
+    runs1 = runs_of({e: (10.0 + i, *rng.normal(0, 0.3, 3)) for i, e in enumerate(t1)})
+    t3 = study["table3"]
+    abl = {e: runs1[e][:1] for e in (study["ctp"], study["ctp_er"], study["reference"])}   # seed 0: what loading at [0] reads
+    abl |= runs_of({t3["only_prev"]: (9.0,), t3["only_cur"]: (8.0,)}, seeds=(0,))
+    claims = ctp.ledger(study, runs1, abl, 1.0, floor_how="measured: √2 × pooled seed std")
+    er = _ledger_claim(claims, "adding ER improves")
+    block = ctp.blocks(runs1, "Rm")
+    assert "paired by seed, n=3" in er.evidence and f"on {block.dof} dof" in er.evidence and "exploratory" not in er.evidence
+    assert er.verdict != "inconclusive" or "missing" in er.evidence
+    upd = _ledger_claim(claims, "the compatible momentum update beats")
+    ctp_mean = float(np.mean(ctp.values(runs1[study["ctp"]], "Rm")))
+    assert f"CTP {ctp_mean:.2f}" in upd.evidence and "exploratory" in upd.evidence
+    # its interval: the 3-seed mean against one run, sd 1.0 × √((1/3 + 1)/2)
+    assert "the mean of 3 runs against one run, sd 1.00" in upd.evidence
+    assert upd.high - upd.low == pytest.approx(2 * 1.959964 * math.sqrt((1 / 3 + 1) / 2), rel=1e-5)
 
 
 def test_components_groups_and_reversed_leaders_are_judged_against_their_paper_effects():

@@ -259,8 +259,10 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
     # `sd` is of a difference of two single runs (√2 σ): a mean of n_a runs minus a mean of n_b has
     # variance σ² (1/n_a + 1/n_b) = sd² (1/n_a + 1/n_b) / 2
     se = sd * math.sqrt((1 / len(a) + 1 / len(b)) / 2)
+    runs = "one run each" if len(a) == len(b) == 1 else " against ".join(
+        "one run" if n == 1 else f"the mean of {n} runs" for n in (len(a), len(b)))
     return Effect(diff, float(diff - z * se), float(diff + z * se), min(len(a), len(b)),
-                  f"one run each, sd {sd:.2f} ({sd_source})", float(sd), sd_dof or None)
+                  f"{runs}, sd {sd:.2f} ({sd_source})", float(sd), sd_dof or None)
 
 
 def runs_where(seeds_of: dict) -> str:

@@ -16,11 +16,12 @@ Definitions used by the tables and the ledger (all stated again in the notebook)
   run environment), then mean ± std over seeds; FLOPs column: FLOPs per step / SeqF's.
 - Verdicts (`vlcp.report.claims`): each claim is an effect (a − b with its 95 % interval, paired
   by seed for Table 1's seeds; one run each with sd = √2 × the pooled Table 1 seed std of Rm for
-  the single-seed tables) judged against the paper's effect scaled to our headroom (`powered`,
-  through `Scale`: the paper's Rm difference ÷ its JointT − SeqF × ours, `report.ctp.power`), or
-  by `greater_verdict` (the JointT–SeqF gap), an equivalence within a stated margin
-  (`equivalent_verdict`), a cost target (`target_verdict`), or `not_testable` with the reason; the
-  reversed-order ranking by a permutation test (`null_verdict`, here).
+  the single-seed tables, whose rows Table 1 also runs read every seed it ran them at) judged
+  against the paper's effect scaled to our headroom (`powered`, through `Scale`: the paper's Rm
+  difference ÷ its JointT − SeqF × ours, `report.ctp.power`), or by `greater_verdict` (the
+  JointT–SeqF gap), an equivalence within a stated margin (`equivalent_verdict`), a cost target
+  (`target_verdict`), or `not_testable` with the reason; the reversed-order ranking by a
+  permutation test (`null_verdict`, here).
 """
 from vlcp.report.ctp.study import (ABLATION, COMPONENTS, DEFAULT_STUDY, FINAL, GROUPS, LABELS, PAPER_CTP_HOURS,
                                    PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT, PAPER_SEQF_HOURS,
@@ -30,7 +31,7 @@ from vlcp.report.ctp.study import (ABLATION, COMPONENTS, DEFAULT_STUDY, FINAL, G
                                    paper_rm, reversed_rows,
                                    run_bwt, seed_values, setting, single_seed_experiments, study_config, switch_label,
                                    table1_experiments, table2_rows, table3_rows, time_ratios, train_seconds, values,
-                                   with_long)
+                                   with_long, with_table1_seeds)
 from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1, paper_table2, pm, ranking,
                                     single_table, start_and_end, stats_frame, table1, table2)
 from vlcp.report.ctp.figures import curves, plot_fig4
@@ -55,4 +56,4 @@ __all__ = ["ABLATION", "COMPONENTS", "DEFAULT_STUDY", "FINAL", "GROUPS", "LABELS
            "plot_fig4", "pm", "ranking", "reversed_rows", "run_bwt", "sd_source_of", "seed_values", "setting",
            "single_seed_experiments", "single_table", "start_and_end", "stats_frame", "study_config", "switch_label",
            "table1", "table1_experiments", "table2", "table2_rows", "table3_rows", "tau_null", "time_ratio_by_seed",
-           "time_ratios", "train_seconds", "values", "weakest", "with_long"]
+           "time_ratios", "train_seconds", "values", "weakest", "with_long", "with_table1_seeds"]

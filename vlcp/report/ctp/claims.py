@@ -15,7 +15,7 @@ from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER
                                    PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, by_seed, component_pairs,
                                    final_row, flop_ratios, mean_std, method_label, paper_headroom, paper_rm,
                                    reversed_rows, seed_values,
-                                   table2_rows, table3_rows, time_ratios, train_seconds, values)
+                                   table2_rows, table3_rows, time_ratios, train_seconds, values, with_table1_seeds)
 from vlcp.report.ctp.tables import paper_table1, ranking
 from vlcp.report.refs import paper_table
 
@@ -641,13 +641,16 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
     time benchmark (`benchmarks/results/ctp_cost.json`), when there is one. Every comparison of two
     experiments' Rm paired by seed reads its table's runs with seeds as blocks (`blocks`: Table 1's,
     and the single-seed tables' where the long profile runs them at several seeds). `unresolved`: why
-    a headroom measured on these runs cannot scale the paper's effects (`study_scale`)."""
+    a headroom measured on these runs cannot scale the paper's effects (`study_scale`). The single-seed
+    tables read the experiments Table 1 also runs at every seed they have (`with_table1_seeds`), and
+    their pairs paired by seed the largest block over every run read here."""
+    runs_abl = with_table1_seeds(runs_abl, runs1)
     t1 = study["table1"]
     sd, src = floor_single, sd_source_of(floor_how)
     scale, rm = study_scale(study, runs1, unresolved=unresolved), paper_rm(study)
     kw = {"sd": sd, "sd_source": src}
     pk = {**kw, "paper": rm, "scale": scale}
-    block1, block_abl = blocks(runs1, "Rm", "Table 1"), blocks(runs_abl, "Rm", "Tables 2-3")
+    block1, block_abl = blocks(runs1, "Rm", "Table 1"), blocks(runs1 | runs_abl, "Rm", "Tables 1-3")
     pk1, pk_abl = {**pk, "block": block1}, {**pk, "block": block_abl}
     free = [e for e in t1.get("memory-free", []) if e not in (study["ctp"], study["reference"])]
     buffer = [e for e in t1.get("memory-buffer", []) if e != study["ctp_er"]]
