@@ -14,7 +14,7 @@ from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blo
 from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT,
                                    PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, by_seed, component_pairs,
                                    final_row, flop_ratios, mean_std, method_label, paper_headroom, paper_rm,
-                                   reversed_rows, seed_values,
+                                   reversed_rows, seed_values, single_seed_experiments,
                                    table2_rows, table3_rows, time_ratios, train_seconds, values, with_table1_seeds)
 from vlcp.report.ctp.tables import paper_table1, ranking
 from vlcp.report.refs import paper_table
@@ -644,7 +644,7 @@ def ledger(study: dict, runs1: dict, runs_abl: dict, floor_single: float, bench:
     a headroom measured on these runs cannot scale the paper's effects (`study_scale`). The single-seed
     tables read the experiments Table 1 also runs at every seed they have (`with_table1_seeds`), and
     their pairs paired by seed the largest block over every run read here."""
-    runs_abl = with_table1_seeds(runs_abl, runs1)
+    runs_abl = with_table1_seeds(runs_abl, runs1, single_seed_experiments(study))
     t1 = study["table1"]
     sd, src = floor_single, sd_source_of(floor_how)
     scale, rm = study_scale(study, runs1, unresolved=unresolved), paper_rm(study)

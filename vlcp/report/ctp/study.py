@@ -140,16 +140,18 @@ def load_available(runs_dir: str | Path, experiments, seeds,
     return runs, missing
 
 
-def with_table1_seeds(runs_abl: dict[str, list[dict]], runs1: dict[str, list[dict]]) -> dict[str, list[dict]]:
+def with_table1_seeds(runs_abl: dict[str, list[dict]], runs1: dict[str, list[dict]],
+                      experiments=()) -> dict[str, list[dict]]:
     """The single-seed tables' runs with every experiment Table 1 also ran (SeqF, CTP and CTP+ER in
     Table 2, CTP in Table 3 and at m = 0.9) read at each seed it has in either, in seed order (a seed
-    in both: `runs_abl`'s). A row pair of two Table 1 experiments then pairs by seed at Table 1's
-    depth, and a Table 1 row against a single-seed one takes its mean over those seeds, as every other
-    study's rows read each seed their runs have."""
+    in both: `runs_abl`'s); an experiment of the tables' (`experiments`) not in `runs_abl` (e.g. its
+    ablation seed missing) is read at Table 1's seeds alone. A row pair of two Table 1 experiments then
+    pairs by seed at Table 1's depth, and a Table 1 row against a single-seed one takes its mean over
+    those seeds, as every other study's rows read each seed their runs have."""
     out = dict(runs_abl)
     for e, rs in runs1.items():
-        if e in runs_abl and rs:
-            merged = by_seed(rs) | by_seed(runs_abl[e])
+        if (e in runs_abl or e in experiments) and rs:
+            merged = by_seed(rs) | by_seed(runs_abl.get(e, []))
             out[e] = [merged[s] for s in sorted(merged)]
     return out
 
