@@ -146,8 +146,9 @@ def with_table1_seeds(runs_abl: dict[str, list[dict]], runs1: dict[str, list[dic
     Table 2, CTP in Table 3 and at m = 0.9) read at each seed it has in either, in seed order (a seed
     in both: `runs_abl`'s); an experiment of the tables' (`experiments`) not in `runs_abl` (e.g. its
     ablation seed missing) is read at Table 1's seeds alone. A row pair of two Table 1 experiments then
-    pairs by seed at Table 1's depth, and a Table 1 row against a single-seed one takes its mean over
-    those seeds, as every other study's rows read each seed their runs have."""
+    pairs by seed at Table 1's depth, as two seeded experiments do in every study, and a Table 1 row
+    against a single-seed one takes its mean over those seeds (`_pair`: every value of an unpaired
+    side), the value the tables show."""
     out = dict(runs_abl)
     for e, rs in runs1.items():
         if (e in runs_abl or e in experiments) and rs:
