@@ -164,7 +164,8 @@ def test_ctp_notebook_setup_with_long_reads_both_runs_folders_paired_by_seed(tmp
     assert ns["study"]["seeds"] == [0, 3] and ns["study"]["ablation_seeds"] == [0, 1]
     assert [r["seed"] for r in ns["runs1"]["ctp-seqf"]] == [0, 3] and not ns["missing1"]
     assert [r["seed"] for r in ns["runs_abl"]["ctp-abl-cmc"]] == [0, 1]
-    assert [r["seed"] for r in ns["runs_abl"]["ctp-seqf"]] == [0, 1]   # Table 2's SeqF row: Table 1's seed-1 run
+    # Table 2's SeqF row: the ablation seeds' runs (seed 1 from the default's Table 1 folder) and Table 1's own seeds
+    assert [r["seed"] for r in ns["runs_abl"]["ctp-seqf"]] == [0, 1, 3]
     write_json(tmp_path / "long" / "x" / "ctp-seqf" / "seed0" / "results.json", result("ctp-seqf", 0))
     with pytest.raises(VlcpError, match="more than one place"):   # one run in both folders: named, not guessed
         ctp.load_available(str(tmp_path / "runs"), ["ctp-seqf"], [0], [str(tmp_path / "long")])
