@@ -7,9 +7,10 @@ Each model updates from random weights on a synthetic chunk of 64 coloured-shape
 folder of images with same-name captions) with a 3-class ImageFolder keep-set, at `--batch-size`,
 for `--steps` steps. The per-step time is the run's training seconds over its steps (the first
 step, which builds the optimiser and warms the kernels, included: a user's update pays it too),
-and the time an update of the defaults (100 steps at batch 128) would take is scaled from it:
-linear in batch size, an estimate. Writes benchmarks/results/update_step.json (issue 45's costs;
-docs/update.md quotes it).
+and the time an update of the defaults (`UpdateCfg.steps` steps at `TrainCfg.batch_size`) would
+take is scaled from it as `vlcp update`'s plan scales it: linear in batch size, an estimate. Writes
+benchmarks/results/update_step.json, which `vlcp update`'s plan line and docs/update.md's 'Costs'
+table quote (tests/test_update_planning.py holds the table equal to it).
 """
 from __future__ import annotations
 
@@ -60,8 +61,11 @@ def main() -> None:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "update_step.json"))
     args = p.parse_args()
 
+    from vlcp.config import TrainCfg, UpdateCfg
+    from vlcp.run.streams.user import duration, scaled_seconds
     from vlcp.update import update
 
+    steps, batch = UpdateCfg().steps, TrainCfg().batch_size   # the defaults of vlcp update
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         chunk, keep = make_data(Path(tmp))
@@ -74,10 +78,11 @@ def main() -> None:
             u = h["updates"][0]
             per_step = u["seconds"] / u["steps"]
             rows[model] = {"seconds_per_step": per_step, "steps": u["steps"], "batch_size": args.batch_size,
-                           "training_seconds": u["seconds"], "update_seconds": time.perf_counter() - t0,
-                           "defaults_estimate_hours": per_step * 128 / args.batch_size * 100 / 3600}
+                           "training_seconds": u["seconds"], "update_seconds": time.perf_counter() - t0}
+            defaults = scaled_seconds(rows[model], steps, batch)
+            rows[model]["defaults_estimate_hours"] = defaults / 3600
             print(f"{model}: {per_step:.2f} s/step at batch {args.batch_size} ({args.threads} threads); the defaults "
-                  f"(100 steps at batch 128) ≈ {rows[model]['defaults_estimate_hours']:.2f} h (estimate)", flush=True)
+                  f"({steps} steps at batch {batch}) ≈ {duration(defaults)} (estimate)", flush=True)
     write_json(args.out, {"what": "seconds per vlcp update training step (full fine-tuning from random weights, "
                                   "CPU), and the defaults' time scaled from it (linear in batch: an estimate)",
                           "threads": args.threads, "models": rows, **provenance()})

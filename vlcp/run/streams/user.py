@@ -18,6 +18,7 @@ counted (`results["data"]`).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,26 +95,63 @@ def record_pairs(records: list[Record], image_size: int, workers: int, max_capti
                    items=torch.arange(n))
 
 
-def plan(steps: list[int], batch_size: int, sets: list[EvalSet], parameters: int) -> str:
+STEP_TIMES = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "update_step.json"   # the repository's
+
+
+def measured_step(model: str, path: str | Path = STEP_TIMES) -> dict | None:
+    """`model`'s step as benchmarks/update_step.py measured it (its JSON: seconds a step at its batch
+    size, and the machine it ran on, e.g. "2 threads, 2 CPUs, AMD EPYC"), or None where the file or
+    the model is not there (an installed package without the repository's benchmarks)."""
+    try:
+        bench = json.loads(Path(path).read_text())
+        row = bench["models"][model]
+        machine = ", ".join(f"{bench[k]} {unit}".strip() for k, unit in (("threads", "threads"), ("cpus", "CPUs"),
+                                                                          ("processor", "")) if bench.get(k))
+        return {"seconds_per_step": float(row["seconds_per_step"]), "batch_size": int(row["batch_size"]),
+                "machine": machine}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def scaled_seconds(step: dict, steps: int, batch_size: int) -> float:
+    """A measured step (`measured_step`) scaled to `steps` steps at `batch_size`: linear in both, an estimate."""
+    return step["seconds_per_step"] * batch_size / step["batch_size"] * steps
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: s, min or h."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def plan(steps: list[int], batch_size: int, sets: list[EvalSet], parameters: int, model: str = "",
+         step_times: str | Path = STEP_TIMES) -> str:
     """`vlcp update`'s plan, printed before training: the steps, the evaluations and the text
-    encodings each costs (a class set: classes × templates; a caption set: its captions), and the
+    encodings each costs (a class set: classes × templates; a caption set: its captions), the
     disk it writes (fp32 weights: the model once, model.pt being a link to it, and while it runs a
-    checkpoint of the model and AdamW's two moments)."""
+    checkpoint of the model and AdamW's two moments), and, where benchmarks/update_step.py measured
+    `model`, its step there scaled to these steps and batch."""
     prompts = sum(len(s.classes) * len(s.templates or [None]) if s.pairs is None else len(s.pairs.texts) for s in sets)
     model_mb = parameters * 4 / 2 ** 20
+    step = measured_step(model, step_times) if model else None
+    if step is None:
+        bench = "(per-step times of two models: docs/update.md, 'Costs')"
+    else:
+        on = f" ({step['machine']})" if step["machine"] else ""
+        bench = (f"(benchmarks/update_step.py measured {model} at {step['seconds_per_step']:.2f} s a step at batch "
+                 f"{step['batch_size']}{on}: about {duration(scaled_seconds(step, sum(steps), batch_size))} for "
+                 f"{sum(steps)} step(s) at batch {batch_size}, linear in batch; docs/update.md, 'Costs')")
     return (f"vlcp update: plan: {len(steps)} chunk(s) × {steps[0] if steps else 0} steps at batch {batch_size} "
             f"({sum(steps) * batch_size} samples); {len(steps) + 1} evaluations of {len(sets)} set(s), "
             f"{prompts} text encodings each; disk about {model_mb:.0f} MB kept (the model) and {3 * model_mb:.0f} MB "
-            f"more while it runs (a checkpoint with AdamW's moments); the time: a step is measured next "
-            f"(per-step times of two models: docs/update.md, 'Costs')")
+            f"more while it runs (a checkpoint with AdamW's moments); the time: a step is measured next {bench}")
 
 
 def time_estimate(step_seconds: float, steps: int, evaluations: int) -> str:
     """`vlcp update`'s time line: a measured step's forward and backward scaled to the steps left."""
-    total = step_seconds * steps
-    when = f"{total / 60:.1f} min" if total >= 60 else f"{total:.0f} s"
-    return (f"vlcp update: time: one training step measured at {step_seconds:.2f} s here, so about {when} of "
-            f"training for {steps} step(s), plus {evaluations} evaluation(s)")
+    return (f"vlcp update: time: one training step measured at {step_seconds:.2f} s here, so about "
+            f"{duration(step_seconds * steps)} of training for {steps} step(s), plus {evaluations} evaluation(s)")
 
 
 def source_root(path: str, image_root: str = "") -> Path:
@@ -281,7 +319,7 @@ class UserStream(Stream):
     def ready(self) -> None:
         if is_main():
             print(plan(self.steps, self.cfg.train.batch_size, self.sets,
-                       sum(p.numel() for p in self.model.parameters())), flush=True)
+                       sum(p.numel() for p in self.model.parameters()), self.cfg.model.name), flush=True)
 
     def before_training(self, model, method: Method, ctx, steps_left: int) -> None:
         """The plan's time: one step measured here, scaled to the steps left."""

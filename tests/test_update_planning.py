@@ -1,0 +1,60 @@
+"""`vlcp update`'s planning figures agree: the plan line and docs/update.md's 'Costs' table quote the
+one measured step file (benchmarks/results/update_step.json), the README and examples/update quote
+no step time of their own and use the CLI's defaults (or say why not), docs/update.md names the one
+default prompt-template set, the random-weights line fits the model, and vlcp's peft / galore
+imports print nothing of bitsandbytes'."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlcp.config import TrainCfg, UpdateCfg
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP_JSON = ROOT / "benchmarks" / "results" / "update_step.json"
+UNIT_SECONDS = {"s": 1, "min": 60, "h": 3600}
+STEP_TIME = re.compile(r"\d+(?:\.\d+)?(?:\s*[–-]\s*\d+(?:\.\d+)?)?\s*(?:s|sec|seconds)\b|s/step|s a step")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return json.loads(STEP_JSON.read_text())
+
+
+def section(text: str, heading: str) -> str:
+    """The markdown section under `heading` (a '## ' line), up to the next '## ' heading."""
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None]
+
+
+def scaled(row: dict, steps: int, batch: int) -> float:
+    return row["seconds_per_step"] * batch / row["batch_size"] * steps
+
+
+@pytest.mark.parametrize("model", ["ViT-B-32", "vlcp-tiny"])
+def test_plan_quotes_the_measured_step_scaled_to_its_steps_and_batch(bench, model):
+    from vlcp.run.streams.user import plan
+
+    row = bench["models"][model]
+    line = plan([100, 100], 128, [], 1000, model)
+    assert f"measured {model} at {row['seconds_per_step']:.2f} s a step at batch {row['batch_size']}" in line
+    assert f"{bench['threads']} threads, {bench['cpus']} CPUs, {bench['processor']}" in line
+    said = re.search(r"about (\d+(?:\.\d+)?) (s|min|h) for 200 step\(s\) at batch 128", line)
+    assert said, line
+    assert float(said[1]) * UNIT_SECONDS[said[2]] == pytest.approx(scaled(row, 200, 128), rel=0.06)
+
+
+def test_plan_without_a_measurement_says_nothing_of_one(tmp_path):
+    from vlcp.run.streams.user import plan
+
+    for model, path in (("ViT-L-14", STEP_JSON), ("ViT-B-32", tmp_path / "absent.json")):
+        line = plan([10], 8, [], 1000, model, path)
+        assert line.startswith("vlcp update: plan: 1 chunk(s) × 10 steps at batch 8")
+        assert "update_step.py measured" not in line
