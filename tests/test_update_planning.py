@@ -58,3 +58,40 @@ def test_plan_without_a_measurement_says_nothing_of_one(tmp_path):
         line = plan([10], 8, [], 1000, model, path)
         assert line.startswith("vlcp update: plan: 1 chunk(s) × 10 steps at batch 8")
         assert "update_step.py measured" not in line
+
+
+def test_docs_costs_table_equals_the_measured_steps(bench):
+    costs = section((ROOT / "docs" / "update.md").read_text(), "Costs")
+    flat = " ".join(costs.split())
+    assert f"{bench['threads']} threads, {bench['cpus']} CPUs, {bench['processor']}" in flat
+    header = next(line for line in costs.splitlines() if line.startswith("| model |"))
+    assert f"({UpdateCfg().steps} steps at batch {TrainCfg().batch_size})" in header
+    rows = {cells[0]: cells[1:] for line in costs.splitlines() if line.startswith("| ") and "---" not in line
+            for cells in [[c.strip() for c in line.strip("|").split("|")]] if cells[0] != "model"}
+    assert sorted(rows) == sorted(bench["models"])
+    for model, (per_step, defaults) in rows.items():
+        row = bench["models"][model]
+        assert f"s/step at batch {row['batch_size']}" in header
+        assert per_step == f"{row['seconds_per_step']:.2f}", model
+        said = re.search(r"(\d+(?:\.\d+)?) (s|min|h)\b", defaults)
+        assert said, defaults
+        assert float(said[1]) * UNIT_SECONDS[said[2]] == pytest.approx(
+            scaled(row, UpdateCfg().steps, TrainCfg().batch_size), rel=0.06), model
+
+
+def test_readme_update_section_quotes_no_step_time_and_links_the_table():
+    update = section((ROOT / "README.md").read_text(), "Keep your own CLIP current")
+    assert not STEP_TIME.findall(update), STEP_TIME.findall(update)
+    assert "docs/update.md#costs" in update
+
+
+def test_example_uses_the_cli_defaults_or_says_why_not():
+    from vlcp.update.recipes import FOMO_TRAIN
+
+    params = yaml.safe_load((ROOT / "examples" / "update" / "params.yaml").read_text())
+    readme = " ".join((ROOT / "examples" / "update" / "README.md").read_text().split())
+    assert params["batch_size"] == TrainCfg().batch_size and params["lr"] == FOMO_TRAIN["lr"]
+    if params["steps"] != UpdateCfg().steps:
+        assert f"{params['steps']} a month is this example's own choice, not the default ({UpdateCfg().steps}" in readme
+    assert not STEP_TIME.findall(readme), STEP_TIME.findall(readme)
+    assert "docs/update.md#costs" in readme
