@@ -95,3 +95,13 @@ def test_example_uses_the_cli_defaults_or_says_why_not():
         assert f"{params['steps']} a month is this example's own choice, not the default ({UpdateCfg().steps}" in readme
     assert not STEP_TIME.findall(readme), STEP_TIME.findall(readme)
     assert "docs/update.md#costs" in readme
+
+
+def test_docs_name_one_default_template_set_the_codes():
+    from vlcp.data.formats.layouts import _default_templates
+
+    assert UpdateCfg().templates == "simple" and len(_default_templates("simple")) == 7
+    text = " ".join((ROOT / "docs" / "update.md").read_text().split())
+    clauses = re.split(r"[;|]|\. ", text)
+    assert [c for c in clauses if "7 simple" in c]
+    assert not [c for c in clauses if "CLIP's 80" in c and "--templates openai" not in c]
