@@ -105,3 +105,17 @@ def test_docs_name_one_default_template_set_the_codes():
     clauses = re.split(r"[;|]|\. ", text)
     assert [c for c in clauses if "7 simple" in c]
     assert not [c for c in clauses if "CLIP's 80" in c and "--templates openai" not in c]
+
+
+def test_random_weights_line_fits_the_model(capsys):
+    from vlcp.models.clip import note_random_init
+
+    note_random_init.cache_clear()
+    note_random_init("ViT-B-32")
+    b32 = capsys.readouterr().err
+    note_random_init("vlcp-tiny")
+    tiny = capsys.readouterr().err
+    note_random_init.cache_clear()
+    assert "vlcp: ViT-B-32 starts from random weights" in b32 and "--pretrained FILE" in b32
+    assert "tiny profile" not in b32
+    assert "vlcp: vlcp-tiny starts from random weights" in tiny and "expected for the tiny profile's models" in tiny

@@ -74,9 +74,14 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
 def note_random_init(name: str) -> None:
     """Say once per process and model that it starts from random weights (open_clip warns
     'No pretrained weights loaded ... initialized randomly' at every build, which alarms more than
-    it tells: the tiny profile's models are random-init by design)."""
-    print(f"vlcp: {name} starts from random weights (model.pretrained is not set; expected for the "
-          "tiny profile's models)", file=sys.stderr)
+    it tells): by design for vlcp's own configs (the tiny profile's models), and for any other
+    open_clip architecture with how to give it weights."""
+    if (CONFIG_DIR / f"{name}.json").is_file():
+        why = "model.pretrained is not set; expected for the tiny profile's models"
+    else:
+        why = ("no weights given: pass a weights file with --pretrained FILE, or set model.pretrained, to start "
+               "from trained weights")
+    print(f"vlcp: {name} starts from random weights ({why})", file=sys.stderr)
 
 
 class _DropRandomInit(logging.Filter):
