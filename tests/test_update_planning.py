@@ -119,3 +119,23 @@ def test_random_weights_line_fits_the_model(capsys):
     assert "vlcp: ViT-B-32 starts from random weights" in b32 and "--pretrained FILE" in b32
     assert "tiny profile" not in b32
     assert "vlcp: vlcp-tiny starts from random weights" in tiny and "expected for the tiny profile's models" in tiny
+
+
+PROBE = """
+import torch
+from vlcp.config import TrainCfg
+from vlcp.methods import get_method
+import vlcp.methods.{0}  # noqa
+method = get_method("{0}")(get_method("{0}").Config(), seed=0)
+method.peft_config() if "{0}" == "lora" else method.make_optimizer(torch.nn.Linear(4, 4), TrainCfg())
+print("built {0}")
+"""
+
+
+@pytest.mark.parametrize("method", ["lora", "galore"])
+def test_vlcps_peft_and_galore_imports_print_no_bitsandbytes_warning(method):
+    r = subprocess.run([sys.executable, "-c", PROBE.format(method)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"built {method}" in r.stdout
+    assert "kernels" not in r.stdout + r.stderr, r.stderr

@@ -9,10 +9,12 @@ import torch
 from vlcp.fields import ranged
 from vlcp.methods import register
 from vlcp.methods.cll_per_language import PerLanguage
+from vlcp.models.adapters import quiet_bitsandbytes
 
 
 def _lora_layers(model):
-    from peft.tuners.lora import LoraLayer
+    with quiet_bitsandbytes():
+        from peft.tuners.lora import LoraLayer
     return [m for m in model.transformer.modules() if isinstance(m, LoraLayer)]
 
 
@@ -33,7 +35,8 @@ class CLLLoRA(PerLanguage):
                 self.target_modules = ["attn"]
 
     def before_task(self, model, ctx):
-        from peft import LoraConfig, inject_adapter_in_model
+        with quiet_bitsandbytes():
+            from peft import LoraConfig, inject_adapter_in_model
 
         super(PerLanguage, self).before_task(model, ctx)      # vocab growth and TEIR statistics
         name = f"lang_{ctx.extras['languages'][-1]}"

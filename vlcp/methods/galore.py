@@ -11,7 +11,8 @@ update_proj_gap 200, scale 2, proj_type "std".
 Like the loop's AdamW, the optimizer (and so every projector) is re-created at each task.
 galore-torch's AdamW applies decoupled weight decay after the update (to every parameter with
 `train.decay_all`, as FoMo's code), uses its own default eps 1e-6 (FoMo's code: the same; not
-`train.adam_eps`) and betas (0.9, train.beta2) here; `import galore_torch` also imports bitsandbytes (lazily, here).
+`train.adam_eps`) and betas (0.9, train.beta2) here; `import galore_torch` also imports bitsandbytes
+(lazily, here, without its import-time warning: `quiet_bitsandbytes`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from vlcp.fields import check_ranges, ranged
 from vlcp.errors import ConfigError
 from vlcp.methods import register
 from vlcp.methods.base import Method
+from vlcp.models.adapters import quiet_bitsandbytes
 from vlcp.train.optim import param_groups, require_adamw
 
 PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
@@ -54,7 +56,8 @@ class GaLore(Method):
                 raise ConfigError(f"proj_type: must be one of {', '.join(PROJ_TYPES)}, got {self.proj_type!r}")
 
     def make_optimizer(self, model, cfg):
-        from galore_torch import GaLoreAdamW
+        with quiet_bitsandbytes():
+            from galore_torch import GaLoreAdamW
 
         require_adamw(cfg, "GaLore", "GaLoreAdamW")
 

@@ -19,6 +19,7 @@ from typing import ClassVar
 from vlcp.fields import ranged
 from vlcp.methods import register
 from vlcp.methods.peft_adapter import AdapterConfig, PeftAdapter
+from vlcp.models.adapters import quiet_bitsandbytes
 
 
 @dataclass
@@ -33,7 +34,8 @@ class LoRA(PeftAdapter):
     use_dora: ClassVar[bool] = False
 
     def peft_config(self):
-        from peft import LoraConfig
+        with quiet_bitsandbytes():
+            from peft import LoraConfig
 
         return LoraConfig(r=self.cfg.r, lora_alpha=self.cfg.scale * self.cfg.r,
                           target_modules=list(self.cfg.target_modules), lora_dropout=0.0, bias="none",

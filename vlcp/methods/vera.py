@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from vlcp.fields import ranged
 from vlcp.methods import register
 from vlcp.methods.peft_adapter import AdapterConfig, PeftAdapter
+from vlcp.models.adapters import quiet_bitsandbytes
 from vlcp.utils import derive_seed
 
 
@@ -34,7 +35,8 @@ class VeRA(PeftAdapter):
     Config = VeRAConfig
 
     def peft_config(self):
-        from peft import VeraConfig
+        with quiet_bitsandbytes():
+            from peft import VeraConfig
 
         return VeraConfig(r=self.cfg.r, target_modules=list(self.cfg.target_modules), d_initial=self.cfg.d_initial,
                           projection_prng_key=derive_seed(self.seed, "vera-projection"), save_projection=True,

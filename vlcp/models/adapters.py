@@ -16,6 +16,8 @@ rejects it. peft's DoRA and VeRA do not support `nn.MultiheadAttention`.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Callable, Collection
 
 import torch
@@ -24,6 +26,20 @@ from torch import nn
 from vlcp.errors import ConfigError, VlcpError
 
 DEAD_TARGETS = ("out_proj",)   # called by nobody in open_clip's default blocks
+
+
+@contextlib.contextmanager
+def quiet_bitsandbytes():
+    """For importing peft or galore_torch, which import bitsandbytes: on a CPU with AVX-512 BF16,
+    bitsandbytes logs at import that its optional 4-bit CPU kernel is missing ("pip install
+    kernels"), a path vlcp never takes. Its loggers show errors only while the import runs."""
+    log = logging.getLogger("bitsandbytes")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def check_targets(targets, field: str = "target_modules", mha_ok: bool = True) -> None:
@@ -54,8 +70,9 @@ def inject_peft(model: nn.Module, config, adapter_name: str = "default",
     place; returns the names of the adapted modules. Adapter weights are drawn from a private
     generator seeded with `seed` (the global RNG is left as it was). Raises ConfigError when a
     target matches no Linear / MultiheadAttention of the model."""
-    from peft import PeftType, inject_adapter_in_model
-    from peft.tuners.vera import VeraModel
+    with quiet_bitsandbytes():
+        from peft import PeftType, inject_adapter_in_model
+        from peft.tuners.vera import VeraModel
 
     targets = list(config.target_modules)
     for t in targets:
@@ -78,7 +95,8 @@ def inject_peft(model: nn.Module, config, adapter_name: str = "default",
 
 
 def _tuner_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    from peft.tuners.tuners_utils import BaseTunerLayer
+    with quiet_bitsandbytes():
+        from peft.tuners.tuners_utils import BaseTunerLayer
     return [(n, m) for n, m in model.named_modules() if isinstance(m, BaseTunerLayer)]
 
 
