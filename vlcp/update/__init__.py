@@ -376,13 +376,12 @@ def _pick_or_refusal(trial: list[dict], hint: str) -> tuple[str | None, str]:
 
 
 def still_advice(lr: float | None, steps, pairs, trial_steps: int | None = None) -> str:
-    """The likely cause when an update (or a trial) moved no score beyond its sampling interval,
-    and what to try."""
-    now = f"now {lr:g}, e.g. {lr * 100:g}" if lr else "see the update's run"
+    """What to try when an update (or a trial) moved no score beyond its sampling interval, and the
+    likely cause."""
     ran = f"; the trial ran {trial_steps}" if trial_steps is not None else ""
-    return (f"the likely cause is too small a learning rate or too few steps for these data: try a higher --lr "
-            f"({now}), more --steps (now {steps}{ran}), or more data ({pairs if pairs is not None else '?'} "
-            "training pairs)")
+    return (f"try a higher --lr (now {'?' if lr is None else format(lr, 'g')}), more --steps (now {steps}{ran}), or more "
+            f"data ({'?' if pairs is None else pairs} training pairs); the likely cause is a learning rate or a number "
+            "of steps too small for these data")
 
 
 def _taken_over(out: Path, k: int, command: dict, run_dir: Path) -> str | None:
