@@ -215,7 +215,8 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     `vlcp.update.recipes.RECIPES`, any vlcp method, or `auto` (a trial of `candidates` on
     `trial_fraction` of the first chunk's training pairs, with that share of the budget; the highest
     GM wins, `recipes.pick`), or None: the recipe of the folder's last update, else `full`; `train`,
-    `options`, `data`: the experiment's `train:`, `update:`, `data:` settings (e.g. {"lr": 1e-5, "batch_size": 256}, {"steps": 500, "budget": "mafs"}); `overrides`:
+    `options`, `data`: the experiment's `train:`, `update:`, `data:` settings (e.g. {"lr": 1e-5,
+    "batch_size": 256}, {"steps": 500, "budget": "mafs"}); `overrides`:
     `KEY=VALUE` over all of them (as `vlcp run --set`); `moved`: `NAME=PATH` of the folder's chunks
     and keep-sets that are no longer where its history says (a `keep` of the same name also
     replaces it). An update that did not finish (`pending.json`) resumes when the same call runs
@@ -379,8 +380,9 @@ def still_advice(lr: float | None, steps, pairs, trial_steps: int | None = None)
     """What to try when an update (or a trial) moved no score beyond its sampling interval, and the
     likely cause."""
     ran = f"; the trial ran {trial_steps}" if trial_steps is not None else ""
-    return (f"try a higher --lr (now {'?' if lr is None else format(lr, 'g')}), more --steps (now {steps}{ran}), or more "
-            f"data ({'?' if pairs is None else pairs} training pairs); the likely cause is a learning rate or a number "
+    now = "?" if lr is None else format(lr, "g")
+    return (f"try a higher --lr (now {now}), more --steps (now {steps}{ran}), or more data "
+            f" ({'?' if pairs is None else pairs} training pairs); the likely cause is a learning rate or a number "
             "of steps too small for these data")
 
 
