@@ -382,7 +382,7 @@ def still_advice(lr: float | None, steps, pairs, trial_steps: int | None = None)
     ran = f"; the trial ran {trial_steps}" if trial_steps is not None else ""
     now = "?" if lr is None else format(lr, "g")
     return (f"try a higher --lr (now {now}), more --steps (now {steps}{ran}), or more data "
-            f" ({'?' if pairs is None else pairs} training pairs); the likely cause is a learning rate or a number "
+            f"({'?' if pairs is None else pairs} training pairs); the likely cause is a learning rate or a number "
             "of steps too small for these data")
 
 
