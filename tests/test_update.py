@@ -274,15 +274,22 @@ def test_corrupt_images_are_skipped_and_counted(tmp_path, keep_folder):
     assert data["skipped"] == {"no caption": 1, "unreadable image": 1}
 
 
-def test_auto_picks_the_highest_gm_of_its_trial(tmp_path, keep_folder):
-    h = run_update(make_chunk(tmp_path, "folder", 0), tmp_path / "out", model="vlcp-tiny", keep=[str(keep_folder)],
+def test_auto_picks_the_highest_gm_of_its_trial(tmp_path):
+    """A keep-set large enough (60 images) for a trial's gain to show beyond its sampling noise."""
+    keep = tmp_path / "colours"
+    for c in ("red", "green", "blue"):
+        (keep / c).mkdir(parents=True)
+        for k in range(20):
+            picture(c, SHAPES[k % 3], k).save(keep / c / f"{k}.png")
+    h = run_update(make_chunk(tmp_path, "folder", 0), tmp_path / "out", model="vlcp-tiny", keep=[str(keep)],
                    recipe="auto", candidates=("full", "lora", "zs-merge"), trial_fraction=0.5, report=False,
-                   options={**OPTIONS, "steps": 4})
+                   train={**TRAIN, "lr": 1e-2}, options={**OPTIONS, "steps": 16, "max_eval": 64})
     u = h["updates"][0]
     trial = u["trial"]
     assert [t["recipe"] for t in trial] == ["full", "lora", "zs-merge"]
-    assert all(t["steps"] == 2 for t in trial)
+    assert all(t["steps"] == 8 for t in trial)
     assert u["recipe"] == pick(trial)[0] and all(t["GM_halfwidth"] > 0 and t["flops"] > 0 for t in trial)
+    assert u["recipe_source"] == "trial" and next(t for t in trial if t["recipe"] == u["recipe"])["moved"]
     assert (tmp_path / "out" / "runs" / "001" / "trial" / "lora" / "results.json").exists()
 
 

@@ -466,8 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                      "(zero-shot; classnames.txt / templates.txt inside are used) or captions in any chunk layout "
                      "(retrieval); repeatable; kept for every later update")
     upd.add_argument("--keep-sets", default=None, metavar="DIR", help="every folder in DIR as a set to keep")
-    upd.add_argument("--recipe", default="full", help="full | lora | locked-image | ema-merge | zs-merge | auto | "
-                     "any vlcp method (vlcp list)")
+    upd.add_argument("--recipe", default=None, help="full | lora | locked-image | ema-merge | zs-merge | auto | "
+                     "any vlcp method (vlcp list); default: the folder's last recipe, else full")
     upd.add_argument("--candidates", default=None, help="--recipe auto: the recipes tried, comma-separated "
                      "(default: full,lora,ema-merge,zs-merge)")
     upd.add_argument("--trial-fraction", type=float, default=0.25, help="--recipe auto: the trial's share of the first "

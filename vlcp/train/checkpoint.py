@@ -380,6 +380,15 @@ def _stale(lock: Path, info: dict, host: str) -> str | None:
     return None if _alive(pid) else f"the lock of pid {pid} on {host}"
 
 
+def live_holder(lock: Path) -> dict | None:
+    """What `lock` says of its holder ({"pid", "host", "run", "since"}; {} while unreadable) while
+    that holder may be running; None when there is no lock or its holder is dead (`_stale`)."""
+    if not lock.exists():
+        return None
+    info = _read_lock(lock)
+    return None if _stale(lock, info, socket.gethostname()) is not None else info
+
+
 def _take(lock: Path, label: str) -> None:
     me = {"pid": os.getpid(), "host": socket.gethostname(), "run": label,
           "since": time.strftime("%Y-%m-%d %H:%M:%S")}

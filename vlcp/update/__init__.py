@@ -22,6 +22,7 @@ what a DVC stage per chunk wants).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -30,8 +31,8 @@ from typing import Sequence
 
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.eval import continual
-from vlcp.update.history import (anchor, begin, entries, finish, halfwidths, load_history, load_pending, new_history,
-                                 pending_line, resolve, write_history)
+from vlcp.update.history import (PENDING, anchor, begin, entries, finish, halfwidths, load_history, load_pending,
+                                 new_history, pending_line, resolve, write_history)
 from vlcp.update.recipes import AUTO_CANDIDATES, FOMO_TRAIN, RECIPES, method_section, pick
 
 REPORT = "update_report.ipynb"
@@ -63,23 +64,14 @@ def _latest_model(folder: Path, history: dict) -> str:
     return str(own if own is not None and own.exists() else folder / "model.pt")
 
 
-def _start(out: Path, start: str | Path | None, model: str | None, pretrained: str | None,
-           command: dict) -> tuple[dict, str | None]:
+def _start(out: Path, start: str | Path | None, model: str | None,
+           pretrained: str | None) -> tuple[dict, str | None]:
     """(the history this update extends, the weights it starts from). `out` must be new, empty, an
     update folder to continue (without `start`), or a folder whose first update did not finish
-    under the same `command` (its `pending.json`)."""
-    here, pending = load_history(out), load_pending(out)
+    (`_check_pending`)."""
+    here = load_history(out)
     if start is not None and here is not None and Path(start).resolve() != out.resolve():
         raise VlcpError(f"--out: {out} is an update folder already; continue it without --from, or name a new folder")
-    if pending is not None and pending.get("command") != command:
-        unfinished = out / "runs" / f"{pending.get('update', 0):03d}"
-        differ = sorted(k for k in set(command) | set(pending.get("command", {}))
-                        if command.get(k) != pending.get("command", {}).get(k))
-        raise VlcpError(pending_line(out, pending) + f"; this command differs in {', '.join(differ)}. To start that "
-                        f"update over instead, delete {out / 'pending.json'} and {unfinished}")
-    if here is None and out.exists() and (not out.is_dir() or any(out.iterdir())) and pending is None:
-        raise VlcpError(f"--out: {out} exists and is not an update folder (no history.json); name a new folder "
-                        "(vlcp writes nothing into a folder it did not make)")
     if start is not None:
         prev, folder = load_history(start), Path(start)
         if prev is None:
@@ -99,6 +91,72 @@ def _start(out: Path, start: str | Path | None, model: str | None, pretrained: s
         raise ConfigError("--model: name the open_clip architecture to start from (and --pretrained FILE for its "
                           "weights), or continue an update folder (--out DIR, --from DIR)")
     return new_history(model, pretrained), pretrained
+
+
+def _foreign(out: Path) -> bool:
+    """`out` exists and is neither empty nor an update folder (vlcp writes nothing into it)."""
+    from vlcp.train.checkpoint import LOCK
+
+    if load_history(out) is not None or (out / PENDING).exists() or not out.exists():
+        return False
+    return not out.is_dir() or any(p.name != LOCK for p in out.iterdir())
+
+
+def _running(out: Path) -> str | None:
+    """The refusal while an update of `out` runs now: the live holder of the folder's lock (held
+    for a whole update) or of its unfinished update's run folders; None when none is running."""
+    from vlcp.train.checkpoint import LOCK, live_holder
+
+    pending = load_pending(out)
+    run = out / "runs" / f"{pending.get('update', 0):03d}" if pending else None
+    locks = [out / LOCK] + ([run / LOCK, *sorted(run.glob(f"trial/*/{LOCK}"))] if run else [])
+    for lock in locks:
+        who = live_holder(lock)
+        if who is not None:
+            return (f"{out}: an update of this folder is running now (pid {who.get('pid', '?')} on "
+                    f"{who.get('host', '?')}, since {who.get('since', '?')}; {lock}); wait for it to finish, then "
+                    "run this command")
+    return None
+
+
+def _check_pending(out: Path, pending: dict | None, k: int, command: dict) -> dict | None:
+    """The folder's unfinished update this `command` resumes (its `pending.json`), None when it
+    starts update `k` afresh; a different command is refused, saying how to finish or drop it
+    without losing what it trained. A `pending.json` whose update is in the history already
+    (a kill between the history's write and its removal) is that finished update's leftover."""
+    if pending is None or pending.get("update", 0) < k:
+        return None
+    if pending.get("command") == command and pending.get("update") == k:
+        return pending
+    unfinished = out / "runs" / f"{pending.get('update', 0):03d}"
+    differ = sorted(c for c in set(command) | set(pending.get("command", {}))
+                    if command.get(c) != pending.get("command", {}).get(c))
+    raise VlcpError(pending_line(out, pending) + f"; this command differs in {', '.join(differ) or 'update'}. Finish "
+                    f"that update first, then run this one; or, to drop it, move {unfinished} aside (it keeps what "
+                    f"that update trained) and delete {out / PENDING}")
+
+
+def _recipe(given: str | None, history: dict) -> tuple[str, str]:
+    """(the recipe of this update, where it comes from): the one `given` ("given"), else the one
+    the folder's last update used ("kept"), else `full` ("default")."""
+    if given is not None:
+        return given, "given"
+    if history["updates"]:
+        return history["updates"][-1]["recipe"], "kept"
+    return "full", "default"
+
+
+def _first_rank() -> bool:
+    """This process is torchrun's rank 0, or alone (before the process group is joined)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _folder_lock(out: Path):
+    """The folder's own lock (`DIR/.lock`), held for a whole update, so two updates of one folder
+    never overlap. Under torchrun rank 0 holds it (the other ranks have not joined the group yet)."""
+    from vlcp.train.checkpoint import run_lock
+
+    return run_lock({out: ()}, "vlcp update") if _first_rank() else contextlib.nullcontext()
 
 
 def _moved(specs: Sequence[str]) -> dict[str, str]:
@@ -147,7 +205,7 @@ READ_OPTIONS = ("holdout", "max_eval", "layout", "csv_img_key", "csv_caption_key
 
 
 def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None = None, model: str | None = None,
-           pretrained: str | None = None, keep: Sequence[str] = (), recipe: str = "full",
+           pretrained: str | None = None, keep: Sequence[str] = (), recipe: str | None = None,
            candidates: Sequence[str] = AUTO_CANDIDATES, trial_fraction: float = 0.25, seed: int = 0,
            train: dict | None = None, options: dict | None = None, data: dict | None = None,
            overrides: Sequence[str] = (), report: bool = True, moved: Sequence[str] = ()) -> dict:
@@ -156,8 +214,9 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     `keep`: `[NAME=]PATH` sets to keep (added to the folder's own); `recipe`: a name of
     `vlcp.update.recipes.RECIPES`, any vlcp method, or `auto` (a trial of `candidates` on
     `trial_fraction` of the first chunk's training pairs, with that share of the budget; the highest
-    GM wins, `recipes.pick`); `train`, `options`, `data`: the experiment's `train:`, `update:`,
-    `data:` settings (e.g. {"lr": 1e-5, "batch_size": 256}, {"steps": 500, "budget": "mafs"}); `overrides`:
+    GM wins, `recipes.pick`), or None: the recipe of the folder's last update, else `full`; `train`,
+    `options`, `data`: the experiment's `train:`, `update:`, `data:` settings (e.g. {"lr": 1e-5,
+    "batch_size": 256}, {"steps": 500, "budget": "mafs"}); `overrides`:
     `KEY=VALUE` over all of them (as `vlcp run --set`); `moved`: `NAME=PATH` of the folder's chunks
     and keep-sets that are no longer where its history says (a `keep` of the same name also
     replaces it). An update that did not finish (`pending.json`) resumes when the same call runs
@@ -168,55 +227,69 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     if not chunks:
         raise ConfigError("update: name at least one chunk of data")
     out = Path(out)
-    new = [anchor(c, out) for c in chunks]
-    mine = [anchor(k, out) for k in keep]
-    command = {"model": model, "pretrained": pretrained and str(Path(pretrained).resolve()),
-               "from": start and str(Path(start).resolve()), "chunks": [a for a, _ in new], "recipe": recipe,
-               "seed": seed}
-    history, weights = _start(out, start, model, pretrained, command)
-    named = {a.partition("=")[0] for a, _ in mine}
-    moved = {**_moved(moved or ()), **{a.partition("=")[0]: a.partition("=")[2] for a, _ in mine}}
-    earlier, kept = _sources(history, Path(start) if start is not None else out, moved)
-    earlier = [anchor(c, out) for c in earlier]                       # absolute, and relative to this folder
-    kept = [anchor(c, out) for c in kept if c.partition("=")[0] not in named] + mine
-    keep_all = [a for a, _ in kept]
-    history = {**history, "chunks": [a for a, _ in earlier], "keep": keep_all,
-               "relative": {a.partition("=")[0]: r for a, r in earlier + kept + new if r}}
-    train, data = dict(train or {}), dict(data or {})
-    options = {**history.get("read", {}), **(options or {})}   # how the folder read its sources, unless given
-    history["read"] = {key: options[key] for key in READ_OPTIONS if key in options}
-    k = len(history["updates"]) + 1
-    run_dir = out / "runs" / f"{k:03d}"
-    chunks = [a for a, _ in new]
-
-    def experiment(method: dict, chunk_list, name: str, extra: dict):
-        cfg = _experiment(history, weights, chunk_list, keep_all, method, seed, train, {**options, **extra}, data, name,
-                          overrides)
-        check_config(cfg)
-        return cfg
-
+    if _foreign(out):
+        raise VlcpError(f"--out: {out} exists and is not an update folder (no history.json); name a new folder "
+                        "(vlcp writes nothing into a folder it did not make)")
+    if _first_rank() and (running := _running(out)):
+        raise VlcpError(running)
     created = not out.exists()
     if is_main():
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise VlcpError(f"--out: cannot create the update folder {out}: {e.strerror or e}") from None
-        if load_pending(out) is None:
-            begin(out, k, command)
-    try:
-        return _train(out, history, k, run_dir, chunks, recipe, candidates, trial_fraction, options, report,
-                      experiment)
-    except VlcpError:
-        # refused before any training was kept (a source, a set too small, a bad option): the folder this call
-        # made goes again, so a refusal writes nothing; later, its checkpoints let the same command resume
-        if created and is_main() and not any(run_dir.rglob("*.pt")):
-            shutil.rmtree(out, ignore_errors=True)
-        raise
+    run_dir, began = None, False
+    with _folder_lock(out):
+        try:
+            history, weights = _start(out, start, model, pretrained)
+            k = len(history["updates"]) + 1
+            run_dir = out / "runs" / f"{k:03d}"
+            recipe, source = _recipe(recipe, history)
+            new = [anchor(c, out) for c in chunks]
+            mine = [anchor(x, out) for x in keep]
+            command = {"model": model, "pretrained": pretrained and str(Path(pretrained).resolve()),
+                       "from": start and str(Path(start).resolve()), "chunks": [a for a, _ in new], "recipe": recipe,
+                       "seed": seed}
+            if _check_pending(out, load_pending(out), k, command) is None and is_main():
+                begin(out, k, command)
+                began = True
+            named = {a.partition("=")[0] for a, _ in mine}
+            moved = {**_moved(moved or ()), **{a.partition("=")[0]: a.partition("=")[2] for a, _ in mine}}
+            earlier, kept = _sources(history, Path(start) if start is not None else out, moved)
+            earlier = [anchor(c, out) for c in earlier]                       # absolute, and relative to this folder
+            kept = [anchor(c, out) for c in kept if c.partition("=")[0] not in named] + mine
+            keep_all = [a for a, _ in kept]
+            history = {**history, "chunks": [a for a, _ in earlier], "keep": keep_all,
+                       "relative": {a.partition("=")[0]: r for a, r in earlier + kept + new if r}}
+            train, data = dict(train or {}), dict(data or {})
+            options = {**history.get("read", {}), **(options or {})}   # how the folder read its sources, unless given
+            history["read"] = {key: options[key] for key in READ_OPTIONS if key in options}
+
+            def experiment(method: dict, chunk_list, name: str, extra: dict):
+                cfg = _experiment(history, weights, chunk_list, keep_all, method, seed, train, {**options, **extra},
+                                  data, name, overrides)
+                check_config(cfg)
+                return cfg
+
+            return _train(out, history, k, run_dir, [a for a, _ in new], recipe, source, command, candidates,
+                          trial_fraction, options, report, experiment)
+        except VlcpError:
+            # refused before any training was kept (a source, a set too small, a bad option, a trial that moved
+            # nothing): the folder this call made goes again, or the pending.json and run folder it began, so a
+            # refusal writes nothing; later, its checkpoints let the same command resume
+            if is_main() and not (run_dir is not None and any(run_dir.rglob("*.pt"))):
+                if created:
+                    shutil.rmtree(out, ignore_errors=True)
+                elif began and (load_pending(out) or {}).get("command") == command:
+                    finish(out)
+                    shutil.rmtree(run_dir, ignore_errors=True)
+            raise
 
 
-def _train(out: Path, history: dict, k: int, run_dir: Path, chunks: list[str], recipe: str, candidates,
-           trial_fraction: float, options: dict, report: bool, experiment) -> dict:
-    """`update`'s work once its folder is there: the `auto` trial, the update, the history."""
+def _train(out: Path, history: dict, k: int, run_dir: Path, chunks: list[str], recipe: str, source: str,
+           command: dict, candidates, trial_fraction: float, options: dict, report: bool, experiment) -> dict:
+    """`update`'s work once its folder is there: the `auto` trial, the update, and, while the
+    folder's `pending.json` is still this `command`'s, the model and the history it publishes."""
     from vlcp.registry import method_names
     from vlcp.run import run_experiment
     from vlcp.train.distributed import barrier, broadcast_object, is_main
@@ -233,17 +306,20 @@ def _train(out: Path, history: dict, k: int, run_dir: Path, chunks: list[str], r
         trial_opts = {"fraction": trial_fraction, "steps": max(1, math.ceil(steps * trial_fraction))}
         if options.get("samples"):
             trial_opts["samples"] = max(1, math.ceil(options["samples"] * trial_fraction))
-        trial = []
+        trial, pairs = [], None
         for c in candidates:
             cfg = experiment(method_section(c, method_names()), list(chunks[:1]), f"trial-{c}", trial_opts)
             r = run_experiment(cfg, run_dir / "trial" / c)
             if is_main():   # (evaluations happen on the main rank)
-                after, row = r["trajectory"][0], r["train"][0]
-                half = halfwidths(after, r["datasets"])
-                trial.append({"recipe": c, "A_KA": after["A_KA"], "A_ZS": after["A_ZS"], "GM": after["GM"],
-                              "GM_halfwidth": half["GM"], "before_GM": r["zero_shot"]["GM"], "steps": row["steps"],
-                              "seconds": row["seconds"], "flops": row["flops_per_step"] * row["steps"] + row["task_pass_flops"]})
-        recipe, why = broadcast_object(pick(trial) if is_main() else None)
+                trial.append(_trial_row(c, r))
+                pairs = r["data"].get(r["tasks"][0], {}).get("train")
+        hint = still_advice(cfg.train.lr, steps, pairs, trial_opts["steps"])
+        recipe, why = broadcast_object(_pick_or_refusal(trial, hint) if is_main() else None)
+        if recipe is None:   # no candidate moved: the trial's runs are of no use (and `update` drops its folder)
+            if is_main():
+                shutil.rmtree(run_dir / "trial", ignore_errors=True)
+            raise VlcpError(why)
+        source = "trial"
         if is_main():
             print(f"vlcp update: the trial picks {recipe!r}: {why} ("
                   + ", ".join(f"{t['recipe']} GM {plus_minus(t['GM'], t['GM_halfwidth'])}" for t in trial) + ")", flush=True)
@@ -251,11 +327,16 @@ def _train(out: Path, history: dict, k: int, run_dir: Path, chunks: list[str], r
     cfg = experiment(method_section(recipe, method_names()), chunks, f"update-{k:03d}",
                      {"export": str(run_dir / "model.pt")})
     results = run_experiment(cfg, run_dir)
+    taken = broadcast_object(_taken_over(out, k, command, run_dir) if is_main() else None)
+    if taken:
+        raise VlcpError(taken)
     if not is_main():
         barrier()
         return history
     history = {**history, "chunks": list(history["chunks"]) + list(cfg.update.chunks)}
-    history["updates"] = list(history["updates"]) + entries(results, k, recipe, str(run_dir.relative_to(out)), trial)
+    history["updates"] = list(history["updates"]) + [
+        {**e, "recipe_source": source, "lr": cfg.train.lr}
+        for e in entries(results, k, recipe, str(run_dir.relative_to(out)), trial)]
     _publish(run_dir / "model.pt", out / "model.pt")
     _open_clip_folder(out, history["model"]["name"])
     write_history(out, history)
@@ -264,12 +345,57 @@ def _train(out: Path, history: dict, k: int, run_dir: Path, chunks: list[str], r
     still = [u for u in history["updates"][-len(chunks):] if u["after"]["datasets"] and not moved_scores(u)]
     if still:
         print(f"vlcp update: no score of update {', '.join(str(u['update']) for u in still)} moved beyond its sampling "
-              f"interval: try a higher --lr (now {cfg.train.lr:g}), more --steps (now {cfg.update.steps}), or more data "
-              f"(its chunk has {', '.join(str(u['data'].get('train', '?')) for u in still)} training pairs)", flush=True)
+              "interval: " + still_advice(cfg.train.lr, cfg.update.steps,
+                                          ", ".join(str(u["data"].get("train", "?")) for u in still)), flush=True)
     if report:
         render_report(out)
     barrier()
     return history
+
+
+def _trial_row(recipe: str, r: dict) -> dict:
+    """A trial candidate's row from its run's results: its scores after the trial, their noise, its
+    cost, and `moved` (the sets whose score moved beyond its sampling interval; None when no set
+    was scored)."""
+    before, after, row = r["zero_shot"], r["trajectory"][0], r["train"][0]
+    half = halfwidths(after, r["datasets"])
+    moved = moved_scores({"before": {**before, "halfwidth": halfwidths(before, r["datasets"])},
+                          "after": {**after, "halfwidth": half}})
+    return {"recipe": recipe, "A_KA": after["A_KA"], "A_ZS": after["A_ZS"], "GM": after["GM"],
+            "GM_halfwidth": half["GM"], "before_GM": before["GM"], "moved": moved if after["datasets"] else None,
+            "steps": row["steps"], "seconds": row["seconds"],
+            "flops": row["flops_per_step"] * row["steps"] + row["task_pass_flops"]}
+
+
+def _pick_or_refusal(trial: list[dict], hint: str) -> tuple[str | None, str]:
+    """`recipes.pick`'s (recipe, why), or (None, its refusal) when no candidate moved, so that every
+    rank can raise it."""
+    try:
+        return pick(trial, hint)
+    except VlcpError as e:
+        return None, str(e)
+
+
+def still_advice(lr: float | None, steps, pairs, trial_steps: int | None = None) -> str:
+    """What to try when an update (or a trial) moved no score beyond its sampling interval, and the
+    likely cause."""
+    ran = f"; the trial ran {trial_steps}" if trial_steps is not None else ""
+    now = "?" if lr is None else format(lr, "g")
+    return (f"try a higher --lr (now {now}), more --steps (now {steps}{ran}), or more data "
+            f"({'?' if pairs is None else pairs} training pairs); the likely cause is a learning rate or a number "
+            "of steps too small for these data")
+
+
+def _taken_over(out: Path, k: int, command: dict, run_dir: Path) -> str | None:
+    """The refusal to publish update `k` when the folder's `pending.json` is gone or names another
+    update or command (the folder was taken over while this one trained), else None."""
+    pending = load_pending(out)
+    if pending is not None and pending.get("update") == k and pending.get("command") == command:
+        return None
+    chunks = ", ".join(x.partition("=")[0] for x in (pending or {}).get("command", {}).get("chunks", []))
+    now = "is gone" if pending is None else f"now names update {pending.get('update')} ({chunks}) of another command"
+    return (f"{out / PENDING}: {now}, not this update {k}: the folder was taken over while it trained, so it "
+            f"publishes nothing (model.pt and history.json are as they were; its model is {run_dir / 'model.pt'})")
 
 
 def moved_scores(u: dict) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vlcp.errors import ConfigError
+from vlcp.errors import ConfigError, VlcpError
 
 
 @dataclass(frozen=True)
@@ -45,25 +45,35 @@ def method_section(recipe: str, known_methods) -> dict:
                       f"or a vlcp method ({', '.join(sorted(known_methods))})")
 
 
-def pick(rows: list[dict]) -> tuple[str, str]:
+def pick(rows: list[dict], hint: str = "") -> tuple[str, str]:
     """`auto`'s rule, as (recipe, why): the trial candidate with the highest GM = √(A_KA·A_ZS) after
     its trial; candidates whose GM lies within the sampling noise of the best's (`GM_halfwidth`,
     `continual.differs`), or equals it, are tied, and the tie goes to the cheapest (fewest training
-    `flops` in the trial; then trial order). A candidate whose GM is missing (no keep-set or no
+    `flops` in the trial; then trial order). A candidate that moved no score beyond its sampling
+    interval (`moved` == []) cannot win, and when none moved the trial refuses (a VlcpError ending
+    in `hint`: the likely cause and what to try). A candidate whose GM is missing (no keep-set or no
     held-out slice scored) cannot win; if none has one, the first candidate is the choice."""
     from vlcp.eval.continual import differs
 
     if not rows:
         raise ConfigError("--recipe auto: no trial candidates")
+    still = [r for r in rows if r.get("moved") == []]
+    if len(still) == len(rows):
+        raise VlcpError(f"--recipe auto: none of the candidates ({', '.join(r['recipe'] for r in rows)}) moved any "
+                        "score beyond its sampling interval in the trial" + (f"; {hint}" if hint else ""))
+    left_out = f" ({', '.join(r['recipe'] for r in still)} moved no score: left out)" if still else ""
+    rows = [r for r in rows if r.get("moved") != []]
     scored = [r for r in rows if r.get("GM") is not None]
     if not scored:
-        return rows[0]["recipe"], "no candidate has a GM (no keep-set or no held-out slice scored): the first candidate"
+        return rows[0]["recipe"], ("no candidate has a GM (no keep-set or no held-out slice scored): the first "
+                                   "candidate" + left_out)
     best = max(scored, key=lambda r: r["GM"])
     tied = [r for r in scored if r["GM"] == best["GM"]
             or (r.get("GM_halfwidth") is not None and best.get("GM_halfwidth") is not None
                 and not differs(r["GM"], r["GM_halfwidth"], best["GM"], best["GM_halfwidth"]))]
     if len(tied) == 1:
-        return best["recipe"], f"the highest GM, {best['GM']:.1f}, beyond the others' sampling noise"
+        return best["recipe"], f"the highest GM, {best['GM']:.1f}, beyond the others' sampling noise" + left_out
     cheap = min(tied, key=lambda r: (r.get("flops") if r.get("flops") is not None else float("inf"), scored.index(r)))
     within = ", ".join(f"{r['recipe']} {r['GM']:.1f}" for r in tied)
-    return cheap["recipe"], f"GMs within sampling noise of the best ({within}): tied, so the cheapest in training FLOPs"
+    return cheap["recipe"], (f"GMs within sampling noise of the best ({within}): tied, so the cheapest in training "
+                             "FLOPs" + left_out)
