@@ -310,7 +310,7 @@ class UpdateCfg:
     csv_img_key: str = "filepath"                      # CSV/TSV columns and separator (open_clip_train's options);
     csv_caption_key: str = "title"
     csv_separator: str = ""                            # "" = tab, or comma for *.csv
-    image_root: str = ""                               # where a CSV's or captions JSON's relative image paths start ("" = its folder)
+    image_root: str = ""                               # where a CSV's or captions JSON's relative image paths start ("" = its folder; not a folder's or shards')
     check_images: bool = True                          # decode every image once before training: unreadable ones skipped and counted
     follow_links: bool = False                         # read images that resolve outside their source (a symlink, a ../ path); else refused
     fraction: float = ranged(1.0, gt=0, le=1)         # share of each chunk's training pairs trained on (the first by key hash; auto's trial: a slice)

@@ -39,6 +39,7 @@ from vlcp.data.formats.wds import iter_wds, list_shards
 from vlcp.errors import ConfigError, VlcpError
 
 LAYOUTS = ("folder", "csv", "wds", "coco", "karpathy")
+IMAGE_ROOT_LAYOUTS = ("csv", "coco", "karpathy")   # the layouts whose image paths are relative (to `image_root`)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 MAX_EXAMPLES = 5
 
@@ -134,6 +135,16 @@ def _json_source(path: Path) -> tuple[str, Any]:
                         f"[{{image_id, caption}}]}}) nor a Karpathy split JSON ({{'images': [{{filename, split, "
                         f"sentences}}]}})")
     return layout, data
+
+
+def reads_image_root(path: str | Path, layout: str = "auto") -> bool:
+    """Whether a source's images are found through `image_root`: a CSV/TSV's or captions JSON's
+    relative paths are; a folder's images and a shard's members are inside the source itself.
+    With `layout` "auto", told from the path alone (a .csv, .tsv or .json file), no file read."""
+    if layout != "auto":
+        return layout in IMAGE_ROOT_LAYOUTS
+    path = Path(path)
+    return not _is_pattern(str(path)) and path.is_file() and path.suffix.lower() in (".csv", ".tsv", ".json")
 
 
 def detect_layout(path: str | Path) -> str:
@@ -303,7 +314,7 @@ def read_source(path: str | Path, layout: str = "auto", csv: CsvOptions = CsvOpt
 
     `layout` is one of LAYOUTS or "auto" (`detect_layout`); `csv` names a CSV's columns and
     separator; `image_root` is where relative image paths of a CSV/COCO/Karpathy file point
-    (default: the file's folder). Only paths and captions are read. The path and layout are
+    (default: the file's folder; a folder or shards ignore it, `reads_image_root`). Only paths and captions are read. The path and layout are
     checked at once (a VlcpError here, not on the first record); skipped items are counted in
     `stats` (pass a `SourceStats` to see them), whose `read` counts the records yielded.
     """

@@ -29,7 +29,8 @@ from vlcp.data.augment import train_transform
 from vlcp.data.fomo import EvalSet
 from vlcp.data.formats import ImageFiles, Record
 from vlcp.data.formats.layouts import (CsvOptions, SourceStats, first_by_hash, holdout_mask, is_image_folder,
-                                       read_checked, read_image_folder, read_source)
+                                       read_checked, read_image_folder, read_source,
+                                       reads_image_root)
 from vlcp.data.mixtures import mixture_sizes, sample_mixture
 from vlcp.data.pairs import PairSet
 from vlcp.errors import ConfigError, VlcpError
@@ -156,21 +157,22 @@ class UserStream(Stream):
     def _read(self, src: Source) -> tuple[list[Record], dict]:
         u, d = self.cfg.update, self.cfg.data
         csv = CsvOptions(u.csv_img_key, u.csv_caption_key, u.csv_separator or None)
+        image_root = u.image_root if reads_image_root(src.path, u.layout) else ""   # not a folder's, nor shards'
         if u.check_images:
-            records, stats = read_checked(src.path, u.layout, csv, u.image_root, d.image_size, d.workers,
+            records, stats = read_checked(src.path, u.layout, csv, image_root, d.image_size, d.workers,
                                           progress=self.cfg.train.progress)
         else:
             stats = SourceStats()
-            records = list(read_source(src.path, u.layout, csv, u.image_root, stats))
+            records = list(read_source(src.path, u.layout, csv, image_root, stats))
         out = {"read": stats.read, "skipped": dict(stats.skipped), "examples": list(stats.examples)}
-        outside = outside_images(records, src.path, u.image_root)
+        outside = outside_images(records, src.path, image_root)
         if outside and not u.follow_links:
-            raise VlcpError(f"{src.name}: {len(outside)} image(s) resolve outside {source_root(src.path, u.image_root)} "
+            raise VlcpError(f"{src.name}: {len(outside)} image(s) resolve outside {source_root(src.path, image_root)} "
                             f"(a symlink or a ../ path; e.g. {outside[0]}): give --follow-links to read them")
         if outside:
             out["outside"] = len(outside)
             if is_main():
-                print(f"vlcp: {src.name}: {len(outside)} image(s) are read from outside {source_root(src.path, u.image_root)} "
+                print(f"vlcp: {src.name}: {len(outside)} image(s) are read from outside {source_root(src.path, image_root)} "
                       f"(a symlink or a ../ path; e.g. {outside[0]})", flush=True)
         return records, out
 

@@ -1,0 +1,38 @@
+"""How `vlcp update` and `vlcp eval` read their sources, as a user hits it: --image-root beside a
+folder chunk, file names that are not UTF-8, a symlink loop, a malformed pending.json, a chunk
+re-created with other data, byte-identical images across the held-out split. Most cases read the
+user stream directly (no training); the few that need a history run a tiny update."""
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from test_update import make_chunk
+
+from vlcp.config import experiment_from_dict
+from vlcp.run.streams.user import UserStream
+
+READ = {"holdout": 0.25, "max_eval": 16, "min_candidates": 0}
+
+
+def stream(chunks, **options) -> UserStream:
+    """The user stream of `vlcp update` over `chunks`, its sources read (`load_sets`), no model."""
+    cfg = experiment_from_dict({
+        "name": "sources", "data": {"benchmark": "user", "stream": "user", "unseen_styles": [], "image_size": 32},
+        "model": {"name": "vlcp-tiny"}, "train": {"device": "cpu", "progress": False},
+        "update": {**READ, **options, "chunks": list(chunks)}})
+    s = UserStream(cfg, torch.device("cpu"))
+    s.load_sets()
+    return s
+
+
+def test_image_root_leaves_a_folder_chunk_beside_a_csv_alone(tmp_path):
+    """--image-root is where a CSV's relative paths start; a folder chunk given with it is read from
+    its own folder (it was refused as 'resolving outside' the image root)."""
+    folder = make_chunk(tmp_path, "folder", 0)
+    listed = tmp_path / "lists" / "captions.csv"              # the CSV away from its images
+    listed.parent.mkdir()
+    shutil.move(make_chunk(tmp_path, "csv", 1), listed)
+    s = stream([folder, str(listed)], image_root=str(tmp_path / "csv-1"))
+    assert s.data["folder-0"]["read"] == 24 and "outside" not in s.data["folder-0"]
+    assert s.data["captions"]["read"] == 24 and "outside" not in s.data["captions"]
