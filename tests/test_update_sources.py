@@ -2,6 +2,7 @@
 folder chunk, file names that are not UTF-8, a symlink loop, a malformed pending.json, a chunk
 re-created with other data, byte-identical images across the held-out split. Most cases read the
 user stream directly (no training); the few that need a history run a tiny update."""
+import os
 import shutil
 from pathlib import Path
 
@@ -36,3 +37,15 @@ def test_image_root_leaves_a_folder_chunk_beside_a_csv_alone(tmp_path):
     s = stream([folder, str(listed)], image_root=str(tmp_path / "csv-1"))
     assert s.data["folder-0"]["read"] == 24 and "outside" not in s.data["folder-0"]
     assert s.data["captions"]["read"] == 24 and "outside" not in s.data["captions"]
+
+
+def test_a_file_name_that_is_not_utf8_is_read(tmp_path):
+    """A folder chunk whose file names hold bytes that are not UTF-8 (a Latin-1 'café.png') is read
+    like any other: its pairs are trained on or held out (the key hash took the name as UTF-8)."""
+    chunk = Path(make_chunk(tmp_path, "folder", 0))
+    name = os.fsdecode(b"caf\xe9")                              # 'caf\udce9': the undecodable byte escaped
+    for suffix in (".png", ".txt"):
+        (chunk / f"c0_000{suffix}").rename(chunk / f"{name}{suffix}")
+    s = stream([str(chunk)])
+    assert s.data["folder-0"]["read"] == 24 and not s.data["folder-0"]["skipped"]
+    assert s.data["folder-0"]["train"] + s.data["folder-0"]["heldout"] == 24

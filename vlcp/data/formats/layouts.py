@@ -382,8 +382,9 @@ def read_checked(path: str | Path, layout: str = "auto", csv: CsvOptions = CsvOp
 # ----------------------------------------------------------------------------- held-out slice
 
 def _unit_hash(key: str, salt: str) -> float:
-    """sha1(salt + key) as a number in [0, 1)."""
-    return int(hashlib.sha1((salt + key).encode("utf-8")).hexdigest()[:15], 16) / 16 ** 15
+    """sha1(salt + key) as a number in [0, 1). A key from a file name that is not UTF-8 (its bytes
+    decoded by `os.fsdecode`, surrogate escapes) hashes as those bytes."""
+    return int(hashlib.sha1((salt + key).encode("utf-8", "surrogateescape")).hexdigest()[:15], 16) / 16 ** 15
 
 
 def holdout_mask(keys: Sequence[str], fraction: float, salt: str = "") -> list[bool]:
