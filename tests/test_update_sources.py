@@ -11,6 +11,7 @@ import torch
 from test_update import make_chunk
 
 from vlcp.config import experiment_from_dict
+from vlcp.errors import VlcpError
 from vlcp.run.streams.user import UserStream
 
 READ = {"holdout": 0.25, "max_eval": 16, "min_candidates": 0}
@@ -49,3 +50,19 @@ def test_a_file_name_that_is_not_utf8_is_read(tmp_path):
     s = stream([str(chunk)])
     assert s.data["folder-0"]["read"] == 24 and not s.data["folder-0"]["skipped"]
     assert s.data["folder-0"]["train"] + s.data["folder-0"]["heldout"] == 24
+
+
+def test_a_symlink_loop_is_one_line_naming_it_or_skipped_when_images_are_checked(tmp_path):
+    """`a.png -> b.png -> a.png` and `self.png -> self.png` in a chunk: checked, they are skipped and
+    counted; with --no-check-images one line names the loop (it was a RuntimeError, 'please report it')."""
+    chunk = Path(make_chunk(tmp_path, "folder", 0))
+    (chunk / "a.png").symlink_to(chunk / "b.png")
+    (chunk / "b.png").symlink_to(chunk / "a.png")
+    (chunk / "self.png").symlink_to(chunk / "self.png")
+    for name in ("a", "b", "self"):
+        (chunk / f"{name}.txt").write_text(f"a picture {name}\n")
+    s = stream([str(chunk)])
+    assert s.data["folder-0"]["read"] == 24 and s.data["folder-0"]["skipped"] == {"missing image": 3}
+    with pytest.raises(VlcpError, match=r"^\S+/a\.png: a symlink loop \(it never reaches a file\), not an image: "
+                                        r"remove it \(or read without --no-check-images"):
+        stream([str(chunk)], check_images=False)

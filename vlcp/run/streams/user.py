@@ -18,7 +18,9 @@ counted (`results["data"]`).
 """
 from __future__ import annotations
 
+import errno
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,10 +135,22 @@ def outside_images(records: list[Record], path: str, image_root: str = "") -> li
     out = []
     for r in records:
         if isinstance(r.image, Path):
-            real = r.image.resolve()
+            real = real_path(r.image)
             if real != root and root not in real.parents:
                 out.append(str(r.image))
     return out
+
+
+def real_path(image: Path) -> Path:
+    """The file `image` resolves to (a missing one: its resolved path, said when it is read); a
+    symlink loop is a VlcpError naming it."""
+    try:
+        return Path(os.path.realpath(image, strict=True))
+    except OSError as e:
+        if e.errno != errno.ELOOP:   # ELOOP: `a -> b -> a`, or a link to itself
+            return image.resolve()
+        raise VlcpError(f"{image}: a symlink loop (it never reaches a file), not an image: remove it (or read without "
+                        f"--no-check-images, which skips it and counts it as a missing image)") from None
 
 
 def auto_mixture(has_pretraining: bool) -> tuple[float, float, float]:
