@@ -66,3 +66,22 @@ def test_a_symlink_loop_is_one_line_naming_it_or_skipped_when_images_are_checked
     with pytest.raises(VlcpError, match=r"^\S+/a\.png: a symlink loop \(it never reaches a file\), not an image: "
                                         r"remove it \(or read without --no-check-images"):
         stream([str(chunk)], check_images=False)
+
+
+@pytest.mark.parametrize("text", ["[]", "3", '{"format": 1, "update": 1}', '{"update": "1", "command": {}}'])
+def test_a_pending_json_that_begin_did_not_write_is_one_line_naming_it(tmp_path, capsys, text):
+    """pending.json holding a list, a number, or an object without a `command` (or with a string
+    `update`): `vlcp update` and `vlcp eval` exit 2 with one line naming the file and what to do
+    (it was an AttributeError, 'please report it'); nothing is read or trained."""
+    from vlcp.cli import main
+
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "pending.json").write_text(text)
+    chunk = make_chunk(tmp_path, "folder", 0)
+    assert main(["update", chunk, "--out", str(out), "--model", "vlcp-tiny", "--no-report"]) == 2
+    assert main(["eval", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    line = (f"vlcp: error: {out / 'pending.json'}: not an unfinished update written by vlcp update (an object with "
+            f"its 'update' and 'command'); delete it and the folder's unfinished runs/ to start over")
+    assert err == [line, line]

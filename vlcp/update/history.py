@@ -113,13 +113,21 @@ def resolve(spec: str, folder: str | Path, relative: dict, moved: dict, what: st
 # -- an update that has not finished ------------------------------------------------------------
 
 def load_pending(folder: str | Path) -> dict | None:
+    """The folder's unfinished update as `begin` wrote it (None if there is none); a file that is not
+    that (unreadable JSON, a list, no `command` or `update`) is an error naming it and what to do."""
     path = Path(folder) / PENDING
     if not path.exists():
         return None
+    again = "delete it and the folder's unfinished runs/ to start over"
     try:
-        return read_json(path)
+        pending = read_json(path)
     except ValueError as e:
-        raise VlcpError(f"{path}: not readable ({e}); delete it and the folder's unfinished runs/ to start over") from None
+        raise VlcpError(f"{path}: not readable ({e}); {again}") from None
+    if not isinstance(pending, dict) or not isinstance(pending.get("command"), dict) \
+            or not isinstance(pending.get("update"), int) or isinstance(pending.get("update"), bool):
+        raise VlcpError(f"{path}: not an unfinished update written by vlcp update (an object with its 'update' and "
+                        f"'command'); {again}")
+    return pending
 
 
 def begin(folder: str | Path, update: int, command: dict) -> None:
