@@ -361,7 +361,8 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv-caption-key", default=None, help="CSV/TSV: the caption column (default title)")
     p.add_argument("--csv-separator", default=None, help="CSV/TSV: the separator (default: tab; comma for *.csv)")
     p.add_argument("--image-root", default=None, help="where relative image paths of a CSV or captions JSON start "
-                                                      "(default: the file's folder)")
+                                                      "(default: the file's folder); folder chunks, shards and "
+                                                      "ImageFolders are read from where they are")
     p.add_argument("--no-check-images", action="store_true", help="do not decode every image once first (an unreadable "
                                                                   "image then stops the run instead of being skipped)")
     p.add_argument("--follow-links", action="store_true", help="read images that resolve outside their chunk or set "

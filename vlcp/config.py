@@ -310,7 +310,7 @@ class UpdateCfg:
     csv_img_key: str = "filepath"                      # CSV/TSV columns and separator (open_clip_train's options);
     csv_caption_key: str = "title"
     csv_separator: str = ""                            # "" = tab, or comma for *.csv
-    image_root: str = ""                               # where a CSV's or captions JSON's relative image paths start ("" = its folder)
+    image_root: str = ""                               # where a CSV's or captions JSON's relative image paths start ("" = its folder; not a folder's or shards')
     check_images: bool = True                          # decode every image once before training: unreadable ones skipped and counted
     follow_links: bool = False                         # read images that resolve outside their source (a symlink, a ../ path); else refused
     fraction: float = ranged(1.0, gt=0, le=1)         # share of each chunk's training pairs trained on (the first by key hash; auto's trial: a slice)
@@ -318,6 +318,7 @@ class UpdateCfg:
     prior_steps: list[int] = ranged(factory=list, ge=1)   # the earlier updates' steps per chunk: a meta-schedule (train.schedule) continues over them
     min_candidates: int = ranged(20, ge=0)             # a set is scored only over at least this many candidates (retrieval: also k <= a fifth of the pool); 0 = every set
     templates: str = "simple"                          # a class keep-set's prompts without its own templates.txt: simple (open_clip's 7) | openai (CLIP's 80)
+    history_folder: str = ""                           # the update folder whose history's chunks are read: each is checked to hold what its update read ("" = none)
 
     def __post_init__(self):
         check_ranges(self)

@@ -264,6 +264,7 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
             train, data = dict(train or {}), dict(data or {})
             options = {**history.get("read", {}), **(options or {})}   # how the folder read its sources, unless given
             history["read"] = {key: options[key] for key in READ_OPTIONS if key in options}
+            options["history_folder"] = str((Path(start) if start is not None else out).resolve())   # its chunks' fingerprints
 
             def experiment(method: dict, chunk_list, name: str, extra: dict):
                 cfg = _experiment(history, weights, chunk_list, keep_all, method, seed, train, {**options, **extra},
@@ -478,7 +479,8 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
             raise VlcpError(pending_line(folder, pending) + " (it has no model yet)" if pending is not None
                             else f"{folder}: is not an update folder (no history.json)")
         status = pending_line(folder, pending) if pending is not None else None
-        options = {**h.get("read", {}), **(options or {})}   # the held-out slices and sets its updates scored
+        options = {**h.get("read", {}), **(options or {}),   # the held-out slices and sets its updates scored
+                   "history_folder": str(Path(folder).resolve())}   # and what its chunks held (their fingerprints)
         if model is not None and model != h["model"]["name"]:
             raise ConfigError(f"--model: {model!r}, but the update folder's model is {h['model']['name']!r}")
         model, pretrained = h["model"]["name"], str(Path(folder) / "model.pt")

@@ -9,6 +9,10 @@
                                             a continued update and `vlcp eval DIR` use them unless given others
      "updates": [one entry per chunk: see `entries`]}
 
+Each entry's `data` is what reading its chunk kept and skipped, with the chunk's `fingerprint`
+(`vlcp.data.formats.layouts.fingerprint`): a later update or `vlcp eval DIR` refuses a chunk that
+no longer holds what its update read (`fingerprints`; an entry without one is read as before).
+
 PATHs in `keep` and `chunks` are absolute; a source inside the folder's project (the nearest
 folder above it holding `.git`, `.dvc` or `dvc.yaml`, else the folder's parent) is also kept
 relative to the folder, so a folder moved with its project, or alone, still finds its inputs
@@ -113,13 +117,21 @@ def resolve(spec: str, folder: str | Path, relative: dict, moved: dict, what: st
 # -- an update that has not finished ------------------------------------------------------------
 
 def load_pending(folder: str | Path) -> dict | None:
+    """The folder's unfinished update as `begin` wrote it (None if there is none); a file that is not
+    that (unreadable JSON, a list, no `command` or `update`) is an error naming it and what to do."""
     path = Path(folder) / PENDING
     if not path.exists():
         return None
+    again = "delete it and the folder's unfinished runs/ to start over"
     try:
-        return read_json(path)
+        pending = read_json(path)
     except ValueError as e:
-        raise VlcpError(f"{path}: not readable ({e}); delete it and the folder's unfinished runs/ to start over") from None
+        raise VlcpError(f"{path}: not readable ({e}); {again}") from None
+    if not isinstance(pending, dict) or not isinstance(pending.get("command"), dict) \
+            or not isinstance(pending.get("update"), int) or isinstance(pending.get("update"), bool):
+        raise VlcpError(f"{path}: not an unfinished update written by vlcp update (an object with its 'update' and "
+                        f"'command'); {again}")
+    return pending
 
 
 def begin(folder: str | Path, update: int, command: dict) -> None:
@@ -174,6 +186,18 @@ def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[
             "sizes": {n: roles[n].get("n") for n in (*seen, *retention)},
             "before": scored(before["datasets"], seen), "after": scored(results["trajectory"][t]["datasets"], seen),
             "trial": trial if t == 0 else None, "run": run, "date": now})
+    return out
+
+
+def fingerprints(history: dict) -> dict[str, tuple[int, dict]]:
+    """{chunk: (update, fingerprint)}: what each chunk held when its update read it (the entry's
+    `data.fingerprint`, `vlcp.data.formats.layouts.fingerprint`); an entry written before
+    fingerprints has none, and its chunk is read as before."""
+    out = {}
+    for u in history["updates"]:
+        fp = (u.get("data") or {}).get("fingerprint")
+        if isinstance(fp, dict) and "sha256" in fp:
+            out[u["chunk"]] = (u["update"], fp)
     return out
 
 

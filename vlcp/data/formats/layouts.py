@@ -16,7 +16,9 @@ data (an image without a caption, an empty caption, a corrupt file) are skipped 
 source, a CSV without the named column or a JSON of another kind is a `VlcpError` naming the file.
 
 `holdout_mask` cuts a stable held-out slice by key hash (the same keys give the same slice
-whenever the chunk is read again, later updates included). `read_image_folder` reads a
+whenever the chunk is read again, later updates included). `fingerprint` sums up what a source holds (keys,
+image sizes, captions) so a later read can tell it changed; `byte_twins` finds held-out images
+whose bytes are also a training image's. `read_image_folder` reads a
 torchvision-style ImageFolder (one subfolder per class) as a zero-shot keep-set.
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ from vlcp.data.formats.wds import iter_wds, list_shards
 from vlcp.errors import ConfigError, VlcpError
 
 LAYOUTS = ("folder", "csv", "wds", "coco", "karpathy")
+IMAGE_ROOT_LAYOUTS = ("csv", "coco", "karpathy")   # the layouts whose image paths are relative (to `image_root`)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 MAX_EXAMPLES = 5
 
@@ -134,6 +137,16 @@ def _json_source(path: Path) -> tuple[str, Any]:
                         f"[{{image_id, caption}}]}}) nor a Karpathy split JSON ({{'images': [{{filename, split, "
                         f"sentences}}]}})")
     return layout, data
+
+
+def reads_image_root(path: str | Path, layout: str = "auto") -> bool:
+    """Whether a source's images are found through `image_root`: a CSV/TSV's or captions JSON's
+    relative paths are; a folder's images and a shard's members are inside the source itself.
+    With `layout` "auto", told from the path alone (a .csv, .tsv or .json file), no file read."""
+    if layout != "auto":
+        return layout in IMAGE_ROOT_LAYOUTS
+    path = Path(path)
+    return not _is_pattern(str(path)) and path.is_file() and path.suffix.lower() in (".csv", ".tsv", ".json")
 
 
 def detect_layout(path: str | Path) -> str:
@@ -303,7 +316,7 @@ def read_source(path: str | Path, layout: str = "auto", csv: CsvOptions = CsvOpt
 
     `layout` is one of LAYOUTS or "auto" (`detect_layout`); `csv` names a CSV's columns and
     separator; `image_root` is where relative image paths of a CSV/COCO/Karpathy file point
-    (default: the file's folder). Only paths and captions are read. The path and layout are
+    (default: the file's folder; a folder or shards ignore it, `reads_image_root`). Only paths and captions are read. The path and layout are
     checked at once (a VlcpError here, not on the first record); skipped items are counted in
     `stats` (pass a `SourceStats` to see them), whose `read` counts the records yielded.
     """
@@ -371,8 +384,9 @@ def read_checked(path: str | Path, layout: str = "auto", csv: CsvOptions = CsvOp
 # ----------------------------------------------------------------------------- held-out slice
 
 def _unit_hash(key: str, salt: str) -> float:
-    """sha1(salt + key) as a number in [0, 1)."""
-    return int(hashlib.sha1((salt + key).encode("utf-8")).hexdigest()[:15], 16) / 16 ** 15
+    """sha1(salt + key) as a number in [0, 1). A key from a file name that is not UTF-8 (its bytes
+    decoded by `os.fsdecode`, surrogate escapes) hashes as those bytes."""
+    return int(hashlib.sha1((salt + key).encode("utf-8", "surrogateescape")).hexdigest()[:15], 16) / 16 ** 15
 
 
 def holdout_mask(keys: Sequence[str], fraction: float, salt: str = "") -> list[bool]:
@@ -405,6 +419,80 @@ def first_by_hash(records: Sequence[Record], n: int) -> list[Record]:
         return records
     keep = set(sorted(range(len(records)), key=lambda i: _unit_hash(records[i].key, ""))[:n])
     return [r for i, r in enumerate(records) if i in keep]
+
+
+# ----------------------------------------------------------------------------- contents: fingerprints, byte twins
+
+def image_size_bytes(image: Path | ShardMember) -> int:
+    """The size of an image file (a shard member: its size in the tar); -1 for one that cannot be read."""
+    if isinstance(image, ShardMember):
+        return image.size
+    try:
+        return os.stat(image).st_size
+    except OSError:
+        return -1
+
+
+def _key_bytes(key: str) -> bytes:
+    return key.encode("utf-8", "surrogateescape")
+
+
+def fingerprint(records: Sequence[Record], sizes: Sequence[int]) -> dict:
+    """What a source holds, cheaply: its item count, its images' bytes in all (`sizes`, as
+    `image_size_bytes`), `keys` a sha256 over its sorted keys and `sha256` one over its sorted keys
+    with each image's size and captions. The same files give the same fingerprint in any order;
+    an image added, removed, renamed, of another size or with other captions gives another."""
+    items = sorted((_key_bytes(r.key), n, "\n".join(r.captions).encode("utf-8", "surrogateescape"))
+                   for r, n in zip(records, sizes))
+    keys, whole = hashlib.sha256(), hashlib.sha256()
+    for key, n, caps in items:
+        keys.update(key + b"\0")
+        whole.update(b"%s\0%d\0%s\0" % (key, n, hashlib.sha256(caps).digest()))
+    return {"items": len(items), "bytes": sum(max(n, 0) for _, n, _ in items), "keys": keys.hexdigest(),
+            "sha256": whole.hexdigest()}
+
+
+def fingerprint_change(before: dict, now: dict) -> str:
+    """What differs between two fingerprints, in words ("" when they are the same)."""
+    if before.get("sha256") == now["sha256"]:
+        return ""
+    size = f"{before.get('bytes', '?'):,} bytes of images then, {now['bytes']:,} now"
+    if before.get("keys") == now["keys"]:
+        return f"the same {now['items']} items by name, but other image sizes or captions ({size})"
+    return f"{before.get('items', '?')} items then, {now['items']} now, not all of the same names ({size})"
+
+
+def _content_hash(image: Path | ShardMember) -> str | None:
+    try:
+        data = image.read() if isinstance(image, ShardMember) else Path(image).read_bytes()
+    except OSError:
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
+def byte_twins(held: Sequence[Record], held_sizes: Sequence[int], train: Sequence[Record],
+               train_sizes: Sequence[int]) -> dict[int, str]:
+    """The held-out records whose image has the same bytes as a training record's: {index in
+    `held`: that training record's key}. Sizes first: only images of a size both sides have are
+    read and hashed (sha256)."""
+    by_size: dict[int, list[int]] = {}
+    for j, n in enumerate(train_sizes):
+        if n >= 0:
+            by_size.setdefault(n, []).append(j)
+    digests: dict[int, str | None] = {}
+    twins = {}
+    for i, (rec, n) in enumerate(zip(held, held_sizes)):
+        same = by_size.get(n, [])
+        if not same:
+            continue
+        mine = _content_hash(rec.image)
+        for j in same:
+            if j not in digests:
+                digests[j] = _content_hash(train[j].image)
+            if mine is not None and digests[j] == mine:
+                twins[i] = train[j].key
+                break
+    return twins
 
 
 # ----------------------------------------------------------------------------- ImageFolder keep-sets

@@ -18,8 +18,10 @@ counted (`results["data"]`).
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +31,9 @@ from vlcp.config import ExperimentCfg, UpdateCfg
 from vlcp.data.augment import train_transform
 from vlcp.data.fomo import EvalSet
 from vlcp.data.formats import ImageFiles, Record
-from vlcp.data.formats.layouts import (CsvOptions, SourceStats, first_by_hash, holdout_mask, is_image_folder,
-                                       read_checked, read_image_folder, read_source)
+from vlcp.data.formats.layouts import (CsvOptions, SourceStats, byte_twins, fingerprint, fingerprint_change,
+                                       first_by_hash, holdout_mask, image_size_bytes, is_image_folder, read_checked,
+                                       read_image_folder, read_source, reads_image_root)
 from vlcp.data.mixtures import mixture_sizes, sample_mixture
 from vlcp.data.pairs import PairSet
 from vlcp.errors import ConfigError, VlcpError
@@ -170,10 +173,45 @@ def outside_images(records: list[Record], path: str, image_root: str = "") -> li
     out = []
     for r in records:
         if isinstance(r.image, Path):
-            real = r.image.resolve()
+            real = real_path(r.image)
             if real != root and root not in real.parents:
                 out.append(str(r.image))
     return out
+
+
+def real_path(image: Path) -> Path:
+    """The file `image` resolves to (a missing one: its resolved path, said when it is read); a
+    symlink loop is a VlcpError naming it."""
+    try:
+        return Path(os.path.realpath(image, strict=True))
+    except OSError as e:
+        if e.errno != errno.ELOOP:   # ELOOP: `a -> b -> a`, or a link to itself
+            return image.resolve()
+        raise VlcpError(f"{image}: a symlink loop (it never reaches a file), not an image: remove it (or read without "
+                        f"--no-check-images, which skips it and counts it as a missing image)") from None
+
+
+def known_fingerprints(folder: str) -> dict[str, tuple[int, dict]]:
+    """The fingerprints of the chunks the update folder's history read: {chunk: (update, fingerprint)};
+    none without a folder, a history, or for a history written before fingerprints."""
+    if not folder:
+        return {}
+    from vlcp.update.history import fingerprints, load_history
+    history = load_history(folder)
+    return fingerprints(history) if history is not None else {}
+
+
+def check_same_chunk(src: Source, now: dict, known: dict[str, tuple[int, dict]], folder: str) -> None:
+    """Refuse a chunk of the history whose contents are not what its update read (`fingerprint`):
+    one line naming it, the history file, what changed and what to do."""
+    if src.name not in known:
+        return
+    update, before = known[src.name]
+    change = fingerprint_change(before, now)
+    if change:
+        from vlcp.update.history import NAME
+        raise VlcpError(f"{src.name}: {src.path} is not the data update {update} read as this chunk ({change}; "
+                        f"{Path(folder) / NAME}): restore it, or point --moved {src.name}=PATH at the original data")
 
 
 def auto_mixture(has_pretraining: bool) -> tuple[float, float, float]:
@@ -194,21 +232,22 @@ class UserStream(Stream):
     def _read(self, src: Source) -> tuple[list[Record], dict]:
         u, d = self.cfg.update, self.cfg.data
         csv = CsvOptions(u.csv_img_key, u.csv_caption_key, u.csv_separator or None)
+        image_root = u.image_root if reads_image_root(src.path, u.layout) else ""   # not a folder's, nor shards'
         if u.check_images:
-            records, stats = read_checked(src.path, u.layout, csv, u.image_root, d.image_size, d.workers,
+            records, stats = read_checked(src.path, u.layout, csv, image_root, d.image_size, d.workers,
                                           progress=self.cfg.train.progress)
         else:
             stats = SourceStats()
-            records = list(read_source(src.path, u.layout, csv, u.image_root, stats))
+            records = list(read_source(src.path, u.layout, csv, image_root, stats))
         out = {"read": stats.read, "skipped": dict(stats.skipped), "examples": list(stats.examples)}
-        outside = outside_images(records, src.path, u.image_root)
+        outside = outside_images(records, src.path, image_root)
         if outside and not u.follow_links:
-            raise VlcpError(f"{src.name}: {len(outside)} image(s) resolve outside {source_root(src.path, u.image_root)} "
+            raise VlcpError(f"{src.name}: {len(outside)} image(s) resolve outside {source_root(src.path, image_root)} "
                             f"(a symlink or a ../ path; e.g. {outside[0]}): give --follow-links to read them")
         if outside:
             out["outside"] = len(outside)
             if is_main():
-                print(f"vlcp: {src.name}: {len(outside)} image(s) are read from outside {source_root(src.path, u.image_root)} "
+                print(f"vlcp: {src.name}: {len(outside)} image(s) are read from outside {source_root(src.path, image_root)} "
                       f"(a symlink or a ../ path; e.g. {outside[0]})", flush=True)
         return records, out
 
@@ -227,14 +266,21 @@ class UserStream(Stream):
             src = parse_source(u.pretraining, "update.pretraining")
             records, self.data[src.name] = self._read(src)
             parts.append(("pretraining", records))
+        known = known_fingerprints(u.history_folder)
         for role, src in [("earlier", s) for s in earlier] + [("chunk", s) for s in chunks]:
             records, stats = self._read(src)
+            sizes = [image_size_bytes(r.image) for r in records]
+            stats["fingerprint"] = fingerprint(records, sizes)
+            check_same_chunk(src, stats["fingerprint"], known, u.history_folder)
             held = holdout_mask([r.key for r in records], u.holdout)
+            twins = self._held_twins(src, records, sizes, held)   # trained on, not scored: see _held_twins
+            held = [h and i not in twins for i, h in enumerate(held)]
             rest = [r for r, h in zip(records, held) if not h]
             if role == "chunk" and u.fraction < 1:
                 rest = first_by_hash(rest, max(1, math.ceil(u.fraction * len(rest))))
             test = first_by_hash([r for r, h in zip(records, held) if h], u.max_eval)
-            self.data[src.name] = {**stats, "train": len(rest), "heldout": sum(held), "evaluated": len(test)}
+            self.data[src.name] = {**stats, "train": len(rest), "heldout": sum(held), "evaluated": len(test),
+                                   "duplicates": len(twins)}
             if train and not rest and role == "chunk":
                 raise ConfigError(f"update.chunks: {src.path}: no training pairs left after the held-out slice "
                                   f"({len(records)} readable, update.holdout {u.holdout:g})")
@@ -245,6 +291,20 @@ class UserStream(Stream):
         self.sets += [self._keep_set(src) for src in keep]
         self.sets = [s for s in self.sets if self._in_range(s)]
         return parts if train else []
+
+    def _held_twins(self, src: Source, records: list[Record], sizes: list[int], held: list[bool]) -> set[int]:
+        """The held-out records whose image bytes equal a training record's of the chunk (`byte_twins`),
+        said when there are any. They move to the training part: scoring a model on an image it was
+        trained on (under another name) would measure memory, not accumulation."""
+        hi, ti = [i for i, h in enumerate(held) if h], [i for i, h in enumerate(held) if not h]
+        twins = byte_twins([records[i] for i in hi], [sizes[i] for i in hi], [records[i] for i in ti],
+                           [sizes[i] for i in ti])
+        if twins and is_main():
+            i, key = next(iter(twins.items()))
+            print(f"vlcp: {src.name}: {len(twins)} of its {len(hi)} held-out image(s) have the same bytes as a "
+                  f"training image (e.g. {records[hi[i]].key} = {key}): they are trained on, not scored "
+                  f"(data: duplicates)", flush=True)
+        return {hi[i] for i in twins}
 
     def _in_range(self, s: EvalSet) -> bool:
         """Whether set `s` can be scored with range: a keep-set of one class is an error (every image is
