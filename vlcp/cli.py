@@ -101,15 +101,49 @@ def cmd_run(args) -> None:
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     for cfg, *_ in runs:
         cfg.train.num_threads = max(1, cfg.train.num_threads // args.jobs)
-    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for f in as_completed([pool.submit(_run_one, *run) for run in runs]):
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
+        futures = {pool.submit(_run_one, *run): name for name, run in zip(names, runs)}
+        for f in as_completed(futures):
+            if isinstance(f.exception(), BrokenProcessPool):   # a worker was killed: the pool ends them all
+                unfinished = [n for g, n in futures.items() if g.exception() is not None]
+                raise VlcpError(f"run --jobs {args.jobs}: a worker process died (killed by the system, possibly out "
+                                f"of memory) while running {', '.join(unfinished)} (seed {args.seed}); the same command "
+                                "resumes from the checkpoints") from None
             if f.exception() is not None:      # the first failure stops the runs not yet started
                 pool.shutdown(cancel_futures=True)
                 raise f.exception()
             print(f"wrote {f.result()}", flush=True)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A `--jobs` worker's initializer: the worker ends when its parent (pid `parent`) does, also
+    when the parent is killed. Linux: the kernel sends it SIGKILL (prctl PR_SET_PDEATHSIG);
+    elsewhere a thread that checks the parent every second."""
+    import ctypes
+    import signal
+
+    try:
+        if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL) == 0:   # 1: PR_SET_PDEATHSIG
+            if os.getppid() != parent:    # the parent was gone before the call
+                os._exit(1)
+            return
+    except (OSError, AttributeError):    # no prctl (not Linux)
+        pass
+    import threading
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
+
+
+def _watch_parent(parent: int) -> None:
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def cmd_pretrain(args) -> None:
@@ -236,6 +270,7 @@ def cmd_metrics(args) -> None:
 
 def cmd_render(args) -> None:
     from vlcp.report.render import render_notebook
+    from vlcp.utils import check_folder
 
     import yaml
 
@@ -244,7 +279,13 @@ def cmd_render(args) -> None:
         key, sep, value = kv.partition("=")
         if not sep or not key:
             raise VlcpError(f"-p {kv!r}: expected KEY=VALUE (the value read as YAML: true, 3, [1, 2], text)")
-        parameters[key] = yaml.safe_load(value)
+        try:
+            parameters[key] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            problem = getattr(e, "problem", None) or "not valid YAML"
+            raise VlcpError(f"-p {kv!r}: the value is not valid YAML ({problem}); quote a text, or write a list "
+                            "whole: [1, 2]") from None
+    check_folder(args.reports, f"--reports {args.reports}")
     nb, html = render_notebook(args.notebook, args.reports, parameters)
     print(f"wrote {nb} and {html}")
 
@@ -326,6 +367,9 @@ def cmd_eval(args) -> None:
     train, options, data = _update_options(args)
     if args.json and Path(args.json).exists() and not args.force:
         raise VlcpError(f"--json: {args.json} exists; name a new file, or add --force to replace it")
+    if args.json:   # before scoring, not after the scores were printed
+        from vlcp.utils import check_folder
+        check_folder(Path(args.json).parent, f"--json {args.json}")
     row = evaluate(args.model, args.pretrained, args.folder, args.keep or [], args.chunk or [], options, data,
                    device=train.get("device", "auto"), moved=args.moved or [])
     if row.get("status"):

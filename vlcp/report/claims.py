@@ -44,7 +44,7 @@ from scipy import stats
 
 from vlcp.errors import VlcpError
 from vlcp.report import power as pw
-from vlcp.utils import config_hash, read_json, write_json
+from vlcp.utils import config_hash, read_results, write_json
 
 if TYPE_CHECKING:   # annotations only: pandas is imported where a frame is built
     import pandas as pd
@@ -494,7 +494,7 @@ def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
     for e in power_cfg.get("calibrated_on") or {}:
         found = sorted((Path(folder) / e).glob("seed*/results.json"))
         if found:
-            out[e] = [read_json(f) for f in found]
+            out[e] = [read_results(f) for f in found]
     return out
 
 

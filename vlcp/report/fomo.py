@@ -22,7 +22,7 @@ from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blo
                                 runs_where, seed_spread)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
-from vlcp.utils import read_json
+from vlcp.utils import read_results
 
 
 def load_study(runs_dir: str | Path, studies: dict[str, list[str]], seed: int = 0) -> dict[str, dict]:
@@ -33,7 +33,7 @@ def load_study(runs_dir: str | Path, studies: dict[str, list[str]], seed: int = 
         for e in exps:
             p = Path(runs_dir) / study / e / f"seed{seed}" / "results.json"
             if p.exists():
-                out[e] = read_json(p)
+                out[e] = read_results(p)
     return out
 
 

@@ -184,7 +184,7 @@ def paired_cost(params: dict, experiments: list[str], repeats: int = 3, override
     on the live data with `overrides`; runs in `.live/performance/`. Returns (the summary, the same
     fields as `benchmarks/results/*_cost.json`; {experiment: [results of each repeat]})."""
     from vlcp.report.results import flops_per_step, step_time
-    from vlcp.utils import read_json
+    from vlcp.utils import read_results
 
     common = benchmark_common(root)
     work = live_dir(root) / "performance"
@@ -192,5 +192,5 @@ def paired_cost(params: dict, experiments: list[str], repeats: int = 3, override
     summary = common.paired_step_times(params, list(experiments), repeats, seed, work, step_time,
                                        lambda r: {"flops_per_step": flops_per_step(r)},
                                        live_overrides(params, overrides, root))
-    runs = {e: [read_json(work / f"rep{i}" / e / "run" / "results.json") for i in range(repeats)] for e in experiments}
+    runs = {e: [read_results(work / f"rep{i}" / e / "run" / "results.json") for i in range(repeats)] for e in experiments}
     return common.with_flop_ratio(summary), runs

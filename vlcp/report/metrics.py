@@ -29,7 +29,7 @@ import numpy as np
 from vlcp.errors import VlcpError
 from vlcp.report import cllclip, fomo, incclip
 from vlcp.report.claims import VERDICTS
-from vlcp.utils import atomic_dir, read_json, write_json
+from vlcp.utils import atomic_dir, read_json, read_results, write_json
 
 
 
@@ -66,10 +66,7 @@ def collect_runs(runs_dir: str | Path, seeds=None) -> dict[str, list[dict]]:
     (only those at `seeds`, when given)."""
     runs: dict[str, list[dict]] = defaultdict(list)
     for path in sorted(Path(runs_dir).rglob("results.json")):
-        try:
-            r = read_json(path)
-        except ValueError as e:
-            raise VlcpError(f"{path}: not a readable results file ({e})") from None
+        r = read_results(path)
         if isinstance(r, dict) and "experiment" in r and (seeds is None or r.get("seed", 0) in seeds):
             runs[r["experiment"]].append(r)
     return {e: sorted(rs, key=lambda r: r.get("seed", 0)) for e, rs in sorted(runs.items())}

@@ -12,7 +12,7 @@ import pandas as pd
 from vlcp.report.claims import budget_verdict
 from vlcp.report.results import fill_pass_flops, flops_per_step, run_paths
 from vlcp.train.loop import PHASES, TASK_PHASES
-from vlcp.utils import read_json
+from vlcp.utils import read_results
 
 # Why a method's step can cost more time than its FLOPs say (torch's flop counter counts matrix
 # products, convolutions and attention only): by method name, the loop phases (`vlcp.train.loop.PHASES`,
@@ -117,7 +117,7 @@ def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, lis
     """{experiment: [results of every seed found]} (`report.results.run_paths`); experiments
     without runs are left out."""
     found = {exp: run_paths(runs_dir, exp) for exp in experiments}
-    return {exp: [read_json(p) for p in paths] for exp, paths in found.items() if paths}
+    return {exp: [read_results(p) for p in paths] for exp, paths in found.items() if paths}
 
 
 def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: float = 1.1) -> pd.DataFrame:

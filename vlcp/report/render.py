@@ -12,31 +12,84 @@ from vlcp.utils import atomic_path
 def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
                     parameters: dict | None = None, cwd: str | Path = ".", name: str | None = None) -> tuple[Path, Path]:
     """reports/<name>.ipynb (executed) and reports/<name>.html (code hidden); both or neither.
-    `name`: the outputs' name (default: the notebook's)."""
+    `name`: the outputs' name (default: the notebook's). A cell that fails is a `VlcpError`
+    (`failed_cell`) and leaves the executed notebook, traceback and all, as reports/<name>.failed.ipynb."""
     import nbformat
     import papermill
     from nbconvert import HTMLExporter
+    from papermill.exceptions import PapermillExecutionError
 
     notebook = Path(notebook)
     if not notebook.exists():
         raise VlcpError(f"{notebook}: notebook not found")
     reports = Path(reports_dir)
     stem = name or notebook.stem
-    out_nb, out_html = reports / f"{stem}.ipynb", reports / f"{stem}.html"
+    out_nb, out_html, failed = reports / f"{stem}.ipynb", reports / f"{stem}.html", reports / f"{stem}.failed.ipynb"
     # the kernel inherits our environment: an MPLBACKEND=Agg there would silently drop every figure
     with _environ(MPLBACKEND="module://matplotlib_inline.backend_inline"), \
             atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:
         # the kernel's own start-up log (ipykernel warns that a local kernel talks over TCP without
         # encryption, on every render) is left at errors; the notebook's warnings are its cells' output
-        papermill.execute_notebook(str(notebook), str(tmp_nb), parameters=parameters or {},
-                                   cwd=str(cwd), progress_bar=False, kernel_name="python3",
-                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])
+        try:
+            papermill.execute_notebook(str(notebook), str(tmp_nb), parameters=parameters or {},
+                                       cwd=str(cwd), progress_bar=False, kernel_name="python3",
+                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])
+        except PapermillExecutionError as e:
+            os.replace(tmp_nb, failed)     # papermill writes the notebook as far as it ran, then raises
+            raise failed_cell(notebook, failed, nbformat.read(failed, as_version=4), e) from None
         exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
         executed = nbformat.read(tmp_nb, as_version=4)
         body, _ = exporter.from_notebook_node(executed, resources={"metadata": {"name": title(executed, stem)}})
         body = with_alt_text(body, figure_alts(executed))
         tmp_html.write_text(body, encoding="utf-8")
+    failed.unlink(missing_ok=True)      # an earlier failure's notebook: this render replaces it
     return out_nb, out_html
+
+
+def failed_cell(notebook: Path, failed: Path, executed, e) -> VlcpError:
+    """One line for a notebook cell's error `e` (papermill's `PapermillExecutionError`): a
+    `VlcpError` raised in the cell as its own message, anything else as its type and message; both
+    with the cell (its number, section heading and first line) and where the executed notebook is."""
+    executed.cells = [c for c in executed.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
+    cell = executed.cells[e.cell_index] if 0 <= e.cell_index < len(executed.cells) else None   # (without papermill's banner)
+    where = f"cell {e.cell_index + 1}"
+    heading = section(executed, e.cell_index)
+    first = next((line.strip() for line in (cell.source if cell else "").splitlines() if line.strip()), "")
+    details = ", ".join(x for x in (heading and f"section '{heading}'", first and f"`{_cut(first, 60)}`") if x)
+    where += f" ({details})" if details else ""
+    tail = f"{notebook}, {where}; the executed notebook with its traceback: {failed}"
+    message = " ".join(str(e.evalue).split())
+    if e.ename in _vlcp_errors():
+        return VlcpError(f"{message} ({tail})")
+    return VlcpError(f"{notebook}: {where} failed: {e.ename}: {_cut(message, 300)} (the executed notebook with "
+                     f"its traceback: {failed})")
+
+
+def section(nb, index: int) -> str:
+    """The heading of the section cell `index` of the notebook is in ("" before the first one)."""
+    heading = ""
+    for cell in nb.cells[:index]:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    heading = line.lstrip("#").strip()
+    return heading
+
+
+def _vlcp_errors() -> set[str]:
+    """The names of `VlcpError` and its subclasses (a notebook's kernel reports an error by name)."""
+    import vlcp.train.checkpoint  # noqa: F401  (defines CheckpointError)
+
+    names, todo = set(), [VlcpError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return names
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
 
 
 def title(nb, default: str) -> str:

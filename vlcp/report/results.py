@@ -9,7 +9,7 @@ import pandas as pd
 
 from vlcp.errors import VlcpError
 from vlcp.eval import continual
-from vlcp.utils import read_json
+from vlcp.utils import read_results
 
 RETRIEVAL = ["TR@1", "TR@5", "TR@10", "IR@1", "IR@5", "IR@10", "Rm"]
 MAP = ["mAP@1", "mAP@5", "mAP@10"]
@@ -48,7 +48,7 @@ def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], s
             if path is None:
                 where = " or ".join(str(Path(d) / exp / f"seed{s}" / "results.json") for d in dirs)
                 raise VlcpError(f"{where}: missing; run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
-            out[exp].append(read_json(path))
+            out[exp].append(read_results(path))
     return out
 
 
@@ -71,7 +71,7 @@ def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dic
             if path is None:
                 missing.append(f"{e} seed {s}")
             else:
-                found.setdefault(e, {})[s] = read_json(path)
+                found.setdefault(e, {})[s] = read_results(path)
     return found, missing
 
 

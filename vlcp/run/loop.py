@@ -24,7 +24,7 @@ from vlcp.train import budget
 from vlcp.train.checkpoint import Checkpoints
 from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
 from vlcp.train.schedules import lr_fn, plan_for
-from vlcp.utils import config_hash, derive_seed, seed_everything, write_json
+from vlcp.utils import config_hash, derive_seed, seed_everything, write_results
 
 
 def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None,
@@ -113,6 +113,6 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
     stream.finish(unwrap(model), results)
     if is_main():
         record_time(results, earlier, started)   # the whole run's: every attempt's time
-        write_json(out_dir / "results.json", results)
+        write_results(out_dir / "results.json", results)
     barrier()
     return results

@@ -9,7 +9,7 @@ import numpy as np
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.refs import paper_table
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
-from vlcp.utils import read_json
+from vlcp.utils import read_results
 
 
 FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
@@ -132,7 +132,7 @@ def load_available(runs_dir: str | Path, experiments, seeds,
         for s in seeds:
             path = find_run([runs_dir, *more], exp, s)
             if path is not None:
-                found.append(read_json(path))
+                found.append(read_results(path))
             else:
                 missing.setdefault(exp, []).append(s)
         if found:

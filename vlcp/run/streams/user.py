@@ -47,7 +47,7 @@ from vlcp.run.accounting import mafs_steps, measure_step_seconds, step_cost
 from vlcp.run.stream import Stream
 from vlcp.train.distributed import is_main
 from vlcp.train.loop import Materializer
-from vlcp.utils import derive_seed
+from vlcp.utils import check_free_space, derive_seed
 
 FOMO_MIXTURE = (0.33, 0.34, 0.33)   # FoMo-in-Flux's default λP, λD, λB
 RETRIEVAL_K = 5                      # a caption set's score is R@5 (vlcp.eval.fomo.score)
@@ -380,6 +380,10 @@ class UserStream(Stream):
         if is_main():
             print(plan(self.steps, self.cfg.train.batch_size, self.sets,
                        sum(p.numel() for p in self.model.parameters()), self.cfg.model.name), flush=True)
+            if self.cfg.update.export:   # the update's folder: the model it keeps (fp32), and a checkpoint with AdamW's moments
+                check_free_space(Path(self.cfg.update.export).parent,
+                                 4 * 4 * sum(p.numel() for p in self.model.parameters()),
+                                 "this update (the model it keeps, and its checkpoint while it runs)")
 
     def before_training(self, model, method: Method, ctx, steps_left: int) -> None:
         """The plan's time: one step measured here, scaled to the steps left."""
