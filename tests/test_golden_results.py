@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
 from cases import CASES, RESUMED  # noqa: E402
 from golden import HERE, checkpoint_digest, machine, normalise, recorded, run_case  # noqa: E402
 
-SET = recorded()   # the set recorded on this machine's CPU capability
+SET = recorded()   # the set recorded on CPUs of this machine's capability and vendor
 RECORDED = json.loads((SET / "meta.json").read_text()) if (SET / "meta.json").exists() else None
 
 
@@ -22,7 +22,7 @@ def same_machine():
     here = machine()
     if RECORDED is None or {k: RECORDED[k] for k in here} != here:
         sets = {p.name: json.loads((p / "meta.json").read_text())["torch"] for p in (HERE / "recorded").iterdir()}
-        pytest.skip(f"no golden results for this machine ({here}; recorded sets, CPU capability: torch: {sets}): "
+        pytest.skip(f"no golden results for this machine ({here}; recorded sets, capability-vendor: torch: {sets}): "
                     "floats may differ; record a set from the pre-refactor commit (git worktree) with "
                     "tests/golden/record.py")
 

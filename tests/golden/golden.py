@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 from pathlib import Path
 
 import torch
@@ -15,13 +16,27 @@ from vlcp.utils import config_hash
 HERE = Path(__file__).resolve().parent
 
 
+def cpu_vendor() -> str:
+    """The CPU's vendor (GenuineIntel, AuthenticAMD, from /proc/cpuinfo): MKL and oneDNN pick other
+    kernels on each at the same capability, so the floats differ between them."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.machine() or "unknown"
+
+
 def recorded() -> Path:
-    """The golden set recorded on CPUs of this machine's kernel capability: its
-    `results/<case>.json` and `meta.json`. One set per capability, since AVX2 and AVX-512 kernels
-    round differently; each recorded from the same pre-refactor code. The floats follow the ISA
-    of ATen, MKL and oneDNN together: an AVX-512 machine reproduces the AVX2 set only with all three
-    held to AVX2 (ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2)."""
-    return HERE / "recorded" / torch.backends.cpu.get_cpu_capability()
+    """The golden set recorded on CPUs like this machine's: the same kernel capability and vendor
+    (`machine`), its `results/<case>.json` and `meta.json`. AVX2 and AVX-512 kernels round
+    differently, and so do Intel's and AMD's at one capability; each set is recorded from the same
+    pre-refactor code. On an AMD AVX-512 machine the floats follow the ISA of ATen, MKL and oneDNN
+    together: it reproduces the AVX2 set only with all three held to AVX2
+    (ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2)."""
+    return HERE / "recorded" / f"{torch.backends.cpu.get_cpu_capability()}-{cpu_vendor()}"
 
 
 TIMINGS = ("seconds", "eval_seconds", "peak_memory_mb", "phase_seconds")
@@ -29,7 +44,8 @@ TIMINGS = ("seconds", "eval_seconds", "peak_memory_mb", "phase_seconds")
 
 def machine() -> dict:
     """What the golden floats depend on: the same torch build on the same CPU kernels."""
-    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cpu_vendor": cpu_vendor()}
 
 
 def experiment(case: dict, root: Path):

@@ -1,7 +1,8 @@
 """Record the golden results: `python tests/golden/record.py` on the code whose results are the
 reference (re-record only on purpose, on the commit before a change that may alter results, e.g. in
-a `git worktree` of it). Writes tests/golden/recorded/<this CPU's capability>/results/<case>.json
-and meta.json beside them: a set per CPU capability (AVX2, AVX512), each from the same code."""
+a `git worktree` of it). Writes tests/golden/recorded/<capability>-<vendor>/results/<case>.json
+and meta.json beside them: a set per CPU capability (AVX2, AVX512) and vendor (Intel and AMD
+kernels round differently at one capability), each from the same code."""
 from __future__ import annotations
 
 import json
