@@ -1,7 +1,8 @@
 """The CLIP contrastive loss, gather-aware (open_clip's design, as pure functions).
 
 Under DDP each rank holds B local pairs; features are all-gathered *with gradients*
-(`torch.distributed.nn.all_gather`) and each rank scores its own rows against all columns
+(`torch.distributed._functional_collectives.all_gather_single`, differentiable: its backward
+reduce-scatters the gradients) and each rank scores its own rows against all columns
 ("local loss", labels offset by rank·B). Averaged over ranks (DDP's gradient averaging) this is
 exactly the loss and gradient of one process on the global batch. At world size 1 it is the
 plain symmetric InfoNCE.
@@ -21,12 +22,11 @@ def world() -> tuple[int, int]:
 
 def gather_features(x: torch.Tensor) -> torch.Tensor:
     """Concatenate `x` over ranks (rank order), keeping gradients flowing to every rank."""
-    rank, size = world()
-    if size == 1:
+    if world()[1] == 1:
         return x
-    import torch.distributed.nn  # noqa: F401  (not imported by torch.distributed)
+    from torch.distributed import _functional_collectives as funcol   # (torch.distributed.nn's all_gather is deprecated)
 
-    return torch.cat(torch.distributed.nn.all_gather(x), dim=0)
+    return funcol.wait_tensor(funcol.all_gather_single(x, 0, dist.group.WORLD))
 
 
 def gather_pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
