@@ -164,7 +164,10 @@ class TrainCfg:
     grad_clip: float = ranged(1.0, ge=0)   # max gradient norm; 0 = no clipping
     num_threads: int = ranged(2, ge=1)
     device: str = "auto"             # auto | cpu | cuda
-    precision: str = "fp32"          # fp32 | bf16 (autocast on GPU)
+    precision: str = "fp32"          # fp32 | bf16 (autocast, in training and evaluation's encoders; on CUDA also TF32 and
+    #   cudnn.benchmark for what runs outside autocast: vlcp.run.state.cuda_math)
+    ddp_timeout_minutes: float = ranged(120, gt=0)   # under torchrun: how long a collective waits for the other ranks
+    #   (evaluation runs on rank 0 while the others wait; NCCL's default of 10 minutes is shorter than a paper-scale one)
     augment: bool = True
     progress: bool = True
     checkpoint_every: int = ranged(1, ge=1, note="tasks")   # tasks between the per-task checkpoints (vlcp.run.state.checkpoint_due); the last

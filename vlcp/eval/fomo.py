@@ -78,7 +78,8 @@ def score(model, tokenizer, s: EvalSet, device, batch_size: int = 512, prompts: 
         if text_cache is not None:
             text_cache[s.name] = (fingerprint, templates, w)
     if classes is not None:
-        classes[s.name] = class_accuracy((feats @ w).topk(1, dim=1).indices[:, 0], s.labels, s.classes)
+        with torch.autocast(feats.device.type, enabled=False):
+            classes[s.name] = class_accuracy((feats @ w).topk(1, dim=1).indices[:, 0], s.labels, s.classes)
     return topk_accuracy(feats, w, s.labels, (1,))[1]
 
 

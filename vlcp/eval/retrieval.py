@@ -25,8 +25,10 @@ KS = (1, 5, 10)
 
 def _scores(query: torch.Tensor, gallery: torch.Tensor) -> torch.Tensor:
     """query x gallery similarities with every non-finite score (NaN, ±inf) set to -inf: such a
-    score ranks below all finite ones and ties with the other non-finite ones."""
-    sim = query @ gallery.T
+    score ranks below all finite ones and ties with the other non-finite ones. In fp32 under
+    evaluation's autocast (bf16 scores would tie and reorder near matches)."""
+    with torch.autocast(query.device.type, enabled=False):
+        sim = query @ gallery.T
     return sim.masked_fill(~torch.isfinite(sim), float("-inf"))
 
 

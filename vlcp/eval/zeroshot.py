@@ -78,6 +78,7 @@ def zeroshot_weights(model, tokenizer, classnames: list[str], templates: list[st
 
 def topk_accuracy(image_feats: torch.Tensor, weights: torch.Tensor, labels: torch.Tensor,
                   ks=(1, 5)) -> dict[int, float]:
-    """% of images whose label is among the top-k classes."""
-    top = (image_feats @ weights).topk(max(ks), dim=1).indices
+    """% of images whose label is among the top-k classes (scored in fp32 under evaluation's autocast)."""
+    with torch.autocast(image_feats.device.type, enabled=False):
+        top = (image_feats @ weights).topk(max(ks), dim=1).indices
     return {k: 100.0 * (top[:, :k] == labels[:, None]).any(1).float().mean().item() for k in ks}

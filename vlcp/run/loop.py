@@ -17,12 +17,13 @@ from vlcp.config import ExperimentCfg
 from vlcp.methods import get_method
 from vlcp.run.accounting import measure_step_flops, train_counted
 from vlcp.run.requirements import check_pairing
-from vlcp.run.state import (RESULTS_FORMAT, check_finite, checkpoint_due, compile_model, load_model_state,
+from vlcp.run.state import (RESULTS_FORMAT, check_finite, checkpoint_due, compile_model, cuda_math, load_model_state,
                             pick_device, record_time, rng_state, set_rng_state, versions)
 from vlcp.run.stream import Stream
 from vlcp.train import budget
 from vlcp.train.checkpoint import Checkpoints
-from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, unwrap, wrap_ddp
+from vlcp.train.distributed import barrier, init_distributed, is_main, rank_and_size, seed_rank, unwrap, wrap_ddp
+from vlcp.train.loop import autocast
 from vlcp.train.schedules import lr_fn, plan_for
 from vlcp.utils import config_hash, derive_seed, seed_everything, write_results
 
@@ -33,7 +34,8 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
     started = time.time()
     out_dir = Path(out_dir)
     device = pick_device(cfg.train.device)
-    init_distributed(str(device))
+    cuda_math(device, cfg.train.precision)
+    init_distributed(str(device), cfg.train.ddp_timeout_minutes)
     _, world = rank_and_size()
     torch.set_num_threads(cfg.train.num_threads)
     seed_everything(derive_seed(cfg.seed, "init"))
@@ -73,7 +75,8 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
 
     model = wrap_ddp(stream.model) if world > 1 and stream.wraps_ddp else stream.model
     if results["zero_shot"] is None and is_main():   # the model before any task: the curves' start
-        results["zero_shot"] = stream.zero_shot(unwrap(model))
+        with autocast(device, cfg.train.precision):   # evaluation encodes at the training precision
+            results["zero_shot"] = stream.zero_shot(unwrap(model))
     stream.ready()
 
     for t in range(start, n):
@@ -84,13 +87,15 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
             stream.before_training(model, method, ctx, sum(steps[start:]))
         if stream.first_step_flops and "flops_per_step" not in results:
             results["flops_per_step"] = measure_step_flops(model, method, ctx, cfg, device)
+        seed_rank(cfg.seed, t)   # dropout: each rank's own stream (vlcp.train.distributed.seed_rank)
         stats, seconds, task_flops, pass_flops = train_counted(
             model, method, ctx, steps[t], cfg, device, lr_fn(cfg.train.schedule, plan, len(prior) + t),
             f"{cfg.name} s{cfg.seed} task {t + 1}/{n} {label}", count_passes, stream.start_passes,
             stream.counts_flops)
         check_finite(model, method, cfg, t, n, label, ckpts)
         t1 = time.time()
-        row = stream.evaluate(unwrap(model), t) if is_main() else None
+        with autocast(device, cfg.train.precision):
+            row = stream.evaluate(unwrap(model), t) if is_main() else None
         stream.record(results, t, row)
         task_flops, pass_flops = stream.fixed_flops() or (task_flops, pass_flops)
         results["train"].append({"task": stream.task_key(t), "steps": steps[t], "seconds": round(seconds, 3),
@@ -110,7 +115,8 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
         if stop_after_task is not None and t >= stop_after_task and t < n - 1:
             return results
 
-    stream.finish(unwrap(model), results)
+    with autocast(device, cfg.train.precision):
+        stream.finish(unwrap(model), results)
     if is_main():
         record_time(results, earlier, started)   # the whole run's: every attempt's time
         write_results(out_dir / "results.json", results)

@@ -27,6 +27,17 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def cuda_math(device: torch.device, precision: str) -> None:
+    """`train.precision` bf16 on CUDA: TF32 for the fp32 matmuls and convolutions that run
+    outside autocast, and cudnn.benchmark (convolution algorithms picked by timing, so such runs
+    may differ in their last bits). An fp32 run, and any run on the CPU, leaves torch's settings
+    as they are."""
+    if device.type == "cuda" and precision == "bf16":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+
+
 def versions() -> dict:
     """What a run's bits depend on besides its config: the library versions, and the CPU capability
     torch dispatches to (AVX2 or AVX-512 kernels round differently, so a seed reproduces a run only
@@ -44,7 +55,7 @@ def exclusive_run(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path 
     refuses (`vlcp.train.checkpoint.run_lock`); the temporary folders of the run's own atomic
     writes that a killed run left there are removed. Joins the process group first (rank 0 holds
     the locks)."""
-    init_distributed(str(pick_device(cfg.train.device)))
+    init_distributed(str(pick_device(cfg.train.device)), cfg.train.ddp_timeout_minutes)
     folders: dict[Path, tuple[str, ...]] = {}
     for folder, names in ((Path(ckpt_dir or out_dir), (CHECKPOINT, PREVIOUS)), (Path(out_dir), ("results.json",))):
         key = next((f for f in folders if f.resolve() == folder.resolve()), folder)

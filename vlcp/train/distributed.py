@@ -3,21 +3,27 @@
 Rank and world size come from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK). Every
 rank draws the same global batch ids from the same generator and keeps its own slice, so a
 W-process run sees exactly the batches of a 1-process run (this replaces a DistributedSampler in
-a step-based loop)."""
+a step-based loop). The model's own randomness (dropout) is each rank's: `seed_rank`."""
 from __future__ import annotations
 
+import datetime
 import os
 
 import torch
 import torch.distributed as dist
 
+from vlcp.utils import derive_seed
 
-def init_distributed(device: str = "cpu") -> tuple[int, int]:
-    """Join the process group when launched by torchrun; return (rank, world_size)."""
+
+def init_distributed(device: str = "cpu", timeout_minutes: float = 120) -> tuple[int, int]:
+    """Join the process group when launched by torchrun; return (rank, world_size).
+    `timeout_minutes`: how long a collective waits for the other ranks before the run fails
+    (`train.ddp_timeout_minutes`; evaluation runs on rank 0 while the others wait at the next
+    collective, so it must outlast an evaluation; NCCL's own default is 10 minutes)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size > 1 and not dist.is_initialized():
         backend = "nccl" if device.startswith("cuda") else "gloo"
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
         if device.startswith("cuda"):
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return rank_and_size()
@@ -27,6 +33,20 @@ def rank_and_size() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def seed_rank(seed: int, task: int) -> None:
+    """The rule for the randomness of a run under N processes, applied at each task's start. The
+    data's draws (batch ids, caption variants, augmentation, MLM masks) are made for the global
+    batch from the run's generators and sliced (`Materializer`), as one process makes them. The
+    model's draws (dropout) come from torch's global generator: rank 0 continues the run's (that
+    of one process, checkpointed with the run), every other rank r reseeds it from (seed, r,
+    task), so the ranks drop out independently. A run under N processes reproduces itself
+    exactly at the same N, resumed or not; it equals one process (to float rounding) only for
+    models without dropout."""
+    rank, _ = rank_and_size()
+    if rank > 0:
+        torch.manual_seed(derive_seed(seed, "rank", rank, "task", task))
 
 
 def is_main() -> bool:
