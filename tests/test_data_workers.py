@@ -4,6 +4,7 @@ run with one line; on the tiny P9D layout of tests/test_real_data.py."""
 import json
 import shutil
 
+import psutil
 import pytest
 import torch
 
@@ -31,7 +32,8 @@ def broken_copy(root, dest, how_many: int):
 
 
 def batches(root, workers: int, transform: str):
-    """Two training batches of the runner's Materializer (seeded), images decoded with `workers`."""
+    """Two training batches of the runner's Materializer (seeded), images decoded with `workers`, and
+    the number of processes this one started to decode them."""
     cfg = p9d_experiment(root, "er", transform=transform).data
     cfg.workers = workers
     train = load_benchmark(cfg).pairs("train", [])
@@ -39,12 +41,15 @@ def batches(root, workers: int, transform: str):
     mat = Materializer(train.images, train.image_text, tokens, torch.device("cpu"), augment=True,
                        transform=train_transform(transform))
     gen = torch.Generator().manual_seed(5)
-    return [mat(torch.randint(0, len(train), (5,), generator=gen), gen) for _ in range(2)]
+    before = {c.pid for c in psutil.Process().children()}
+    out = [mat(torch.randint(0, len(train), (5,), generator=gen), gen) for _ in range(2)]
+    return out, len({c.pid for c in psutil.Process().children()} - before)
 
 
 @pytest.mark.parametrize("transform", ["shift", "ctp"])
 def test_two_workers_give_the_batches_of_one_process(p9d_root, transform):
-    inline, workers = batches(p9d_root, 0, transform), batches(p9d_root, 2, transform)
+    (inline, none), (workers, started) = batches(p9d_root, 0, transform), batches(p9d_root, 2, transform)
+    assert none == 0 and started == 2    # two worker processes, kept for the next batch
     for a, b in zip(inline, workers):
         assert torch.equal(a.images, b.images) and torch.equal(a.tokens, b.tokens) and torch.equal(a.ids, b.ids)
 

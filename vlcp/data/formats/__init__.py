@@ -156,13 +156,13 @@ class BadImages:
         if name in self.skipped:
             return
         self.skipped[name] = reason
+        if len(self.skipped) > self.limit:
+            raise VlcpError(f"data.max_bad_images: {len(self.skipped)} unreadable images, more than the limit of "
+                            f"{self.limit} (e.g. {'; '.join(self.examples())}); fix or remove them, or raise the limit")
         if len(self.skipped) == 1:
             print(f"vlcp: skipping unreadable image {name} ({reason}): its batch takes the next readable item; "
                   f"skipped images are counted in results.json (data.bad_images), at most data.max_bad_images = "
                   f"{self.limit}", flush=True)
-        if len(self.skipped) > self.limit:
-            raise VlcpError(f"data.max_bad_images: {len(self.skipped)} unreadable images, more than the limit of "
-                            f"{self.limit} (e.g. {'; '.join(self.examples())}); fix or remove them, or raise the limit")
 
     def examples(self) -> list[str]:
         return [f"{name}: {reason}" for name, reason in list(self.skipped.items())[: self.EXAMPLES]]
