@@ -17,17 +17,19 @@ from typing import Any
 from vlcp.config import DataCfg, ExperimentCfg
 from vlcp.data.benchmark import EmojiBenchmark
 from vlcp.data.fomo import FomoData, build_fomo
+from vlcp.data.formats import BadImages
 from vlcp.data.languages import LanguageData, emoji_language_data, language_order
 from vlcp.data.pairs import Benchmark
 from vlcp.data.real import LANGUAGE_READERS, fomo_data, load_real_benchmark
 from vlcp.errors import ConfigError
 
 
-def load_benchmark(cfg: DataCfg) -> Benchmark:
-    """The benchmark `cfg.benchmark` names, from `cfg.root`."""
+def load_benchmark(cfg: DataCfg, bad: BadImages | None = None) -> Benchmark:
+    """The benchmark `cfg.benchmark` names, from `cfg.root`; `bad`: where a real dataset's unreadable
+    images are counted (default: a tracker of its own)."""
     if cfg.benchmark == "emoji":
         return EmojiBenchmark(cfg.root, cfg)
-    return load_real_benchmark(cfg)
+    return load_real_benchmark(cfg, bad)
 
 
 def load_language_data(cfg: DataCfg) -> LanguageData:
@@ -40,15 +42,15 @@ def load_language_data(cfg: DataCfg) -> LanguageData:
     return LANGUAGE_READERS[cfg.benchmark](cfg)
 
 
-def load_fomo_data(cfg: ExperimentCfg) -> FomoData:
+def load_fomo_data(cfg: ExperimentCfg, bad: BadImages | None = None) -> FomoData:
     """The mini FoMo-in-Flux on the emoji benchmark, or FoMo-in-Flux's own datasets
-    (`data.benchmark: fomo`, `vlcp.data.real.fomo_data`)."""
+    (`data.benchmark: fomo`, `vlcp.data.real.fomo_data`; `bad` counts their unreadable images)."""
     f = cfg.fomo
     if cfg.data.benchmark != "emoji":
         if f.ordering == "time" and not f.stream_file:
             raise ConfigError("fomo.ordering: 'time' needs release dates the info dicts do not have; give FoMo's "
                               "time_incremental_*.json as fomo.stream_file")
-        return fomo_data(cfg)
+        return fomo_data(cfg, bad)
     return emoji_fomo(FomoKey.of(cfg))
 
 

@@ -1,8 +1,9 @@
 """Benchmarks over the real datasets (`data.benchmark` other than `emoji`), for `vlcp run`.
 
 `RecordBenchmark` turns the `Record`s of a `vlcp.data.formats` reader into the `Benchmark` the
-runner trains and evaluates on, with images decoded on access (`ImageFiles`, `data.workers`
-threads) instead of held in memory. Real datasets have one image per item: `data.train_styles`
+runner trains and evaluates on, with images decoded on access (`ImageFiles`, in `data.workers`
+DataLoader worker processes) instead of held in memory; an unreadable image is skipped and counted
+(`BadImages`, up to `data.max_bad_images`), one tracker per loaded dataset unless the run passes its own. Real datasets have one image per item: `data.train_styles`
 does not apply, and there is no held-out style (`data.unseen_styles` must be empty).
 
 | `data.benchmark` | dataset        | tasks (`data.stream`)            | evaluation                                  |
@@ -26,7 +27,7 @@ from tqdm import tqdm
 from vlcp.config import DataCfg, ExperimentCfg
 from vlcp.data.augment import train_transform
 from vlcp.data.concepts import Concept
-from vlcp.data.formats import ImageFiles, Record, read_json_file, require
+from vlcp.data.formats import BadImages, ImageFiles, Record, read_json_file, require
 from vlcp.data.formats.fomo_info import (fomo_handle, info_path, read_fomo_classnames, read_fomo_info,
                                          read_fomo_template)
 from vlcp.data.formats.wds import read_wds
@@ -57,7 +58,7 @@ class RecordBenchmark(Benchmark):
     in prompts (`named_classes`)."""
 
     def __init__(self, records: Sequence[Record], groups: Sequence[str], cfg: DataCfg, gallery_split: str,
-                 caption=lambda c: c, id_classes: bool = False):
+                 caption=lambda c: c, id_classes: bool = False, bad: BadImages | None = None):
         self.gallery_split, self.named_classes = gallery_split, not id_classes
         most = max((len(r.captions) for r in records), default=1)
         items = [{"split": r.split, "group": r.task, "subgroup": r.classname or "",
@@ -67,14 +68,15 @@ class RecordBenchmark(Benchmark):
             list(dict.fromkeys(it["subgroup"] for it in items))
         transform = train_transform(cfg.transform)
         self.images = ImageFiles.of_records(records, cfg.image_size, cfg.workers,
-                                            squash=transform is not None and transform.squash_eval)
+                                            squash=transform is not None and transform.squash_eval,
+                                            bad=BadImages(cfg.max_bad_images) if bad is None else bad)
         super().__init__(items, groups, subgroups, cfg)
 
     def _images(self, sel: list[int], styles: list[str]) -> ImageFiles:
         return self.images.subset(sel)
 
 
-def p9d_benchmark(cfg: DataCfg) -> RecordBenchmark:
+def p9d_benchmark(cfg: DataCfg, bad: BadImages | None = None) -> RecordBenchmark:
     """P9D under `cfg.root`: training pairs by industry, the test split for cross-modal retrieval,
     query vs gallery for multi-modal retrieval. Industries are named in English
     (`P9D_INDUSTRIES`; `data.tasks` picks and orders them, default CTP's order) and captions
@@ -85,7 +87,7 @@ def p9d_benchmark(cfg: DataCfg) -> RecordBenchmark:
     records = [replace(r, task=P9D_INDUSTRIES.get(r.task, r.task)) for r in records]
     present = set(r.task for r in records if r.split == "train")
     groups = [g for g in P9D_INDUSTRIES.values() if g in present] + sorted(present - set(P9D_INDUSTRIES.values()))
-    return RecordBenchmark(records, groups, cfg, gallery_split="gallery", caption=pre_caption)
+    return RecordBenchmark(records, groups, cfg, gallery_split="gallery", caption=pre_caption, bad=bad)
 
 
 def read_cc_labels(path: str | Path, records: Sequence[Record]) -> list[int]:
@@ -108,7 +110,7 @@ def read_cc_labels(path: str | Path, records: Sequence[Record]) -> list[int]:
     return out
 
 
-def cc_benchmark(cfg: DataCfg) -> RecordBenchmark:
+def cc_benchmark(cfg: DataCfg, bad: BadImages | None = None) -> RecordBenchmark:
     """IncCLIP's CC2M: the first `data.max_pairs` pairs (0 = all) of the webdataset shards under
     `cfg.root`, images read from the shards on access, cut into `data.num_tasks` chunks by the
     stream: `instance` = seeded random equal chunks; `class` = contiguous ranges of the pairs'
@@ -121,13 +123,13 @@ def cc_benchmark(cfg: DataCfg) -> RecordBenchmark:
     test = np.random.default_rng(cfg.seed).random(len(records)) < cfg.split.test
     records = [replace(r, split="test" if t else "train", task="CC", classname=f"class {y:04d}")
                for r, y, t in zip(records, labels, test.tolist())]
-    return RecordBenchmark(records, ["CC"], cfg, gallery_split="query", id_classes=True)
+    return RecordBenchmark(records, ["CC"], cfg, gallery_split="query", id_classes=True, bad=bad)
 
 
 READERS = {"p9d": p9d_benchmark, "cc": cc_benchmark}
 
 
-def eval_set(records: Sequence[Record], cfg: DataCfg) -> EvalSet:
+def eval_set(records: Sequence[Record], cfg: DataCfg, bad: BadImages | None = None) -> EvalSet:
     """Per-(language, image) caption records as an EvalSet: each distinct image once, every
     caption of a language with the image it describes (multi-caption retrieval, as CLFM's)."""
     item_of: dict[str, int] = {}
@@ -140,7 +142,9 @@ def eval_set(records: Sequence[Record], cfg: DataCfg) -> EvalSet:
         texts, items = captions.setdefault(r.task, ([], []))
         texts += r.captions
         items += [item_of[r.key]] * len(r.captions)
-    return EvalSet(ImageFiles(sources, cfg.image_size, cfg.workers), torch.arange(len(sources)),
+    bad = BadImages(cfg.max_bad_images) if bad is None else bad
+    return EvalSet(ImageFiles(sources, cfg.image_size, cfg.workers, bad=bad),
+                   torch.arange(len(sources)),
                    {lang: (texts, torch.tensor(items, dtype=torch.long)) for lang, (texts, items) in captions.items()})
 
 
@@ -178,13 +182,14 @@ def mscoco36_language_data(cfg: DataCfg) -> LanguageData:
     examples = Examples(list(languages), torch.arange(len(languages)).repeat_interleave(n),
                         torch.tensor(item, dtype=torch.long).repeat(len(languages)),
                         torch.arange(n).repeat(len(languages)), captions)
-    images = ImageFiles([root / "images" / p for p in image_of], cfg.image_size, cfg.workers)
+    bad = BadImages(cfg.max_bad_images)
+    images = ImageFiles([root / "images" / p for p in image_of], cfg.image_size, cfg.workers, bad=bad)
     codes = [clfm_code(lang) for lang in languages]
     back = dict(zip(codes, languages))
     cldr = lambda recs: [replace(r, task=back[r.task]) for r in recs]  # noqa: E731
-    sets = {"in_domain": eval_set(cldr(read_mscoco36(root, "test", codes)), cfg)}
+    sets = {"in_domain": eval_set(cldr(read_mscoco36(root, "test", codes)), cfg, bad)}
     if cfg.ood_root:
-        sets["out_domain"] = eval_set(cldr(read_xm3600(cfg.ood_root, codes)), cfg)
+        sets["out_domain"] = eval_set(cldr(read_xm3600(cfg.ood_root, codes)), cfg, bad)
     test = sets["in_domain"]
     cover = {lang: float(len(test.captions[lang][1].unique()) / len(test.image_items)) for lang in languages}
     return LanguageData(list(languages), examples, [images], english, sets,
@@ -194,8 +199,8 @@ def mscoco36_language_data(cfg: DataCfg) -> LanguageData:
 LANGUAGE_READERS = {"mscoco36": mscoco36_language_data}
 
 
-def load_real_benchmark(cfg: DataCfg) -> RecordBenchmark:
-    return READERS[cfg.benchmark](cfg)
+def load_real_benchmark(cfg: DataCfg, bad: BadImages | None = None) -> RecordBenchmark:
+    return READERS[cfg.benchmark](cfg, bad)
 
 
 # ----------------------------------------------------------------------------- FoMo-in-Flux
@@ -209,7 +214,8 @@ def fomo_template(root: Path, name: str) -> str:
     return read_fomo_template(root, name) or FOMO_PRIMERS.get(name.lower(), FOMO_TEMPLATE)
 
 
-def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = False) -> PairSet:
+def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = False,
+                 bad: BadImages | None = None) -> PairSet:
     """Records as a PairSet with images decoded on access. Training (default): one text per
     record (its first caption) and up to `data.captions_per_item` caption variants (cycling its
     own); `every_caption`: every caption is a text of its record's item (retrieval sets)."""
@@ -224,7 +230,8 @@ def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = 
         texts, items, first = [c[0] for c in caps], torch.arange(n), torch.arange(n)
     none = torch.full((len(texts),), -1, dtype=torch.long)
     labels = torch.tensor([-1 if r.label is None else r.label for r in records], dtype=torch.long)
-    images = ImageFiles.of_records(records, cfg.image_size, cfg.workers)
+    bad = BadImages(cfg.max_bad_images) if bad is None else bad
+    images = ImageFiles.of_records(records, cfg.image_size, cfg.workers, bad=bad)
     if every_caption:
         return PairSet(images, first, texts, [[t] for t in texts], none, none, items)
     return PairSet(images, first, texts, caps, labels, none, items)
@@ -232,7 +239,7 @@ def record_pairs(records: Sequence[Record], cfg: DataCfg, every_caption: bool = 
 
 def info_eval_sets(root: Path, classification: dict[str, str], retrieval: dict[str, str], d: DataCfg,
                    classes: dict[str, list[str]] | None = None, templates: dict[str, str] | None = None,
-                   subsets: bool = True) -> list:
+                   subsets: bool = True, bad: BadImages | None = None) -> list:
     """`vlcp.data.fomo.EvalSet`s from FoMo-format info dicts under `root`: each dataset of
     `classification` (name -> role) on its test split with its class names and zero-shot template
     (given, or read), then each of `retrieval` (name -> role) with every caption of an image a
@@ -252,12 +259,13 @@ def info_eval_sets(root: Path, classification: dict[str, str], retrieval: dict[s
 
     sets = []
     for name, role in classification.items():
-        pairs = record_pairs(test_split(name, floor=max(300, 2 * len(classes[name])), stratified=True), d)
+        pairs = record_pairs(test_split(name, floor=max(300, 2 * len(classes[name])), stratified=True), d, bad=bad)
         sets.append(EvalSet(name, role, pairs.images, pairs.labels, classes[name], templates[name]))
-    return sets + [EvalSet(n, role, pairs=record_pairs(test_split(n), d, every_caption=True)) for n, role in retrieval.items()]
+    return sets + [EvalSet(n, role, pairs=record_pairs(test_split(n), d, every_caption=True, bad=bad))
+                   for n, role in retrieval.items()]
 
 
-def load_downstream(cfg: ExperimentCfg) -> list:
+def load_downstream(cfg: ExperimentCfg, bad: BadImages | None = None) -> list:
     """IncCLIP's downstream suite for a cc run (`eval.heldout`): zero-shot classification on each of
     `eval.downstream` and retrieval on each of `eval.downstream_retrieval`, FoMo-format datasets
     under `eval.downstream_root`, whole test splits, each dataset's own template."""
@@ -271,10 +279,11 @@ def load_downstream(cfg: ExperimentCfg) -> list:
     root = require(Path(e.downstream_root), "downstream datasets (FoMo-in-Flux format)")
     names = [fomo_handle(root, n) for n in e.downstream]
     return info_eval_sets(root, {n: "downstream" for n in names},
-                          {fomo_handle(root, n): "retention" for n in e.downstream_retrieval}, cfg.data, subsets=False)
+                          {fomo_handle(root, n): "retention" for n in e.downstream_retrieval}, cfg.data, subsets=False,
+                          bad=bad)
 
 
-def fomo_data(cfg: ExperimentCfg):
+def fomo_data(cfg: ExperimentCfg, bad: BadImages | None = None):
     """FoMo-in-Flux on its own data (`data.benchmark: fomo`, data/README.md "fomo/"): the pool P =
     the first `fomo.pool_size` pairs of the webdataset shards in `fomo.pool_root`; the adaptation
     datasets `fomo.datasets` (their `train` info dicts), one concept per (dataset, class); every
@@ -312,13 +321,14 @@ def fomo_data(cfg: ExperimentCfg):
             concepts.append(Concept(name, classes[name][y]))
             concept_images.append(torch.tensor(by_class[y], dtype=torch.long))
         records += recs
-    train = record_pairs(records, d)
+    bad = BadImages(d.max_bad_images) if bad is None else bad
+    train = record_pairs(records, d, bad=bad)
 
     by_retrieval = {n.lower() for n in f.adaptation_retrieval}
     sets = info_eval_sets(root, {**{n: "adaptation" for n in adapt if n.lower() not in by_retrieval},
                                  **{n: "retention" for n in retention}},
                           {**{n: "adaptation" for n in adapt if n.lower() in by_retrieval}, **{n: "retention" for n in retrieval}},
-                          d, classes, templates, subsets=True)
+                          d, classes, templates, subsets=True, bad=bad)
     return FomoData(train, torch.arange(len(pool)), concepts, concept_images, [float("nan")] * len(concepts),
                     concept_frequency(concepts, [c for r in pool for c in r.captions]),
                     {n: templates[n] for n in adapt}, sets)

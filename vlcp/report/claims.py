@@ -458,7 +458,7 @@ def calibration_source(power_cfg: dict, where: str) -> str:
 # ties a calibrated headroom to the configuration it was measured on (`config_fingerprint`).
 EXECUTION_FIELDS = {
     "": ("seed",),
-    "data": ("root", "workers", "ood_root"),
+    "data": ("root", "workers", "max_bad_images", "ood_root"),
     "train": ("num_threads", "device", "progress", "checkpoint_every", "keep_task_checkpoints", "compile",
               "flops_every", "pass_flops_seeds"),
     "eval": ("batch_size", "downstream_root"),

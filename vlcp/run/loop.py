@@ -69,6 +69,7 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
         method.load_state_dict(state["method"])
         set_rng_state(state.get("rng"))   # the global stream as after the finished task (the next modules' init)
         results, start = state["results"], state["task"] + 1
+        stream.bad_images.restore(results.get("data", {}).get("bad_images"))   # skipped before: counted once
         if is_main():
             print(f"resuming {cfg.name} seed {cfg.seed} after task {start}/{n} ({stream.task_label(start - 1)})")
     earlier = list(results.get("attempt_seconds", []))
@@ -97,6 +98,8 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
         with autocast(device, cfg.train.precision):
             row = stream.evaluate(unwrap(model), t) if is_main() else None
         stream.record(results, t, row)
+        if len(stream.bad_images):
+            results.setdefault("data", {})["bad_images"] = stream.bad_images.summary()
         task_flops, pass_flops = stream.fixed_flops() or (task_flops, pass_flops)
         results["train"].append({"task": stream.task_key(t), "steps": steps[t], "seconds": round(seconds, 3),
                                  "eval_seconds": round(time.time() - t1, 3), "samples": stats["samples"],
@@ -117,6 +120,8 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
 
     with autocast(device, cfg.train.precision):
         stream.finish(unwrap(model), results)
+    if len(stream.bad_images):
+        results.setdefault("data", {})["bad_images"] = stream.bad_images.summary()
     if is_main():
         record_time(results, earlier, started)   # the whole run's: every attempt's time
         write_results(out_dir / "results.json", results)

@@ -14,12 +14,14 @@ from typing import Any, ClassVar
 import torch
 
 from vlcp.config import ExperimentCfg
+from vlcp.data.formats import BadImages
 from vlcp.methods.base import Method, TaskContext
 
 
 class Stream:
     """The protocol, with the defaults most streams want. After `build`, `model` is the model the
-    method trains and `task_ids[t]` task t's training ids; `steps` is set by `budget`."""
+    method trains and `task_ids[t]` task t's training ids; `steps` is set by `budget`; `bad_images`
+    counts the unreadable images of a real dataset the stream loads with it (results' `data.bad_images`)."""
 
     # Accounting: FLOPs of a step counted per task (`train.flops_every`) and per-task passes
     # (`train.pass_flops_seeds`); `start_passes`: before_task/make_optimizer are counted too;
@@ -40,6 +42,7 @@ class Stream:
         self.model: torch.nn.Module | None = None
         self.task_ids: list[torch.Tensor] = []
         self.steps: list[int] = []
+        self.bad_images = BadImages(cfg.data.max_bad_images)
 
     def build(self, method: Method) -> None:
         """Load the data, create the model and the tasks."""

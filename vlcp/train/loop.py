@@ -62,7 +62,11 @@ class Materializer:
         seeds = self.transform.seeds(n, generator) if self.transform is not None else None
         sl = local_slice(n) if self.local else slice(None)
         ids, shift, tok = ids[sl], shift[sl], tok[sl]
-        if self.transform is not None:
+        if hasattr(self.images, "decode"):   # image files: an unreadable image's pair is the next readable one
+            x, used = self.images.decode(ids.tolist(), None if seeds is None else seeds[sl].tolist(), self.transform)
+            if used != ids.tolist():
+                ids, tok, masked = self.replaced(ids, torch.tensor(used), variant[sl], tok, masked, sl)
+        elif self.transform is not None:
             x = augment_images(self.images, ids.tolist(), seeds[sl].tolist(), self.transform)
         else:
             x = self.images[ids]
@@ -77,6 +81,20 @@ class Materializer:
         to = lambda t: t.to(self.device, non_blocking=True)  # noqa: E731
         mlm = (to(masked[0][sl]), to(masked[1][sl])) if masked is not None else (None, None)
         return Batch(to(x), to(tok), ids, *mlm)
+
+    def replaced(self, ids: torch.Tensor, used: torch.Tensor, variant: torch.Tensor, tok: torch.Tensor, masked, sl):
+        """The batch for the image ids actually decoded (`used`: an unreadable image's replaced by the
+        next readable one): their texts in the same caption variants, and for an MLM head their
+        masking drawn from a generator seeded by their ids (the run's generator is left as it is)."""
+        swap = (used != ids).nonzero().squeeze(1)
+        tok = tok.clone()
+        tok[swap] = self.tokens[self.image_text[used[swap]], variant[swap]]
+        if masked is not None:
+            again = self.mask(tok[swap], torch.Generator().manual_seed(int(used[swap].sum())))
+            masked = tuple(m.clone() for m in masked)
+            for m, a in zip(masked, again):
+                m[sl][swap] = a   # (m[sl] is a view of m)
+        return used, tok, masked
 
 
 def draw_ids(ctx: TaskContext, batch_size: int) -> torch.Tensor:

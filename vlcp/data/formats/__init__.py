@@ -18,6 +18,7 @@ Where each dataset goes and its exact layout: `data/README.md` ("Real datasets")
 """
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -134,32 +135,151 @@ def load_image(image: Path | bytes | ShardMember, image_size: int, name: str = "
 
 def load_images(records: Sequence[Record], image_size: int) -> np.ndarray:
     """Decode the records' images into uint8 [N, S, S, 3] (S = image_size), in record order."""
-    return ImageFiles.of_records(records, image_size, workers=1)[:].numpy()
+    return ImageFiles.of_records(records, image_size, workers=0)[:].numpy()
+
+
+class BadImages:
+    """The unreadable images a run skipped (name -> reason), shared by the run's `ImageFiles`: the
+    first one is printed, and one more than `limit` (`data.max_bad_images`) stops the run with a
+    VlcpError naming the limit and a few of them. `summary` is what results.json records
+    (`data.bad_images`); `restore` takes it back on resume, so the same images count once."""
+
+    EXAMPLES = 5
+
+    def __init__(self, limit: int = 0):
+        self.limit, self.skipped = limit, {}
+
+    def __len__(self) -> int:
+        return len(self.skipped)
+
+    def skip(self, name: str, reason: str) -> None:
+        if name in self.skipped:
+            return
+        self.skipped[name] = reason
+        if len(self.skipped) > self.limit:
+            raise VlcpError(f"data.max_bad_images: {len(self.skipped)} unreadable images, more than the limit of "
+                            f"{self.limit} (e.g. {'; '.join(self.examples())}); fix or remove them, or raise the limit")
+        if len(self.skipped) == 1:
+            print(f"vlcp: skipping unreadable image {name} ({reason}): its batch takes the next readable item; "
+                  f"skipped images are counted in results.json (data.bad_images), at most data.max_bad_images = "
+                  f"{self.limit}", flush=True)
+
+    def examples(self) -> list[str]:
+        return [f"{name}: {reason}" for name, reason in list(self.skipped.items())[: self.EXAMPLES]]
+
+    def summary(self) -> dict:
+        return {"count": len(self.skipped), "limit": self.limit, "examples": self.examples(),
+                "images": list(self.skipped)}
+
+    def restore(self, summary: dict | None) -> None:
+        """Count again the images a summary (of an earlier attempt of the run) names."""
+        for name in (summary or {}).get("images", []):
+            self.skipped.setdefault(name, "skipped by an earlier attempt of the run")
+
+
+@dataclass(frozen=True)
+class _Decode:
+    """The picklable part of an `ImageFiles`, the map-style dataset its worker processes read: an
+    index (image id, seed, transform) -> (uint8 [S, S, 3] or None, the reason it is unreadable)."""
+
+    sources: Sequence[Path | bytes | ShardMember]
+    names: Sequence[str]
+    image_size: int
+    squash: bool
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def name(self, i: int) -> str:
+        return self.names[i] or str(self.sources[i])
+
+    def __getitem__(self, index: tuple[int, int, Any]) -> tuple[np.ndarray | None, str]:
+        i, seed, transform = index
+        try:
+            return load_image(self.sources[i], self.image_size, self.names[i], transform, seed, self.squash), ""
+        except VlcpError as e:
+            return None, str(e).removeprefix(f"{self.name(i)}: ")
+
+
+def _stack(items: list[tuple[np.ndarray | None, str]], image_size: int):
+    """A chunk's decoded images as one uint8 tensor (zeros where unreadable) and the reasons ("" = read)."""
+    import torch
+
+    out = np.zeros((len(items), image_size, image_size, 3), dtype=np.uint8)
+    for k, (array, _) in enumerate(items):
+        if array is not None:
+            out[k] = array
+    return torch.from_numpy(out), [reason for _, reason in items]
+
+
+class _Workers:
+    """The worker processes of an `ImageFiles` and its subsets: a persistent DataLoader over their
+    files whose batch sampler yields the chunks of the request being decoded (made on first use)."""
+
+    def __init__(self, workers: int):
+        self.workers, self.chunks, self.loader = workers, [], None
+
+    def __iter__(self):
+        return iter(self.chunks)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __getstate__(self):
+        return {"workers": self.workers, "chunks": [], "loader": None}   # a copy starts its own processes
+
+    def decode(self, files: _Decode, index: list[tuple]):
+        """`index` decoded in the workers, one contiguous chunk each, the results in order."""
+        import torch
+        from torch.utils.data import DataLoader
+
+        if self.loader is None:
+            self.loader = DataLoader(files, batch_sampler=self, num_workers=self.workers, persistent_workers=True,
+                                     collate_fn=functools.partial(_stack, image_size=files.image_size))
+        per = math.ceil(len(index) / self.workers)
+        self.chunks = [index[k:k + per] for k in range(0, len(index), per)]
+        parts = list(self.loader)
+        return torch.cat([p[0] for p in parts]), [r for p in parts for r in p[1]]
 
 
 class ImageFiles:
     """A dataset's images decoded on access: stands in for the uint8 `[N, S, S, 3]` tensor of a
     `PairSet` when the images do not fit in memory (P9D: a million product photos). Indexing with
-    ids (a long tensor, a list or a slice) decodes those images, in `workers` threads (PIL
-    releases the GIL while decoding), into a uint8 tensor; `subset` keeps a lazy selection."""
+    ids (a long tensor, a list or a slice) decodes those images into a uint8 tensor: in `workers`
+    processes of a persistent `torch.utils.data.DataLoader` (each takes a contiguous share of the
+    ids, in order), or in this process with `workers=0`. `subset` keeps a lazy selection that shares
+    the images and their workers. An unreadable image is replaced by the next readable one of the
+    selection and counted in `bad` (`BadImages`: past its limit the run stops)."""
 
     def __init__(self, sources: Sequence[Path | bytes], image_size: int, workers: int = 4,
-                 names: Sequence[str] | None = None, squash: bool = False):
+                 names: Sequence[str] | None = None, squash: bool = False, bad: BadImages | None = None):
         if not isinstance(image_size, int) or image_size < 1:
             raise VlcpError(f"image_size: {image_size!r} must be a positive integer")
-        self.sources, self.image_size, self.workers = list(sources), image_size, max(1, workers)
-        self.squash = squash   # un-augmented access resizes the whole image (CTP's test transform), not a centre crop
-        self.names = list(names) if names is not None else [""] * len(self.sources)
+        sources = list(sources)
+        names = list(names) if names is not None else [""] * len(sources)
+        self._files = _Decode(sources, names, image_size, squash)  # squash: un-augmented access resizes the whole
+        #   image (CTP's test transform), not a centre crop
+        self._view: list[int] | None = None   # ids into the files (a subset), None = all
+        self.workers, self.bad = max(0, workers), bad if bad is not None else BadImages()
+        self._pool = _Workers(self.workers) if self.workers else None   # shared with the subsets
 
     @classmethod
     def of_records(cls, records: Sequence[Record], image_size: int, workers: int = 4,
-                   squash: bool = False) -> "ImageFiles":
+                   squash: bool = False, bad: BadImages | None = None) -> "ImageFiles":
         """The records' images (an image inside a shard is named by its record's key in errors)."""
         return cls([r.image for r in records], image_size, workers,
-                   [r.key if isinstance(r.image, (bytes, ShardMember)) else "" for r in records], squash)
+                   [r.key if isinstance(r.image, (bytes, ShardMember)) else "" for r in records], squash, bad)
+
+    @property
+    def image_size(self) -> int:
+        return self._files.image_size
+
+    @property
+    def squash(self) -> bool:
+        return self._files.squash
 
     def __len__(self) -> int:
-        return len(self.sources)
+        return len(self._files) if self._view is None else len(self._view)
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -174,33 +294,51 @@ class ImageFiles:
             index = index.nonzero().squeeze(1)
         return [int(i) for i in (index.tolist() if hasattr(index, "tolist") else index)]
 
+    def _file(self, i: int) -> int:
+        return i if self._view is None else self._view[i]
+
     def __getitem__(self, index):
-        return self._decode(self._ids(index))
+        return self.decode(self._ids(index))[0]
 
     def augmented(self, index, seeds, transform) -> "torch.Tensor":
         """The images at `index` under a training `transform`, image k drawn with `seeds[k]`."""
-        return self._decode(self._ids(index), [int(s) for s in seeds], transform)
+        return self.decode(self._ids(index), [int(s) for s in seeds], transform)[0]
 
-    def _decode(self, ids: list[int], seeds=None, transform=None):
+    def decode(self, ids: list[int], seeds: list[int] | None = None, transform=None) -> tuple["torch.Tensor", list[int]]:
+        """uint8 [len(ids), S, S, 3]: the images at `ids` (image k under `transform` with `seeds[k]`),
+        and the ids whose images they are: an unreadable image's is the next readable one's (counted in `bad`)."""
         import torch
 
-        def load(k):
-            i = ids[k]
-            return load_image(self.sources[i], self.image_size, self.names[i], transform, seeds[k] if seeds else 0,
-                              self.squash)
-        if self.workers > 1 and len(ids) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-            with ThreadPoolExecutor(min(self.workers, len(ids))) as pool:
-                arrays = list(pool.map(load, range(len(ids))))
+        seeds = seeds or [0] * len(ids)
+        index = [(self._file(i), s, transform) for i, s in zip(ids, seeds)]
+        if self._pool is not None and len(ids) > 1:
+            out, reasons = self._pool.decode(self._files, index)
         else:
-            arrays = [load(k) for k in range(len(ids))]
-        out = np.stack(arrays) if arrays else np.zeros((0, self.image_size, self.image_size, 3), np.uint8)
-        return torch.from_numpy(out)
+            out, reasons = _stack([self._files[x] for x in index], self.image_size)
+        used = list(ids)
+        for k, reason in enumerate(reasons):
+            if reason:
+                out[k], used[k] = self._replacement(ids[k], reason, seeds[k], transform)
+        return out, used
+
+    def _replacement(self, i: int, reason: str, seed: int, transform) -> tuple["torch.Tensor", int]:
+        """The next readable image after id `i` (wrapping round), counting each unreadable one on the way."""
+        import torch
+
+        for _ in range(len(self)):
+            self.bad.skip(self._files.name(self._file(i)), reason)
+            i = (i + 1) % len(self)
+            array, reason = self._files[(self._file(i), seed, transform)]
+            if array is not None:
+                return torch.from_numpy(array), i
+        raise VlcpError(f"{self._files.name(self._file(i))}: no readable image in the whole set")
 
     def subset(self, index) -> "ImageFiles":
-        ids = self._ids(index)
-        return ImageFiles([self.sources[i] for i in ids], self.image_size, self.workers, [self.names[i] for i in ids],
-                          self.squash)
+        ids = [self._file(i) for i in self._ids(index)]
+        sub = object.__new__(ImageFiles)
+        sub.__dict__.update(self.__dict__)
+        sub._view = ids
+        return sub
 
 
 def to_pairset(records: Sequence[Record], image_size: int, tasks: Sequence[str] | None = None,

@@ -24,7 +24,7 @@ class GroupStream(Stream):
 
     def build(self, method: Method) -> None:
         cfg, device = self.cfg, self.device
-        bench = load_benchmark(cfg.data)
+        bench = load_benchmark(cfg.data, self.bad_images)
         self.names = bench.task_names
         train = bench.pairs("train", cfg.data.train_styles)
         sets = {"test": bench.pairs("test", cfg.data.train_styles)}
@@ -34,7 +34,7 @@ class GroupStream(Stream):
         downstream = None
         if cfg.data.benchmark == "cc" and cfg.eval.heldout:   # IncCLIP's suite: the real downstream datasets
             from vlcp.data.real import load_downstream
-            downstream = load_downstream(cfg)
+            downstream = load_downstream(cfg, self.bad_images)
         self.evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), gallery,
                                    bench.class_names if bench.named_classes else [], len(self.names), cfg.eval,
                                    bench.group_names, downstream, progress=cfg.train.progress)
