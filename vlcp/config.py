@@ -644,6 +644,16 @@ def resolved_experiments(params: dict) -> dict[str, dict]:
     return out
 
 
+def weights_readers(params: dict, path: str | Path) -> list[str]:
+    """The experiments of `params` that load the weights file `path` on the active profile (their
+    resolved `model.pretrained`). None: a pretraining stage writing `path` (`vlcp pretrain
+    --skip-unread`) would train for no run of this profile (the `paper` profile's runs start
+    from the papers' weights, not from the emoji bases)."""
+    target = Path(path)
+    return [name for name in params.get("experiments") or {}
+            if (p := resolve_experiment(params, name).model.pretrained) and Path(p) == target]
+
+
 def experiment_from_dict(raw: dict) -> ExperimentCfg:
     raw = dict(_mapping(raw, "experiment"))
     method = dict(_mapping(raw.pop("method", None), "method"))
