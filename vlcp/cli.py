@@ -4,8 +4,8 @@
     vlcp run [EXPERIMENT ...] [--list report.fomo.studies.methods] --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...] [--jobs N]
     vlcp pretrain EXPERIMENT --out models/base.pt [--seed S] [--set ...] [--skip-unread]
     vlcp list [PATTERN]   (experiments by study, methods, profiles)
-    vlcp config resolve [--out configs] [--study report.ctp.experiments ...]   (resolved configs, one JSON file each)
-    vlcp config show EXPERIMENT
+    vlcp config resolve [--out configs] [--study report.ctp.experiments ...] [--profile small]   (resolved configs, one JSON file each)
+    vlcp config show EXPERIMENT [--profile small] [--set ...]
     vlcp report render notebooks/overview.ipynb [--reports reports]
     vlcp report index [--reports reports]
     vlcp report metrics [--out metrics] [--plots plots]   (headline numbers and per-task curves for `dvc metrics` / `dvc plots`)
@@ -240,10 +240,10 @@ def cmd_config_resolve(args) -> None:
     dvc.yaml. Everything is resolved before anything is written."""
     import json
 
-    from vlcp.config import load_params, resolved_experiments
+    from vlcp.config import load_params, resolved_experiments, with_profile
     from vlcp.utils import atomic_dir
 
-    params = load_params(args.params)
+    params = with_profile(load_params(args.params), args.profile)
     resolved = resolved_experiments(params)
     files = {f"{name}.json": cfg for name, cfg in resolved.items()}
     for key in args.study or []:
@@ -261,9 +261,10 @@ def cmd_config_resolve(args) -> None:
 def cmd_config_show(args) -> None:
     import json
 
-    from vlcp.config import load_params, resolve_experiment
+    from vlcp.config import load_params, resolve_experiment, with_profile
 
-    cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
+    params = with_profile(load_params(args.params), args.profile)
+    cfg = resolve_experiment(params, args.experiment, args.seed, args.set or [])
     print(json.dumps(cfg.to_dict(), indent=1))
 
 
@@ -487,12 +488,14 @@ def main(argv: list[str] | None = None) -> int:
     res.add_argument("--out", default="configs")
     res.add_argument("--study", action="append", metavar="KEY",
                      help="also write study-KEY.json: the resolved configs of the experiments listed at KEY (a list, or a mapping of lists)")
+    res.add_argument("--profile", default=None, help="resolve on this profile instead of params.yaml's `profile:`")
     res.set_defaults(func=cmd_config_resolve)
     show = conf.add_parser("show", help="print one experiment's resolved config")
     show.add_argument("experiment")
     show.add_argument("--seed", type=int, default=0)
     show.add_argument("--params", default="params.yaml")
     show.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    show.add_argument("--profile", default=None, help="resolve on this profile (e.g. small) instead of params.yaml's `profile:`")
     show.set_defaults(func=cmd_config_show)
 
     rep = sub.add_parser("report", help="reports").add_subparsers(dest="report_command", required=True)

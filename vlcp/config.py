@@ -466,6 +466,9 @@ def parse_override(text: str) -> dict:
         raise ConfigError(f"--set {text!r}: expected key=value")
     key, raw = text.split("=", 1)
     parts = key.strip().split(".")
+    if parts[0] == "profile":   # params.yaml's `profile:` picks the layer under the experiment: no config field
+        raise ConfigError(f"--set {text!r}: the profile is no config field; pick it with --profile {raw.strip() or 'NAME'} "
+                          "(vlcp config show / resolve), or with `profile:` in params.yaml (dvc exp run -S profile=NAME)")
     if not all(p.strip() for p in parts):
         raise ConfigError(f"--set {text!r}: empty part in the key {key.strip()!r} (expected e.g. train.lr=0.001)")
     try:
@@ -549,6 +552,17 @@ def _profile(params: dict) -> dict:
     if profile not in profiles:
         raise ConfigError(f"profile: unknown profile {profile!r}; known: {', '.join(profiles) or 'none'}")
     return profiles[profile] or {}
+
+
+def with_profile(params: dict, profile: str | None) -> dict:
+    """`params` with `profile` active instead of its own `profile:` (None: as they are): what
+    `vlcp config show EXP --profile small` resolves, without editing params.yaml."""
+    if profile is None:
+        return params
+    known = list(params.get("profiles") or {})
+    if profile not in known:
+        raise ConfigError(f"--profile {profile}: unknown profile; known: {', '.join(known) or 'none'}")
+    return {**params, "profile": profile}
 
 
 def resolve_data(params: dict, overrides: list[str] = ()) -> DataCfg:
