@@ -2,10 +2,10 @@
 
     vlcp data prepare [--params params.yaml] [--out DIR] [--set data.seed=1 ...]
     vlcp run [EXPERIMENT ...] [--list report.fomo.studies.methods] --seed S [--params params.yaml] [--out runs] [--set train.lr=1e-3 ...] [--jobs N]
-    vlcp pretrain EXPERIMENT --out models/base.pt [--seed S] [--set ...]
+    vlcp pretrain EXPERIMENT --out models/base.pt [--seed S] [--set ...] [--skip-unread]
     vlcp list [PATTERN]   (experiments by study, methods, profiles)
-    vlcp config resolve [--out configs] [--study report.ctp.experiments ...]   (resolved configs, one JSON file each)
-    vlcp config show EXPERIMENT
+    vlcp config resolve [--out configs] [--study report.ctp.experiments ...] [--profile small]   (resolved configs, one JSON file each)
+    vlcp config show EXPERIMENT [--profile small] [--set ...]
     vlcp report render notebooks/overview.ipynb [--reports reports]
     vlcp report index [--reports reports]
     vlcp report metrics [--out metrics] [--plots plots]   (headline numbers and per-task curves for `dvc metrics` / `dvc plots`)
@@ -148,16 +148,30 @@ def _watch_parent(parent: int) -> None:
 
 def cmd_pretrain(args) -> None:
     """Train an experiment and keep its final model as a weights file (a base CLIP for the
-    language stream): open_clip loads it with `model.pretrained: <file>`."""
+    language stream): open_clip loads it with `model.pretrained: <file>`. With `--skip-unread`
+    (the pipeline's base stages) an `--out` that no experiment of the active profile loads is
+    not trained for: a one-line note takes the place of the weights and of the run's results."""
+    import json
+
     import torch
 
-    from vlcp.config import load_params, resolve_experiment
+    from vlcp.config import load_params, resolve_experiment, weights_readers
     from vlcp.run import run_experiment
     from vlcp.train.checkpoint import CHECKPOINT, load_checkpoint
     from vlcp.utils import atomic_path
 
-    cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
+    params = load_params(args.params)
+    cfg = resolve_experiment(params, args.experiment, args.seed, args.set or [])
     run_dir = Path(args.runs) / args.experiment / f"seed{args.seed}"
+    if args.skip_unread and not weights_readers(params, args.out):
+        note = (f"vlcp pretrain {args.experiment}: not trained, no experiment of profile "
+                f"{params.get('profile', 'tiny')!r} loads {args.out} (--skip-unread)")
+        with atomic_path(args.out) as tmp:
+            tmp.write_text(note + "\n")
+        with atomic_path(run_dir / "results.json") as tmp:   # no `experiment` key: no report reads it as a run
+            tmp.write_text(json.dumps({"skipped": note}) + "\n")
+        print(note)
+        return
     ckpt = Path(args.checkpoints) / args.experiment / f"seed{args.seed}"
     run_experiment(cfg, run_dir, ckpt, bad_checkpoint=args.bad_checkpoint)
     state = load_checkpoint(ckpt / CHECKPOINT)["model"]   # verified: weights_only, checksum
@@ -226,10 +240,10 @@ def cmd_config_resolve(args) -> None:
     dvc.yaml. Everything is resolved before anything is written."""
     import json
 
-    from vlcp.config import load_params, resolved_experiments
+    from vlcp.config import load_params, resolved_experiments, with_profile
     from vlcp.utils import atomic_dir
 
-    params = load_params(args.params)
+    params = with_profile(load_params(args.params), args.profile)
     resolved = resolved_experiments(params)
     files = {f"{name}.json": cfg for name, cfg in resolved.items()}
     for key in args.study or []:
@@ -247,9 +261,10 @@ def cmd_config_resolve(args) -> None:
 def cmd_config_show(args) -> None:
     import json
 
-    from vlcp.config import load_params, resolve_experiment
+    from vlcp.config import load_params, resolve_experiment, with_profile
 
-    cfg = resolve_experiment(load_params(args.params), args.experiment, args.seed, args.set or [])
+    params = with_profile(load_params(args.params), args.profile)
+    cfg = resolve_experiment(params, args.experiment, args.seed, args.set or [])
     print(json.dumps(cfg.to_dict(), indent=1))
 
 
@@ -458,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     pre.add_argument("--checkpoints", default="checkpoints")
     pre.add_argument("--bad-checkpoint", choices=("error", "restart", "previous"), default="error",
                      help="as `vlcp run --bad-checkpoint`")
+    pre.add_argument("--skip-unread", action="store_true", help="train only if an experiment of the active profile "
+                     "loads --out; else write a one-line note there (and as the run's results.json) instead")
     pre.set_defaults(func=cmd_pretrain)
 
     lst = sub.add_parser("list", help="list experiments by study, methods and profiles")
@@ -471,12 +488,14 @@ def main(argv: list[str] | None = None) -> int:
     res.add_argument("--out", default="configs")
     res.add_argument("--study", action="append", metavar="KEY",
                      help="also write study-KEY.json: the resolved configs of the experiments listed at KEY (a list, or a mapping of lists)")
+    res.add_argument("--profile", default=None, help="resolve on this profile instead of params.yaml's `profile:`")
     res.set_defaults(func=cmd_config_resolve)
     show = conf.add_parser("show", help="print one experiment's resolved config")
     show.add_argument("experiment")
     show.add_argument("--seed", type=int, default=0)
     show.add_argument("--params", default="params.yaml")
     show.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    show.add_argument("--profile", default=None, help="resolve on this profile (e.g. small) instead of params.yaml's `profile:`")
     show.set_defaults(func=cmd_config_show)
 
     rep = sub.add_parser("report", help="reports").add_subparsers(dest="report_command", required=True)

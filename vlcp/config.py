@@ -470,6 +470,9 @@ def parse_override(text: str) -> dict:
         raise ConfigError(f"--set {text!r}: expected key=value")
     key, raw = text.split("=", 1)
     parts = key.strip().split(".")
+    if parts[0] == "profile":   # params.yaml's `profile:` picks the layer under the experiment: no config field
+        raise ConfigError(f"--set {text!r}: the profile is no config field; pick it with --profile {raw.strip() or 'NAME'} "
+                          "(vlcp config show / resolve), or with `profile:` in params.yaml (dvc exp run -S profile=NAME)")
     if not all(p.strip() for p in parts):
         raise ConfigError(f"--set {text!r}: empty part in the key {key.strip()!r} (expected e.g. train.lr=0.001)")
     try:
@@ -553,6 +556,17 @@ def _profile(params: dict) -> dict:
     if profile not in profiles:
         raise ConfigError(f"profile: unknown profile {profile!r}; known: {', '.join(profiles) or 'none'}")
     return profiles[profile] or {}
+
+
+def with_profile(params: dict, profile: str | None) -> dict:
+    """`params` with `profile` active instead of its own `profile:` (None: as they are): what
+    `vlcp config show EXP --profile small` resolves, without editing params.yaml."""
+    if profile is None:
+        return params
+    known = list(params.get("profiles") or {})
+    if profile not in known:
+        raise ConfigError(f"--profile {profile}: unknown profile; known: {', '.join(known) or 'none'}")
+    return {**params, "profile": profile}
 
 
 def resolve_data(params: dict, overrides: list[str] = ()) -> DataCfg:
@@ -646,6 +660,16 @@ def resolved_experiments(params: dict) -> dict[str, dict]:
         d.pop("seed")
         out[name] = d
     return out
+
+
+def weights_readers(params: dict, path: str | Path) -> list[str]:
+    """The experiments of `params` that load the weights file `path` on the active profile (their
+    resolved `model.pretrained`). None: a pretraining stage writing `path` (`vlcp pretrain
+    --skip-unread`) would train for no run of this profile (the `paper` profile's runs start
+    from the papers' weights, not from the emoji bases)."""
+    target = Path(path)
+    return [name for name in params.get("experiments") or {}
+            if (p := resolve_experiment(params, name).model.pretrained) and Path(p) == target]
 
 
 def experiment_from_dict(raw: dict) -> ExperimentCfg:

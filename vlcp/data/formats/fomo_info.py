@@ -23,14 +23,22 @@ from vlcp.data.formats import Record, read_json_file, require, str_list
 from vlcp.errors import VlcpError
 
 
+def folded(name: str) -> str:
+    """A FoMo dataset name without case and underscores: FoMo names a dataset by folder (`CUB200`,
+    `OXFORDPETS`) or by module (`cub200`, `oxford_pets`; data_lib's `ConversionDataHandle`), and the
+    two spellings fold to the same string."""
+    return name.lower().replace("_", "")
+
+
 def fomo_handle(root: str | Path, name: str) -> str:
     """The dataset's `<NAME>` as its info dicts spell it: `name` itself if a `00_info/<name>_*.json`
-    exists, else the one spelling that matches ignoring case (FoMo names a dataset by folder,
-    `CUB200`, or by module, `cub200`); `name` when none or several do."""
+    exists, else the one spelling that matches ignoring case and underscores (`folded`: `oxford_pets`
+    finds `OXFORDPETS_train.json`); `name` when none or several do."""
     info = Path(root) / "00_info"
     if not info.is_dir() or any(info.glob(f"{name}_*.json")):
         return name
-    found = {p.name[: len(name)] for p in info.glob("*.json") if p.name.lower().startswith(f"{name.lower()}_")}
+    found = {stem[:i] for stem in (p.stem for p in info.glob("*.json"))
+             for i, c in enumerate(stem) if c == "_" and folded(stem[:i]) == folded(name)}
     return found.pop() if len(found) == 1 else name
 
 
