@@ -161,8 +161,6 @@ PAPER_VALUES: dict[str, tuple[PaperValue, ...]] = {
                    value=lambda c: c["data"]["num_languages"] or 36),
         PaperValue("cll-clip", "languages", 36, "CLL-CLIP Table 3 (the 36-language stream)", "Table 3, Figs. 3-4, SGD control",
                    why="scale: the ablations run English + the first 11 languages of the stream (Table 2: all 36)",
-                   at_paper_scale="the ablations run English + 11 on every profile, a third of the 36-language "
-                   "stream's compute (cll36-* run all 36; --set data.num_languages=0 with 3x train.steps for Table 3's)",
                    value=lambda c: c["data"]["num_languages"] or 36),
         PaperValue("cll36-clip", "train.batch_size", 128, "CLL-CLIP Implementation Details", "every table and figure"),
         PaperValue("cll36-clip", "steps per language", 13283, "CLL-CLIP Implementation Details (3 epochs; CLFM: of "
