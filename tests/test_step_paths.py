@@ -7,7 +7,7 @@ import torch
 
 from vlcp.config import ConfigError, TrainCfg, experiment_from_dict
 from vlcp.methods import get_method
-from vlcp.methods.base import Batch, TaskContext, base_terms
+from vlcp.methods.base import Batch, TaskContext
 from vlcp.models.clip import create_clip
 from vlcp.train.loop import train_task
 
@@ -31,25 +31,25 @@ def fresh_model(data):
     return model
 
 
-def train(data, model=None, method="seqf", **train):
+def train(data, model=None, method="seqf", **options):
     """`STEPS` steps of `method` at batch 16 on `data`: (stats, the model)."""
     images, texts, _ = data
     model = model or fresh_model(data)
     pool = torch.arange(len(images))
     ctx = TaskContext(task=0, num_tasks=1, train_set=None, task_ids=[pool], pool=pool,
                       generator=torch.Generator().manual_seed(2), materialize=lambda ids: Batch(images[ids], texts[ids], ids))
-    cfg = TrainCfg(batch_size=16, lr=1e-3, warmup_steps=0, progress=False, **train)
+    cfg = TrainCfg(batch_size=16, lr=1e-3, warmup_steps=0, progress=False, **options)
     return train_task(model, get_method(method)(), ctx, STEPS, cfg, torch.device("cpu")), model
 
 
-def gradients(model, batch, **train):
+def gradients(model, batch, **options):
     """Every parameter's gradient after one step's backward (`train_task`'s, lr 0: nothing moves)."""
     images, texts = batch
     pool = torch.arange(len(images))
     ctx = TaskContext(task=0, num_tasks=1, train_set=None, task_ids=[pool], pool=pool,
                       generator=torch.Generator().manual_seed(2), materialize=lambda ids: Batch(images, texts, pool))
     cfg = TrainCfg(batch_size=len(images), lr=1e-30, warmup_steps=0, grad_clip=0, weight_decay=0, progress=False,
-                   **train)
+                   **options)
     train_task(model, get_method("seqf")(), ctx, 1, cfg, torch.device("cpu"))
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -112,8 +112,8 @@ def test_compiled_step_trains_like_the_eager_one_and_compiles_once(data, monkeyp
 def test_options_a_method_or_model_cannot_serve_are_refused_in_one_line():
     from vlcp.run.requirements import check_config
 
-    def experiment(method="seqf", model="vlcp-tiny", **train):
-        return experiment_from_dict({"method": {"name": method}, "model": {"name": model}, "train": train})
+    def experiment(method="seqf", model="vlcp-tiny", **options):
+        return experiment_from_dict({"method": {"name": method}, "model": {"name": model}, "train": options})
 
     with pytest.raises(ConfigError, match=r"^train.accum_freq: .* method 'lwf' adds its own loss terms"):
         check_config(experiment("lwf", accum_freq=2))
