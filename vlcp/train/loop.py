@@ -3,11 +3,12 @@
 `train_task` runs `steps` AdamW steps on batches drawn from `ctx.pool`, with the LR of
 `lr_at(step)` (default: `train.schedule` over this one task; the loop passes the stream's plan so
 meta-schedules see every task), optimizer state reset per task, gradient clipping,
-logit-scale clamping, optional bf16 autocast, and a tqdm bar. Three options serve large models on a GPU:
-`train.compile` (the forward, loss and backward under torch.compile: `compiled`), `train.accum_freq`
-(the batch in micro-batches with cached features: `accumulate`) and `train.grad_checkpointing`
-(`vlcp.models.set_grad_checkpointing`); `check_step_options` refuses the methods they cannot serve. A `PhaseClock` times each phase of
-a step (`PHASES`: data, forward, backward, ...) and labels it for torch.profiler ("vlcp/data", ...),
+logit-scale clamping, optional bf16 autocast, and a tqdm bar. Three options serve large models on a
+GPU: `train.compile` (the forward, loss and backward under torch.compile: `compiled`),
+`train.accum_freq` (the batch in micro-batches with cached features: `accumulate`) and
+`train.grad_checkpointing` (`vlcp.models.set_grad_checkpointing`); `check_step_options` refuses the
+methods they cannot serve. A `PhaseClock` times each phase of a step (`PHASES`: data, forward,
+backward, ...) and labels it for torch.profiler ("vlcp/data", ...),
 so every run records where its time went and a profile splits it further by op
 (`benchmarks/method_profile.py`).
 """
@@ -128,7 +129,7 @@ def compiled(fn, mode: str):
 
 def micro_batches(batch: Batch, n: int) -> list[Batch]:
     """`batch` in `n` consecutive equal parts (`train.accum_freq`)."""
-    parts = {f.name: (getattr(batch, f.name).chunk(n) if getattr(batch, f.name) is not None else [None] * n)
+    parts = {f.name: (getattr(batch, f.name).tensor_split(n) if getattr(batch, f.name) is not None else [None] * n)
              for f in dataclasses.fields(batch)}
     return [Batch(**{k: v[i] for k, v in parts.items()}) for i in range(n)]
 
@@ -139,20 +140,24 @@ def features(model: torch.nn.Module, batch: Batch):
     return out[0], out[1], out[2]
 
 
-def accumulate(model: torch.nn.Module, batch: Batch, n: int, amp, forward=features) -> dict[str, torch.Tensor]:
-    """One step's gradients of the contrastive loss over `batch`, in `n` micro-batches (open_clip_train's
-    `--accum-freq`): every micro-batch's features without gradients, then for each micro-batch its
-    features again with gradients, spliced into the cached ones, the loss over the whole batch and its
-    backward; the gradients sum to those of the whole batch at once (a dropout-free model). The logit
-    scale takes its gradient from the first micro-batch's loss only (open_clip adds it `n` times).
-    Under DDP the ranks exchange gradients at the last backward only. `amp`: the autocast context;
-    `forward`: (model, batch) -> features (`features`, or it compiled). Returns {"clip": the loss}."""
-    parts = micro_batches(batch, n)
+def cached_features(model: torch.nn.Module, parts: list[Batch], amp, forward=features) -> list[tuple]:
+    """Every micro-batch's (image, text) features, without gradients: `accumulate`'s first pass."""
     with torch.no_grad(), amp():
-        cached = [forward(model, p)[:2] for p in parts]
+        return [forward(model, p)[:2] for p in parts]
+
+
+def accumulate(model: torch.nn.Module, parts: list[Batch], cached: list[tuple], amp,
+               forward=features) -> dict[str, torch.Tensor]:
+    """One step's gradients of the contrastive loss over the micro-batches `parts` together (open_clip_train's
+    `--accum-freq`), from their `cached_features`: for each micro-batch its features again with gradients,
+    spliced into the cached ones, the loss over the whole batch and its backward; the gradients sum to those
+    of the whole batch at once (a dropout-free model). The logit scale takes its gradient from the first
+    micro-batch's loss only (open_clip adds it once per micro-batch). Under DDP the ranks exchange gradients
+    at the last backward only. `amp`: the autocast context; `forward`: (model, batch) -> features
+    (`features`, or it compiled). Returns {"clip": the loss}."""
     images, texts = [c[0] for c in cached], [c[1] for c in cached]
     for j, part in enumerate(parts):
-        last = j == n - 1
+        last = j == len(parts) - 1
         with (contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()):
             with amp():
                 img, txt, scale = forward(model, part)
@@ -265,10 +270,13 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 average_gradients(model)     # DDP without the wrapper, or the tables DDP leaves out (no-op in one process)
-        else:   # the forward passes, the backward ones and the loss interleave: one phase
+        else:   # the cached features' pass, then each micro-batch's forward and backward
+            with phase("forward"):
+                parts = micro_batches(batch, accum)
+                cached = cached_features(model, parts, amp, forward)
             with phase("backward"):
                 opt.zero_grad(set_to_none=True)
-                terms = accumulate(model, batch, accum, amp, forward)
+                terms = accumulate(model, parts, cached, amp, forward)
                 average_gradients(model)
             log(step, terms)
         with phase("after_backward"):
