@@ -110,7 +110,7 @@ def check_step_options(cfg: TrainCfg, method_cls: type[Method], model: str, albe
         what = f"model {model!r} adds an MLM term" if albef else \
             f"method {method_cls.name!r} adds its own loss terms"
         raise ConfigError(f"train.accum_freq: accumulation with cached features takes the contrastive loss only, and "
-                          f"{what}; use train.accum_freq 1 (a smaller train.batch_size, or grad_checkpointing)")
+                          f"{what}; use train.accum_freq 1")
     if cfg.grad_checkpointing and albef:
         raise ConfigError(f"train.grad_checkpointing: model {model!r} (ALBEF) has no activation checkpointing; "
                           "it serves open_clip models")
