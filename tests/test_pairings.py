@@ -104,6 +104,6 @@ def test_teacher_methods_pay_for_their_teacher_in_the_mafs_budget(emoji_root, tm
 def test_a_streams_own_refusal_comes_before_any_run(emoji_root):
     """`vlcp run` checks every experiment first: the pairing, then the stream's own refusals."""
     cfg = config(emoji_root, "cllclip", "language")
-    cfg.train.compile = "eager"
+    cfg.train.compile = "default"
     with pytest.raises(ConfigError, match="^train.compile: the language stream's model grows"):
         check_config(cfg)

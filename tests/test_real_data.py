@@ -175,6 +175,6 @@ def test_paper_profile_trains_incclip_with_lamb(paper_experiments):
 def test_language_stream_refuses_compile(tmp_path):
     from vlcp.config import experiment_from_dict
     cfg = experiment_from_dict({"data": {"stream": "language"}, "method": {"name": "cllclip"},
-                                "train": {"compile": "eager"}})
+                                "train": {"compile": "default"}})
     with pytest.raises(ConfigError, match="train.compile: the language stream"):
         run_experiment(cfg, tmp_path)

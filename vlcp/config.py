@@ -46,6 +46,7 @@ REAL_STREAM = {"p9d": ("group",), "mscoco36": ("language",), "fomo": ("concepts"
                "cc": ("class", "instance"), "user": ("user",)}   # the streams each real dataset runs
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 OPTIMIZERS = ("adamw", "lamb")   # train.optimizer (vlcp.train.optim.make_optimizer)
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")   # train.compile (vlcp.train.loop.compiled)
 TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
 STREAMS = tuple(registry.STREAMS)   # data.stream: the kinds vlcp.run runs
 SEED_MAX = 2**63 - 1   # seeds are 63-bit (torch.manual_seed, numpy's generators)
@@ -176,8 +177,12 @@ class TrainCfg:
     #   a checkpoint 35-75 ms, so the small streams (CLL-CLIP's 36 tasks) write fewer
     keep_task_checkpoints: bool = False   # also keep every checkpoint written as task-<i>.pt (the model, method state and
     #   results after task i; vlcp.train.checkpoint.load_checkpoint reads it): with checkpoint_every 1, one per task
-    compile: str = ""                # "" = off; else a torch.compile backend for the model's forward (nn.Module.compile):
-    #   inductor on GPUs; aot_eager / eager trace it without code generation (how the tests check it)
+    compile: str = "none"            # none | default | reduce-overhead | max-autotune: the torch.compile mode of the step's forward,
+    #   loss and (through AOTAutograd) backward (vlcp.train.loop.compiled); reduce-overhead: CUDA graphs on a GPU
+    accum_freq: int = ranged(1, ge=1)   # micro-batches per step: batch_size is split into accum_freq parts whose features are
+    #   cached, the contrastive loss taken over the whole batch (open_clip's --accum-freq; vlcp.train.loop.accumulate)
+    grad_checkpointing: bool = False   # recompute the transformer blocks' activations in the backward (open_clip's
+    #   set_grad_checkpointing): less memory, the same gradients
     flops_every: int = ranged(1, ge=1, note="tasks")   # tasks between FLOP counts (vlcp.run.state.counted_task: every k-th and the last); the
     #   others record None and report.results.flops_per_step averages the counted tasks. Counting a step takes
     #   ~1.6 of its time and a pass ~1.6 of the pass's, so the small streams (CLL-CLIP's 36 tasks) sample
@@ -199,12 +204,11 @@ class TrainCfg:
             raise ConfigError(f"optimizer: must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.precision not in ("fp32", "bf16"):
             raise ConfigError(f"precision: must be fp32 or bf16, got {self.precision!r}")
-        if self.compile:
-            import torch._dynamo
-            backends = torch._dynamo.list_backends(exclude_tags=())
-            if self.compile not in backends:
-                raise ConfigError(f"compile: unknown torch.compile backend {self.compile!r}; known: {', '.join(backends)}")
-
+        if self.compile not in COMPILE_MODES:
+            raise ConfigError(f"compile: must be one of {', '.join(COMPILE_MODES)} (a torch.compile mode), got {self.compile!r}")
+        if self.batch_size % self.accum_freq:
+            raise ConfigError(f"accum_freq: batch_size {self.batch_size} does not split into {self.accum_freq} equal "
+                              "micro-batches")
 
 ORDERINGS = ("random", "easy-to-hard", "frequency", "similarity", "time", "dataset")
 POOL_GROUPS = ["Smileys & Emotion", "People & Body", "Animals & Nature", "Food & Drink", "Flags"]

@@ -3,6 +3,7 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
+from vlcp.errors import ConfigError
 from vlcp.models.albef import create_albef, is_albef
 from vlcp.models.clip import create_clip, register_configs, text_head
 
@@ -24,6 +25,16 @@ def multimodal_features(model: torch.nn.Module, images: torch.Tensor, tokens: to
     if hasattr(model, "encode_multimodal"):
         return model.encode_multimodal(images, tokens, normalize=True)
     return F.normalize(model.encode_image(images, normalize=True) + model.encode_text(tokens, normalize=True), dim=-1)
+
+
+def set_grad_checkpointing(model: torch.nn.Module, enable: bool = True) -> None:
+    """`train.grad_checkpointing`: the model recomputes each transformer block's activations in the
+    backward pass instead of keeping them (open_clip's `set_grad_checkpointing`, both towers): less
+    memory, one more forward of the blocks, the same gradients."""
+    if not hasattr(model, "set_grad_checkpointing"):
+        raise ConfigError(f"train.grad_checkpointing: {type(model).__name__} models have no activation checkpointing; "
+                          "it serves open_clip models")
+    model.set_grad_checkpointing(enable)
 
 
 @contextlib.contextmanager
@@ -56,4 +67,5 @@ def raw_features(model: torch.nn.Module, tokens: torch.Tensor):
             h.remove()
 
 
-__all__ = ["create_albef", "create_clip", "create_model", "multimodal_features", "raw_features", "register_configs"]
+__all__ = ["create_albef", "create_clip", "create_model", "multimodal_features", "raw_features", "register_configs",
+           "set_grad_checkpointing"]

@@ -17,7 +17,7 @@ from vlcp.config import ExperimentCfg
 from vlcp.methods import get_method
 from vlcp.run.accounting import measure_step_flops, train_counted
 from vlcp.run.requirements import check_pairing
-from vlcp.run.state import (RESULTS_FORMAT, check_finite, checkpoint_due, compile_model, cuda_math, load_model_state,
+from vlcp.run.state import (RESULTS_FORMAT, check_finite, checkpoint_due, cuda_math, load_model_state,
                             pick_device, record_time, rng_state, set_rng_state, versions)
 from vlcp.run.stream import Stream
 from vlcp.train import budget
@@ -49,7 +49,6 @@ def run_stream(stream_cls: type[Stream], cfg: ExperimentCfg, out_dir: str | Path
     stream.reference_cost()
     method.prepare_model(stream.model)
     steps = stream.budget(method)
-    compile_model(stream.model, cfg)
     prior = stream.prior_steps()   # earlier runs' tasks a meta-schedule continues over (vlcp update)
     plan = plan_for(cfg.train, prior + steps)
     n = stream.num_tasks

@@ -50,3 +50,6 @@ def check_pairing(cfg: ExperimentCfg, method_cls, stream_cls) -> None:
         raise ConfigError(f"method.name: {cfg.method.name!r} needs {' and '.join(CAPABILITIES[m] for m in missing)}, "
                           f"which the {cfg.data.stream} stream (model {cfg.model.name!r}) does not supply; "
                           f"it runs on: {where}")
+    from vlcp.models.albef import is_albef
+    from vlcp.train.loop import check_step_options
+    check_step_options(cfg.train, method_cls, cfg.model.name, is_albef(cfg.model.name))

@@ -114,14 +114,6 @@ def checkpoint_due(task: int, num_tasks: int, every: int, stop_after_task: int |
     return counted_task(task, num_tasks, every) or (stop_after_task is not None and task >= stop_after_task)
 
 
-def compile_model(model: torch.nn.Module, cfg: ExperimentCfg) -> None:
-    """`train.compile`: compile the model's forward with that torch.compile backend, in place
-    (`nn.Module.compile`: parameter names, state dicts and the methods' attribute access stay
-    as they are). The language stream refuses it: its token embedding grows every task."""
-    if cfg.train.compile:
-        model.compile(backend=cfg.train.compile)
-
-
 def load_model_state(model, state: dict) -> None:
     """The checkpoint's model weights into `model`; a checkpoint that does not fit the model its
     config builds (written by another vlcp version) is a one-line error naming the file."""

@@ -3,8 +3,12 @@
 `train_task` runs `steps` AdamW steps on batches drawn from `ctx.pool`, with the LR of
 `lr_at(step)` (default: `train.schedule` over this one task; the loop passes the stream's plan so
 meta-schedules see every task), optimizer state reset per task, gradient clipping,
-logit-scale clamping, optional bf16 autocast, and a tqdm bar. A `PhaseClock` times each phase of
-a step (`PHASES`: data, forward, backward, ...) and labels it for torch.profiler ("vlcp/data", ...),
+logit-scale clamping, optional bf16 autocast, and a tqdm bar. Three options serve large models on a
+GPU: `train.compile` (the forward, loss and backward under torch.compile: `compiled`),
+`train.accum_freq` (the batch in micro-batches with cached features: `accumulate`) and
+`train.grad_checkpointing` (`vlcp.models.set_grad_checkpointing`); `check_step_options` refuses the
+methods they cannot serve. A `PhaseClock` times each phase of a step (`PHASES`: data, forward,
+backward, ...) and labels it for torch.profiler ("vlcp/data", ...),
 so every run records where its time went and a profile splits it further by op
 (`benchmarks/method_profile.py`).
 """
@@ -13,9 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import contextlib
+import dataclasses
 import functools
 import math
 import operator
+import os
 import time
 
 import torch
@@ -23,8 +29,11 @@ from torch.profiler import record_function
 from tqdm import tqdm
 
 from vlcp.data.augment import TrainTransform, augment_images
-from vlcp.errors import NonFiniteError
-from vlcp.methods.base import Batch, Method, TaskContext
+from vlcp.errors import ConfigError, NonFiniteError
+from vlcp.losses import clip_loss
+from vlcp.methods.base import Batch, Method, TaskContext, model_outputs
+from vlcp.models import set_grad_checkpointing
+from vlcp.models.albef import ALBEF
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 from vlcp.train.budget import PHASE_LABEL
 from vlcp.train.optim import clip_gradients, make_optimizer  # noqa: F401  (make_optimizer: re-exported)
@@ -111,6 +120,71 @@ def autocast(device: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
+def check_step_options(cfg: TrainCfg, method_cls: type[Method], model: str, albef: bool) -> None:
+    """Refuse, in one line, the step options a method or model cannot serve: `accum_freq` > 1 needs
+    a step whose loss is the contrastive loss over the batch's features alone (the base `loss` hook,
+    a CLIP model: no extra terms, teachers or MLM); `grad_checkpointing` an open_clip model."""
+    if cfg.accum_freq > 1 and (method_cls.loss is not Method.loss or albef):
+        what = f"model {model!r} adds an MLM term" if albef else \
+            f"method {method_cls.name!r} adds its own loss terms"
+        raise ConfigError(f"train.accum_freq: accumulation with cached features takes the contrastive loss only, and "
+                          f"{what}; use train.accum_freq 1")
+    if cfg.grad_checkpointing and albef:
+        raise ConfigError(f"train.grad_checkpointing: model {model!r} (ALBEF) has no activation checkpointing; "
+                          "it serves open_clip models")
+
+
+def compiled(fn, mode: str):
+    """`fn` under torch.compile in `mode` (`train.compile`), `fn` itself for "none". The backend is
+    inductor (CUDA graphs with reduce-overhead on a GPU, C++ code on a CPU); the environment variable
+    VLCP_COMPILE_BACKEND names another torch.compile backend (aot_eager, eager: the CPU tests trace the
+    step without generating code), which takes no mode."""
+    if mode == "none":
+        return fn
+    backend = os.environ.get("VLCP_COMPILE_BACKEND", "inductor")
+    return torch.compile(fn, mode=mode) if backend == "inductor" else torch.compile(fn, backend=backend)
+
+
+def micro_batches(batch: Batch, n: int) -> list[Batch]:
+    """`batch` in `n` consecutive equal parts (`train.accum_freq`)."""
+    parts = {f.name: (getattr(batch, f.name).tensor_split(n) if getattr(batch, f.name) is not None else [None] * n)
+             for f in dataclasses.fields(batch)}
+    return [Batch(**{k: v[i] for k, v in parts.items()}) for i in range(n)]
+
+
+def features(model: torch.nn.Module, batch: Batch):
+    """(image features, text features, logit scale) of the model's forward on `batch`."""
+    out = model_outputs(model, batch)
+    return out[0], out[1], out[2]
+
+
+def cached_features(model: torch.nn.Module, parts: list[Batch], amp, forward=features) -> list[tuple]:
+    """Every micro-batch's (image, text) features, without gradients: `accumulate`'s first pass."""
+    with torch.no_grad(), amp():
+        return [forward(model, p)[:2] for p in parts]
+
+
+def accumulate(model: torch.nn.Module, parts: list[Batch], cached: list[tuple], amp,
+               forward=features) -> dict[str, torch.Tensor]:
+    """One step's gradients of the contrastive loss over the micro-batches `parts` together (open_clip_train's
+    `--accum-freq`), from their `cached_features`: for each micro-batch its features again with gradients,
+    spliced into the cached ones, the loss over the whole batch and its backward; the gradients sum to those
+    of the whole batch at once (a dropout-free model). The logit scale takes its gradient from the first
+    micro-batch's loss only (open_clip adds it once per micro-batch). Under DDP the ranks exchange gradients
+    at the last backward only. `amp`: the autocast context; `forward`: (model, batch) -> features
+    (`features`, or it compiled). Returns {"clip": the loss}."""
+    images, texts = [c[0] for c in cached], [c[1] for c in cached]
+    for j, part in enumerate(parts):
+        last = j == len(parts) - 1
+        with (contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()):
+            with amp():
+                img, txt, scale = forward(model, part)
+                loss = clip_loss(torch.cat(images[:j] + [img] + images[j + 1:]),
+                                 torch.cat(texts[:j] + [txt] + texts[j + 1:]), scale if j == 0 else scale.detach())
+            loss.backward()
+    return {"clip": loss.detach()}
+
+
 # a step's phases (logging: the loss's running sums and their checks, between forward and backward); then the
 # per-task ones (after_task: timed by the loop, vlcp.run)
 PHASES = ("data", "forward", "backward", "after_backward", "optimizer", "after_step", "logging")
@@ -157,6 +231,14 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
     stream of this one task); `clock`: the task's PhaseClock (the loop times `after_task` on it)."""
     lr_at = lr_at or lr_fn(cfg.schedule, plan_for(cfg, [steps]), 0)
     phase = clock or PhaseClock()
+    check_step_options(cfg, type(method), type(unwrap(model)).__name__, isinstance(unwrap(model), ALBEF))
+    if cfg.grad_checkpointing:
+        set_grad_checkpointing(unwrap(model))
+    accum, amp = cfg.accum_freq, functools.partial(autocast, device, cfg.precision)
+    if accum == 1:
+        loss_of = compiled(method.loss, cfg.compile)
+    else:
+        forward = compiled(features, cfg.compile)
     with phase("before_task"):
         method.before_task(unwrap(model), ctx)
         model.zero_grad(set_to_none=True)   # no gradient left from the last task: the steps' zero_grad reaches only
@@ -173,16 +255,9 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
     bar = tqdm(range(steps), desc=desc, unit="step", disable=not (cfg.progress and is_main()),
                leave=False, mininterval=1.0)
     shown = 0.0
-    for step in bar:
-        ctx.step = step
-        lr = lr_at(step)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with phase("data"):
-            batch = method.make_batch(draw_ids(ctx, cfg.batch_size), ctx)
-        with phase("forward"), autocast(device, cfg.precision):
-            terms = method.loss(model, batch, ctx)
-            loss = functools.reduce(operator.add, terms.values())   # (sum()'s `0 +` is one more op and node)
+
+    def log(step: int, terms: dict[str, torch.Tensor]) -> None:
+        nonlocal checked, shown
         with phase("logging"):   # this rank's sums, on the device: no collective
             for k, v in terms.items():
                 sums[k] = sums.get(k, 0) + v.detach().double()
@@ -196,10 +271,32 @@ def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: 
                 if not bar.disable and (time.monotonic() - shown >= bar.mininterval or step == steps - 1):
                     shown = time.monotonic()   # the task's running mean loss, as often as the bar redraws
                     bar.set_postfix(loss=f"{total / (step + 1):.3f}", lr=f"{lr:.1e}")
-        with phase("backward"):
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            average_gradients(model)     # DDP without the wrapper, or the tables DDP leaves out (no-op in one process)
+
+    for step in bar:
+        ctx.step = step
+        lr = lr_at(step)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with phase("data"):
+            batch = method.make_batch(draw_ids(ctx, cfg.batch_size), ctx)
+        if accum == 1:
+            with phase("forward"), amp():
+                terms = loss_of(model, batch, ctx)
+                loss = functools.reduce(operator.add, terms.values())   # (sum()'s `0 +` is one more op and node)
+            log(step, terms)
+            with phase("backward"):
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                average_gradients(model)     # DDP without the wrapper, or the tables DDP leaves out (no-op in one process)
+        else:   # the cached features' pass, then each micro-batch's forward and backward
+            with phase("forward"):
+                parts = micro_batches(batch, accum)
+                cached = cached_features(model, parts, amp, forward)
+            with phase("backward"):
+                opt.zero_grad(set_to_none=True)
+                terms = accumulate(model, parts, cached, amp, forward)
+                average_gradients(model)
+            log(step, terms)
         with phase("after_backward"):
             method.after_backward(unwrap(model), ctx)
         with phase("optimizer"):

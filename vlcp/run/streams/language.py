@@ -238,7 +238,7 @@ class LanguageStream(Stream):
 
     @classmethod
     def check(cls, cfg: ExperimentCfg, method_cls: type[Method]) -> None:
-        if cfg.train.compile:
+        if cfg.train.compile != "none":
             raise ConfigError("train.compile: the language stream's model grows its token embedding every task "
                               "(a recompile each task); run it uncompiled")
 
