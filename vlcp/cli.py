@@ -323,7 +323,7 @@ def _update_options(args) -> tuple[dict, dict, dict]:
             options[key] = getattr(args, key)
     if options.get("samples") and "budget" not in options:
         options["budget"] = "samples"
-    data = {"workers": args.workers} if args.workers else {}
+    data = {"workers": args.workers} if args.workers is not None else {}
     return train, options, data
 
 
@@ -426,7 +426,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
                                                                   "image then stops the run instead of being skipped)")
     p.add_argument("--follow-links", action="store_true", help="read images that resolve outside their chunk or set "
                                                                "(a symlink, a ../ path); without it they are refused")
-    p.add_argument("--workers", type=int, default=None, help="threads decoding images")
+    p.add_argument("--workers", type=int, default=None, help="worker processes decoding images (0: in this process)")
     p.add_argument("--device", default=None, help="auto | cpu | cuda")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 

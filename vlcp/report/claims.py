@@ -460,7 +460,7 @@ EXECUTION_FIELDS = {
     "": ("seed",),
     "data": ("root", "workers", "max_bad_images", "ood_root"),
     "train": ("num_threads", "device", "progress", "checkpoint_every", "keep_task_checkpoints", "compile",
-              "flops_every", "pass_flops_seeds"),
+              "accum_freq", "grad_checkpointing", "ddp_timeout_minutes", "flops_every", "pass_flops_seeds"),
     "eval": ("batch_size", "downstream_root"),
     "fomo": ("pool_root",),
 }
