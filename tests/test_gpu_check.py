@@ -63,3 +63,56 @@ def test_jobs_on_a_gpu_share_it_in_spawned_workers(pool, monkeypatch, tmp_path, 
     assert (made.workers, made.context) == (2, "spawn")      # CUDA is made in each worker, not inherited
     assert [(r[0].name, r[0].train.device, r[0].train.num_threads) for r in made.runs] == [
         ("seqf", device, 2), ("er", device, 2), ("jointt", device, 2)]
+
+
+# --------------------------------------------------------------------------- the study-cost table
+
+def study_cost():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import study_cost as sc
+    return sc
+
+
+def test_the_cost_table_in_the_docs_is_the_json_and_a_row_reproduces():
+    import json
+    from pathlib import Path
+
+    from vlcp.config import load_params, resolve_experiment
+
+    sc = study_cost()
+    root = Path(__file__).resolve().parents[1]
+    saved = json.loads((root / "benchmarks" / "results" / "study_cost.json").read_text())
+    doc = (root / "docs" / "paper-scale.md").read_text()
+    assert doc.split(sc.BEGIN, 1)[1].split(sc.END, 1)[0].strip() == sc.table(saved["profiles"])
+    params = load_params(root / "params.yaml")
+    row = saved["profiles"]["tiny"]["overview"]["experiments"]["seqf"]
+    assert {**sc.run_cost(resolve_experiment(params, "seqf")), "seeds": row["seeds"]} == row
+    assert row["flops"] == row["steps"] * row["batch_size"] * row["flops_per_sample"] > 0
+
+
+# --------------------------------------------------------------------------- the prepared GPU check, dry
+
+def test_gpu_check_dry_writes_the_json_on_cpu(emoji_root, tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import SMALL_TASKS
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "gpu_check.json"
+    subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_check.py"), "--dry", "--out", str(out),
+                    "--set", f"data.root={emoji_root}", "--set", f"data.tasks={json.dumps(SMALL_TASKS[:2])}"],
+                   check=True, cwd=root, timeout=600)
+    r = json.loads(out.read_text())
+    assert r["dry"] is True and r["device"] == "cpu"
+    assert set(r["throughput"]) == {"vlcp-small", "albef-small", "RN50", "ViT-B-32"}
+    eager = r["throughput"]["vlcp-small"]["none"]
+    assert eager["samples_per_second"] > 0 and 0 < eager["mfu"] and eager["ops_per_step"] > 100
+    p = r["power"]
+    assert p["seeds"] == [0, 1] and p["jobs"] == 2 and set(p["jointt"]) == {"0", "1"}
+    assert p["headroom_over_noise"] == p["headroom"] / p["sigma_d"]
