@@ -12,8 +12,11 @@ timed with compile reduce-overhead. From the probe's step time of the spine's mo
 picks how many seeds of the `small` profile's JointT − SeqF pair fit the rest of `--budget` (at least
 2, with fewer steps if it must), runs each seed's pair as `vlcp run seqf jointt --jobs 2` (the two
 share the GPU) and reads the power row (H/σ_d of final Rm, paired by seed) as the reports do.
-`--dry` runs it on CPU at the `tiny` profile with a handful of steps and writes the same JSON,
-marked "dry": true (the tests run it).
+`--dry` runs it on CPU at the `tiny` profile and writes the same JSON, marked "dry": true (the tests
+run it): one unwarmed probe step per distinct stand-in model at batch 4; 2 seeds of the pair at 2 steps,
+batch 8, one thread, one zero-shot template, no unseen-style set and the last task's FLOPs counted
+(`DRY_SETS`), run in this process
+one after the other (--jobs 1: no worker processes to start).
 """
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ MODELS = {"vlcp-small": 64, "albef-small": 64, "RN50": 64, "ViT-B-32": 224}
 DRY_MODELS = {"vlcp-small": ("vlcp-tiny", 32), "albef-small": ("albef-tiny", 32), "RN50": ("vlcp-tiny-rn", 32),
               "ViT-B-32": ("vlcp-tiny", 32)}
 PAIR = ("seqf", "jointt")          # the spine's power pair: H = JointT − SeqF
+DRY_SETS = ["train.batch_size=8", 'eval.zeroshot_templates=["{}"]', "train.flops_every=2", "data.unseen_styles=[]",
+            "train.num_threads=1"]   # --dry: small runs, one thread
 
 
 def compile_modes() -> list[str]:
@@ -47,9 +52,11 @@ def compile_modes() -> list[str]:
     return ["none", "reduce-overhead"] if modes is not None and modes.default == "none" else ["none"]
 
 
-def probe(name: str, image_size: int, batch: int, steps: int, device: str, precision: str, compile: str) -> dict:
-    """samples/s of `steps` steps (after 2 warm-up steps) of vlcp's loop on model `name`, and the ATen
-    ops one step dispatches (eager only); an ALBEF (its own batches) gets its ops from the meta count."""
+def probe(name: str, image_size: int, batch: int, steps: int, device: str, precision: str, compile: str,
+          warmup: int = 2) -> dict:
+    """samples/s of `steps` steps (after `warmup` steps) of vlcp's loop on model `name`, and the ATen
+    ops one step dispatches (eager only; from a 1- and a 2-step call); an ALBEF (its own batches) gets
+    its ops from the meta count."""
     import torch
 
     from throughput import op_work, synthetic_batches, time_vlcp
@@ -66,11 +73,11 @@ def probe(name: str, image_size: int, batch: int, steps: int, device: str, preci
     cfg = TrainCfg(batch_size=batch, lr=1e-3, warmup_steps=1, progress=False, device=device, precision=precision, **extra)
     torch.manual_seed(0)
     model, tok = create_clip(name, None, dev, image_size=image_size)
-    batches = synthetic_batches(2 + steps, batch, image_size, tok.context_length, device=dev)
-    time_vlcp(model, batches[:2], cfg, dev)
-    seconds = time_vlcp(model, batches[2:], cfg, dev)
+    batches = synthetic_batches(max(2, warmup + steps), batch, image_size, tok.context_length, device=dev)
+    time_vlcp(model, batches[:warmup], cfg, dev)
+    seconds = time_vlcp(model, batches[warmup:warmup + steps], cfg, dev)
     sps = steps * batch / seconds
-    ops = op_work({"vlcp": (time_vlcp, model)}, batches, cfg, dev, short=1, long=3)["aten_ops_per_step"]["vlcp"] \
+    ops = op_work({"vlcp": (time_vlcp, model)}, batches, cfg, dev, short=1, long=2)["aten_ops_per_step"]["vlcp"] \
         if compile == "none" else None
     return {"model": name, "samples_per_second": sps, "seconds_per_step": seconds / steps,
             "mfu": sps * per_sample / PEAK_FLOPS, "ops_per_step": ops, "meta_ops_per_step": meta_ops}
@@ -103,16 +110,23 @@ def power_row(upper: dict[int, float], lower: dict[int, float]) -> dict:
             "headroom_over_noise": p.headroom_over_noise, "jointt": upper, "seqf": lower}
 
 
-def run_pair(params: Path, seeds: int, steps: int, work: Path, device: str, overrides: list[str]) -> dict:
-    """Each seed's `vlcp run seqf jointt --jobs 2` (sharing the device); the power row of their results."""
+def run_pair(params: Path, seeds: int, steps: int, work: Path, device: str, overrides: list[str],
+             jobs: int = 2) -> dict:
+    """Each seed's `vlcp run seqf jointt --jobs 2` (the two share the device), a process of its own;
+    with `jobs` 1 (--dry), in this process, one run after the other. The power row of their results."""
+    from vlcp.cli import main as vlcp
+
     upper, lower = {}, {}
     for seed in range(seeds):
-        cmd = [sys.executable, "-m", "vlcp.cli", "run", *PAIR, "--seed", str(seed), "--jobs", "2", "--params",
-               str(params), "--out", str(work / "runs"), "--checkpoints", str(work / "ckpt"), "--no-resume",
-               "--set", f"train.steps={steps}", "--set", f"train.device={device}", "--set", "train.progress=false"]
+        args = ["run", *PAIR, "--seed", str(seed), "--jobs", str(jobs), "--params", str(params),
+                "--out", str(work / "runs"), "--checkpoints", str(work / "ckpt"), "--no-resume",
+                "--set", f"train.steps={steps}", "--set", f"train.device={device}", "--set", "train.progress=false"]
         for o in overrides:
-            cmd += ["--set", o]
-        subprocess.run(cmd, check=True, cwd=ROOT)
+            args += ["--set", o]
+        if jobs > 1:
+            subprocess.run([sys.executable, "-m", "vlcp.cli", *args], check=True, cwd=ROOT)
+        elif vlcp(args) != 0:
+            raise SystemExit(f"gpu_check: vlcp {' '.join(args)} failed")
         upper[seed] = final_rm(work / "runs" / "jointt" / f"seed{seed}" / "results.json")
         lower[seed] = final_rm(work / "runs" / "seqf" / f"seed{seed}" / "results.json")
     return power_row(upper, lower)
@@ -139,22 +153,26 @@ def main() -> None:
         raise SystemExit("gpu_check: no GPU is visible (use --dry on CPU)")
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    batch, steps = (8, 3) if args.dry else (256, 20)
+    else:
+        torch.set_num_threads(1)   # --dry: the tests' shared cores
+    batch, steps, warmup = (4, 1, 0) if args.dry else (256, 20, 2)
     models = DRY_MODELS if args.dry else {k: (k, v) for k, v in MODELS.items()}
     modes = compile_modes()
-    throughput = {key: {mode: probe(name, size, batch, steps, device, precision, mode) for mode in modes}
-                  for key, (name, size) in models.items()}
+    probed = {(name, size, mode): probe(name, size, batch, steps, device, precision, mode, warmup)
+              for name, size in dict.fromkeys(models.values()) for mode in modes}   # a stand-in shared once
+    throughput = {key: {mode: probed[name, size, mode] for mode in modes} for key, (name, size) in models.items()}
     params = load_params(args.params)
     params["profile"] = profile
     spine = resolve_experiment(params, PAIR[0], 0, args.set)
     spine_key = next(k for k, (n, _) in models.items() if n == spine.model.name) if not args.dry else "vlcp-small"
     step_s = throughput[spine_key]["none"]["seconds_per_step"] * spine.train.batch_size / batch
     left = args.budget - (time.perf_counter() - t0)
-    seeds, run_steps = plan_seeds(step_s, 4 if args.dry else spine.train.steps, left, max_seeds=2 if args.dry else 5)
+    seeds, run_steps = plan_seeds(step_s, 2 if args.dry else spine.train.steps, left, max_seeds=2 if args.dry else 5)
+    jobs = 1 if args.dry else 2
     with tempfile.TemporaryDirectory(prefix="vlcp-gpu-check-") as tmp:
         work = Path(tmp)
         (work / "params.yaml").write_text(yaml.safe_dump(params))
-        power = run_pair(work / "params.yaml", seeds, run_steps, work, device, args.set)
+        power = run_pair(work / "params.yaml", seeds, run_steps, work, device, [*DRY_SETS * args.dry, *args.set], jobs)
     out = {"what": "one prepared GPU check (benchmarks/gpu_check.py): samples/s and MFU per model, ops per step, "
                    "eager against compiled, the spine's power row", "dry": args.dry, "device": device,
            "profile": profile, "precision": precision, "probe_batch": batch, "probe_steps": steps,
@@ -162,7 +180,7 @@ def main() -> None:
            "models": {k: {"model": n, "image_size": s} for k, (n, s) in models.items()},
            "throughput": throughput,
            "power": {**power, "profile": profile, "steps": run_steps, "planned_seconds_per_step": step_s,
-                     "jobs": 2},
+                     "jobs": jobs},
            "seconds": time.perf_counter() - t0,
            **provenance(), "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
     write_json(args.out, out)
