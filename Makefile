@@ -7,7 +7,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export DVC_NO_ANALYTICS ?= 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install test repro bench lab clean
+.PHONY: install test repro bench lab clean gpu-check study-cost
 install:  ## create .venv with the pinned toolchain and vlcp (editable)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
@@ -23,6 +23,12 @@ repro:    ## the whole study: dvc repro
 bench:    ## re-measure performance (about 2 h): throughput, eval memory, IncCLIP seed spread, the paired step-cost benchmarks (IncCLIP, TEIR, CTP), FoMo memory, then the whole dvc repro
 	$(BIN)/dvc repro --force benchmarks/dvc.yaml
 	$(BIN)/python benchmarks/pipeline.py
+
+gpu-check:  ## on a GPU machine, one call (<= 9 min): samples/s, MFU, ops per step, eager vs compiled, the spine's small power row -> benchmarks/results/gpu_check.json
+	$(BIN)/python benchmarks/gpu_check.py
+
+study-cost:  ## each profile's study in FLOPs and GPU-hours -> benchmarks/results/study_cost.json and the table in docs/paper-scale.md
+	$(BIN)/python benchmarks/study_cost.py
 
 lab:      ## JupyterLab on the notebooks (extra arguments: make lab ARGS=--allow-root, needed as root)
 	$(BIN)/jupyter lab notebooks $(ARGS)

@@ -73,7 +73,8 @@ def cmd_run(args) -> None:
     runs share the import and data-loading cost), or with `--jobs N` on N worker processes that
     take the experiments in order, each with train.num_threads // N threads (on 2 cores, two
     one-thread processes finish ~1.6x the 36-language CLL-CLIP runs of one two-thread process,
-    ~1.2x its 12-language runs)."""
+    ~1.2x its 12-language runs). With train.device cuda (or auto on a machine with a GPU) the N
+    workers share the one GPU (`jobs_plan`)."""
     from vlcp.config import load_params, resolve_experiment
 
     params = load_params(args.params)
@@ -103,8 +104,8 @@ def cmd_run(args) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    for cfg, *_ in runs:
-        cfg.train.num_threads = max(1, cfg.train.num_threads // args.jobs)
+    if where := jobs_plan([cfg for cfg, *_ in runs], names, args.jobs, _cuda_available()):
+        print(where, flush=True)
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(_run_one, *run): name for name, run in zip(names, runs)}
@@ -118,6 +119,31 @@ def cmd_run(args) -> None:
                 pool.shutdown(cancel_futures=True)
                 raise f.exception()
             print(f"wrote {f.result()}", flush=True)
+
+
+def _cuda_available() -> bool:
+    """Whether a GPU is visible, asked without creating a CUDA context here: the `--jobs` workers
+    (spawned, not forked) each make their own."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def jobs_plan(cfgs: list, names: list[str], jobs: int, cuda: bool) -> str:
+    """Prepare `cfgs` (of the experiments `names`) for `jobs` worker processes, in place: each run
+    gets train.num_threads // jobs threads. With a GPU (`cuda`) and train.device cuda or auto the
+    workers share the one GPU, each its own process and CUDA context (a spawned worker resolves
+    "auto" as the parent does: it sees the same devices); the line returned says so ("" when every
+    run is on the CPU).
+    A run asking for cuda without a GPU is refused before any worker starts."""
+    for name, cfg in zip(names, cfgs):
+        if cfg.train.device == "cuda" and not cuda:
+            raise VlcpError(f"train.device: {name} asks for cuda but no GPU is available (run --jobs {jobs}); "
+                            "set train.device=cpu or auto")
+        cfg.train.num_threads = max(1, cfg.train.num_threads // jobs)
+    on_gpu = [n for n, c in zip(names, cfgs) if c.train.device == "cuda" or (c.train.device == "auto" and cuda)]
+    return (f"run --jobs {jobs}: {min(jobs, len(names))} worker processes share the one GPU (cuda) for "
+            f"{len(on_gpu)} of {len(names)} runs" if on_gpu else "")
 
 
 def _die_with_parent(parent: int) -> None:
@@ -460,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="a checkpoint that fails to load or verify: stop with a message (error), start over keeping "
                           "it as checkpoint.pt.bad (restart), or resume from checkpoint.prev.pt (previous)")
     run.add_argument("--jobs", type=int, default=1,
-                     help="worker processes running the experiments in parallel (each with train.num_threads // JOBS threads)")
+                     help="worker processes running the experiments in parallel (each with train.num_threads // JOBS threads; "
+                          "with train.device cuda they share the one GPU)")
     run.set_defaults(func=cmd_run)
 
     pre = sub.add_parser("pretrain", help="train an experiment and save its final model as a weights file")
