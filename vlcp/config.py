@@ -326,7 +326,8 @@ class UpdateCfg:
     prior_steps: list[int] = ranged(factory=list, ge=1)   # the earlier updates' steps per chunk: a meta-schedule (train.schedule) continues over them
     min_candidates: int = ranged(20, ge=0)             # a set is scored only over at least this many candidates (retrieval: also k <= a fifth of the pool); 0 = every set
     templates: str = "simple"                          # a class keep-set's prompts without its own templates.txt: simple (open_clip's 7) | openai (CLIP's 80)
-    history_folder: str = ""                           # the update folder whose history's chunks are read: each is checked to hold what its update read ("" = none)
+    history: str = ""                                  # the history file whose chunks these are (a changed chunk's refusal names it)
+    fingerprints: dict[str, Any] = field(default_factory=dict)   # {chunk: {"update": N, "fingerprint": ...}}: what each history chunk held when its update read it; a chunk that no longer does is refused
 
     def __post_init__(self):
         check_ranges(self)

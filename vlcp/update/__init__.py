@@ -31,8 +31,9 @@ from typing import Sequence
 
 from vlcp.errors import ConfigError, VlcpError
 from vlcp.eval import continual
-from vlcp.update.history import (PENDING, anchor, begin, entries, finish, halfwidths, load_history, load_pending,
-                                 new_history, pending_line, resolve, write_history)
+from vlcp.update.history import NAME as HISTORY
+from vlcp.update.history import (PENDING, anchor, begin, entries, finish, fingerprints, halfwidths, load_history,
+                                 load_pending, new_history, pending_line, resolve, write_history)
 from vlcp.update.recipes import AUTO_CANDIDATES, FOMO_TRAIN, RECIPES, method_section, pick
 
 REPORT = "update_report.ipynb"
@@ -264,7 +265,8 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
             train, data = dict(train or {}), dict(data or {})
             options = {**history.get("read", {}), **(options or {})}   # how the folder read its sources, unless given
             history["read"] = {key: options[key] for key in READ_OPTIONS if key in options}
-            options["history_folder"] = str((Path(start) if start is not None else out).resolve())   # its chunks' fingerprints
+            options.update(history=str((Path(start) if start is not None else out).resolve() / HISTORY),
+                           fingerprints=fingerprints(history))   # what its chunks held
 
             def experiment(method: dict, chunk_list, name: str, extra: dict):
                 cfg = _experiment(history, weights, chunk_list, keep_all, method, seed, train, {**options, **extra},
@@ -480,7 +482,7 @@ def evaluate(model: str | None = None, pretrained: str | None = None, folder: st
                             else f"{folder}: is not an update folder (no history.json)")
         status = pending_line(folder, pending) if pending is not None else None
         options = {**h.get("read", {}), **(options or {}),   # the held-out slices and sets its updates scored
-                   "history_folder": str(Path(folder).resolve())}   # and what its chunks held (their fingerprints)
+                   "history": str(Path(folder).resolve() / HISTORY), "fingerprints": fingerprints(h)}   # and what its chunks held
         if model is not None and model != h["model"]["name"]:
             raise ConfigError(f"--model: {model!r}, but the update folder's model is {h['model']['name']!r}")
         model, pretrained = h["model"]["name"], str(Path(folder) / "model.pt")

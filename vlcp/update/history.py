@@ -189,15 +189,15 @@ def entries(results: dict, first_index: int, recipe: str, run: str, trial: list[
     return out
 
 
-def fingerprints(history: dict) -> dict[str, tuple[int, dict]]:
-    """{chunk: (update, fingerprint)}: what each chunk held when its update read it (the entry's
-    `data.fingerprint`, `vlcp.data.formats.layouts.fingerprint`); an entry written before
-    fingerprints has none, and its chunk is read as before."""
+def fingerprints(history: dict) -> dict[str, dict]:
+    """{chunk: {"update": N, "fingerprint": ...}}: what each chunk held when its update read it (the
+    entry's `data.fingerprint`, `vlcp.data.formats.layouts.fingerprint`), as `UpdateCfg.fingerprints`
+    takes it; an entry written before fingerprints has none, and its chunk is read as before."""
     out = {}
     for u in history["updates"]:
         fp = (u.get("data") or {}).get("fingerprint")
         if isinstance(fp, dict) and "sha256" in fp:
-            out[u["chunk"]] = (u["update"], fp)
+            out[u["chunk"]] = {"update": u["update"], "fingerprint": fp}
     return out
 
 

@@ -191,27 +191,16 @@ def real_path(image: Path) -> Path:
                         f"--no-check-images, which skips it and counts it as a missing image)") from None
 
 
-def known_fingerprints(folder: str) -> dict[str, tuple[int, dict]]:
-    """The fingerprints of the chunks the update folder's history read: {chunk: (update, fingerprint)};
-    none without a folder, a history, or for a history written before fingerprints."""
-    if not folder:
-        return {}
-    from vlcp.update.history import fingerprints, load_history
-    history = load_history(folder)
-    return fingerprints(history) if history is not None else {}
-
-
-def check_same_chunk(src: Source, now: dict, known: dict[str, tuple[int, dict]], folder: str) -> None:
-    """Refuse a chunk of the history whose contents are not what its update read (`fingerprint`):
-    one line naming it, the history file, what changed and what to do."""
+def check_same_chunk(src: Source, now: dict, known: dict[str, dict], history: str) -> None:
+    """Refuse a chunk of the history whose contents are not what its update read (`known`:
+    `UpdateCfg.fingerprints`; `now`: its `fingerprint` as read): one line naming it, the history
+    file, what changed and what to do."""
     if src.name not in known:
         return
-    update, before = known[src.name]
-    change = fingerprint_change(before, now)
+    change = fingerprint_change(known[src.name]["fingerprint"], now)
     if change:
-        from vlcp.update.history import NAME
-        raise VlcpError(f"{src.name}: {src.path} is not the data update {update} read as this chunk ({change}; "
-                        f"{Path(folder) / NAME}): restore it, or point --moved {src.name}=PATH at the original data")
+        raise VlcpError(f"{src.name}: {src.path} is not the data update {known[src.name]['update']} read as this "
+                        f"chunk ({change}; {history}): restore it, or point --moved {src.name}=PATH at the original data")
 
 
 def auto_mixture(has_pretraining: bool) -> tuple[float, float, float]:
@@ -266,12 +255,11 @@ class UserStream(Stream):
             src = parse_source(u.pretraining, "update.pretraining")
             records, self.data[src.name] = self._read(src)
             parts.append(("pretraining", records))
-        known = known_fingerprints(u.history_folder)
         for role, src in [("earlier", s) for s in earlier] + [("chunk", s) for s in chunks]:
             records, stats = self._read(src)
             sizes = [image_size_bytes(r.image) for r in records]
             stats["fingerprint"] = fingerprint(records, sizes)
-            check_same_chunk(src, stats["fingerprint"], known, u.history_folder)
+            check_same_chunk(src, stats["fingerprint"], u.fingerprints, u.history)
             held = holdout_mask([r.key for r in records], u.holdout)
             twins = self._held_twins(src, records, sizes, held)   # trained on, not scored: see _held_twins
             held = [h and i not in twins for i, h in enumerate(held)]
