@@ -282,6 +282,11 @@ class ImageFiles:
         return len(self._files) if self._view is None else len(self._view)
 
     @property
+    def sources(self) -> list:
+        """The image files (paths, bytes or shard members) of this selection, in order."""
+        return [self._files.sources[self._file(i)] for i in range(len(self))]
+
+    @property
     def shape(self) -> tuple[int, int, int, int]:
         return (len(self), self.image_size, self.image_size, 3)
 
