@@ -84,7 +84,7 @@ class DataCfg:
     languages: list[str] = field(default_factory=list)  # language stream: CLDR codes in order; empty = en + the 35 others, seeded
     num_languages: int = ranged(0, ge=0)  # language stream: keep the first N of the order (0 = all); ignored by other streams
     captions_per_item: int = ranged(8, ge=1)
-    workers: int = ranged(4, ge=0)   # real datasets: DataLoader worker processes decoding each batch's images (0 = in this process; the emoji benchmark is in memory)
+    workers: int = ranged(0, ge=0)   # real datasets: DataLoader worker processes decoding each batch's images (0 = in this process, the CPU default; the small and paper profiles set 8; the emoji benchmark is in memory)
     max_bad_images: int = ranged(100, ge=0)  # real datasets: unreadable images skipped (each replaced by the next readable item) before the run stops
     ood_root: str = ""               # mscoco36: the XM3600 directory, the out-of-domain test set ("" = none)
     transform: str = "shift"         # training augmentation (train.augment on): shift (±2 px) | ctp | fomo (vlcp.data.augment)
