@@ -1,0 +1,213 @@
+"""The one comparison path from a claim to its verdict: per-seed values paired by seed, the
+paper's effect carried to our headroom by a `Scale`, and the rules of `vlcp.report.stats`.
+
+Verdicts: confirmed (every comparison clears it, each at the study's depth); refuted (a comparison
+at depth excludes its scaled effect on its Bonferroni interval); underpowered (the deciding
+comparison's MDE is above its scaled effect, or the scale or the noise is unknown); inconclusive
+(otherwise); not testable. A comparison below the depth (exploratory) can keep a row from being
+confirmed, never refute it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from vlcp.report import stats as st
+from vlcp.report.stats import Effect, Noise, Values
+
+VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not testable")
+RESOLVED = 2.0   # a headroom scales the paper's effects only where H > RESOLVED × σ_d of its own pair
+
+
+def unresolved(headroom: float, noise: Noise | None) -> str | None:
+    """Why a headroom cannot scale the paper's effects, or None when it can: H > 2 σ_d of its own
+    pair, on a usable noise (sd > 0, ≥ 2 dof)."""
+    if noise is None:
+        return f"H {headroom:.2f} has no σ_d to check it against"
+    r = st.ratio(headroom, noise)
+    if r is None:
+        return f"H {headroom:.2f}: its σ_d {noise.sd:.2g} on {noise.dof} dof decides nothing (needs > 0, ≥ 3 seeds)"
+    if not r > RESOLVED:
+        return f"H {headroom:.2f} is within {RESOLVED:g} σ_d of its pair (σ_d {noise.sd:.2f}, H/σ_d {r:.1f})"
+    return None
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Carries a paper's effect to ours: its share of the paper's headroom times our H. `headroom`
+    None: unknown (`how` says why), never a known zero. Build it with `of` or `measured`, which
+    apply the one rule (`unresolved`)."""
+    paper_headroom: float
+    headroom: float | None
+    how: str = ""
+
+    def __post_init__(self):
+        if not self.paper_headroom > 0:
+            raise ValueError(f"Scale: paper_headroom must be > 0, got {self.paper_headroom}")
+
+    @classmethod
+    def of(cls, headroom: float, noise: Noise | None, paper_headroom: float, how: str = "") -> "Scale":
+        """A headroom (measured or calibrated) with the noise of its own pair: known if resolved."""
+        why = unresolved(headroom, noise)
+        return cls(paper_headroom, None if why else float(headroom), f"{how}: {why}" if why else how)
+
+    @classmethod
+    def measured(cls, upper: Values, lower: Values | None, paper_headroom: float, how: str = "") -> "Scale":
+        """H = mean of upper − lower at their common seeds (or of `upper` against a fixed 0), its
+        noise the sd of those per-seed values. A metric with a noise floor above 0 (max-based
+        forgetting) needs a `lower` that has it too (a run that does not forget)."""
+        d = st.paired(upper, lower) if lower is not None else {s: float(v) for s, v in upper.items()}
+        if not d:
+            return cls(paper_headroom, None, f"{how}: no common seeds")
+        h = float(np.mean(list(d.values())))
+        noise = Noise(st.seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2 else None
+        return cls.of(h, noise, paper_headroom, how)
+
+    def __call__(self, paper_effect: float) -> float | None:
+        return None if self.headroom is None else paper_effect / self.paper_headroom * self.headroom
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison of a claim: a − b ({seed: value}), the paper's effect (or margin) in the
+    paper's units and the `Scale` that carries it; `floor`: the noise of single-run comparisons."""
+    label: str
+    a: Values
+    b: Values
+    paper_effect: float
+    scale: Scale
+    floor: Noise | None = None
+
+
+@dataclass
+class Row:
+    """A claims-file row: the verdict, and the deciding (or refuting, or weakest) comparison's
+    numbers; `comparisons` holds each one's, `notes` the evidence, `needs` what would decide it."""
+    claim_id: str
+    verdict: str
+    kind: str = ""
+    effect: float | None = None
+    low: float | None = None
+    high: float | None = None
+    seeds: int | None = None
+    paper_effect: float | None = None
+    scaled_effect: float | None = None
+    sigma_d: float | None = None
+    mde: float | None = None
+    seeds_to_decide: int | None = None
+    needs: str = ""
+    comparisons: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"claim {self.claim_id!r}: verdict {self.verdict!r} is not one of {VERDICTS}")
+
+
+class _Judged(NamedTuple):
+    c: Comparison
+    e: Effect          # at the row's level
+    target: float | None
+    mde: float
+    at_depth: bool
+    slack: float       # how far it clears its confirmation (> 0: it does; −inf: it cannot)
+    excess: float      # how far it lies beyond its refutation, on the Bonferroni interval (> 0: it refutes)
+
+    @property
+    def gap(self) -> float:   # MDE − target: the deciding comparison has the largest
+        return math.inf if self.target is None or not self.e.usable else self.mde - self.target
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _record(j: _Judged) -> dict:
+    return {"label": j.c.label, "effect": j.e.diff, "low": _finite(j.e.low), "high": _finite(j.e.high),
+            "seeds": j.e.n, "sigma_d": j.e.sd, "dof": j.e.dof, "paper_effect": j.c.paper_effect,
+            "scaled_effect": j.target, "mde": _finite(j.mde), "at_depth": j.at_depth, "how": j.e.how}
+
+
+def _needs(j: _Judged, decide: int | None, depth: int) -> str:
+    if j.target is None:
+        return f"a headroom these runs resolve ({j.c.scale.how})"
+    if not j.e.usable:
+        if j.e.sd == 0 and (j.e.dof is None or j.e.dof >= 2):
+            return "a noise estimate above 0 (σ_d is 0: its per-seed differences do not vary)"
+        return "≥ 3 seeds per arm (no σ_d, or one from a single degree of freedom)"
+    if decide is None:
+        return f"more than {st.MAX_SEEDS} seeds per arm: a larger headroom"
+    return f"{max(decide, depth)} seeds per arm"
+
+
+def _row(claim_id: str, kind: str, judged: list[_Judged], depth: int, mde_of) -> Row:
+    k = len(judged)
+    notes = [f"{k} comparisons, all must hold (each at its level; refuted on a Bonferroni interval)"] if k > 1 else []
+    below = [j.c.label for j in judged if not j.at_depth]
+    if below:
+        notes.append(f"exploratory (below {depth} seeds): {', '.join(below)}; can keep the row from being confirmed")
+    notes += [f"{j.c.label}: scale unknown ({j.c.scale.how})" for j in judged if j.target is None]
+    needs, decide = "", None
+    if all(j.slack > 0 and j.at_depth for j in judged):
+        verdict, show = "confirmed", min(judged, key=lambda j: j.slack)
+    elif any(j.excess > 0 for j in judged):
+        verdict, show = "refuted", max(judged, key=lambda j: j.excess)
+    else:
+        show = max(judged, key=lambda j: (j.gap, j.mde))
+        verdict = "underpowered" if show.gap > 0 else "inconclusive"
+        sd = show.e.sd
+        found = None if show.target is None or not show.e.usable else st.seeds_to_decide(
+            show.target, lambda n: Noise(sd, n - 1), k, mde_of=mde_of)
+        needs, decide = _needs(show, found, depth), None if found is None else max(found, depth)
+    return Row(claim_id, verdict, kind, show.e.diff, _finite(show.e.low), _finite(show.e.high), show.e.n,
+               show.c.paper_effect, show.target, show.e.sd, _finite(show.mde), decide, needs,
+               [_record(j) for j in judged], notes)
+
+
+def greater(claim_id: str, comparisons: list[Comparison], *, depth: int = 2, level: float = st.LEVEL) -> Row:
+    """"a > b" for every comparison (intersection-union, each at `level`); refuted when one at
+    depth has its Bonferroni interval below its scaled effect (below 0 for an unknown scale).
+    Each paper effect must be > 0. `depth`: the seeds per arm below which a comparison is exploratory."""
+    if not comparisons:
+        raise ValueError(f"claim {claim_id!r}: no comparisons")
+    k, judged = len(comparisons), []
+    for c in comparisons:
+        if not c.paper_effect > 0:
+            raise ValueError(f"claim {claim_id!r}, {c.label}: paper_effect must be > 0 for a > b, got {c.paper_effect}")
+        e = st.effect(c.a, c.b, level=level, floor=c.floor)
+        wide = e if k == 1 else st.effect(c.a, c.b, level=st.bonferroni_level(k, level), floor=c.floor)
+        target, at_depth = c.scale(c.paper_effect), e.n >= depth
+        slack = e.low if e.usable else -math.inf
+        excess = ((0.0 if target is None else target) - wide.high if e.usable and at_depth and not slack > 0
+                  else -math.inf)
+        judged.append(_Judged(c, e, target, e.mde(k, level), at_depth, slack, excess))
+    return _row(claim_id, "greater", judged, depth, st.mde)
+
+
+def equivalent(claim_id: str, comparisons: list[Comparison], *, depth: int = 2) -> Row:
+    """"|a − b| < margin" for every comparison (the paper's margin as `paper_effect`, scaled): two
+    one-sided tests at 5 % (the 90 % interval inside ±margin); refuted when one at depth lies wholly
+    outside on its Bonferroni interval (1 − 0.10/k). An unknown margin is neither shown nor refuted."""
+    if not comparisons:
+        raise ValueError(f"claim {claim_id!r}: no comparisons")
+    k, judged = len(comparisons), []
+    for c in comparisons:
+        if not c.paper_effect > 0:
+            raise ValueError(f"claim {claim_id!r}, {c.label}: the paper's margin must be > 0, got {c.paper_effect}")
+        e = st.effect(c.a, c.b, level=0.90, floor=c.floor)
+        wide = e if k == 1 else st.effect(c.a, c.b, level=1 - 0.10 / k, floor=c.floor)
+        m, at_depth = c.scale(c.paper_effect), e.n >= depth
+        known = m is not None and e.usable
+        slack = m - max(-e.low, e.high) if known else -math.inf
+        excess = max(wide.low, -wide.high) - m if known and at_depth else -math.inf
+        emde = st.unit_equivalence_mde(e.dof, k) * e.se if e.usable else math.inf
+        judged.append(_Judged(c, e, m, emde, at_depth, slack, excess))
+    return _row(claim_id, "equivalent", judged, depth, st.equivalence_mde)
+
+
+def not_testable(claim_id: str, why: str) -> Row:
+    """A claim this study cannot test, with the reason."""
+    return Row(claim_id, "not testable", "not testable", notes=[why])
