@@ -849,7 +849,7 @@ def locked_towers_claim(deep: dict, noise: dict, scales: dict, reference: str = 
     locked = [e for e in LOCKED if e in deep]
     if reference not in deep or not locked:
         return not_run(text, [reference, *LOCKED], deep, where)
-    from vlcp.report.refs import paper_table
+    from vlcp.report.paper import paper_table
 
     t4 = paper_table("fomo_table4").set_index("method")
     ft, steps_ft = endpoint(study_run(deep, reference))["GM"], study_run(deep, reference)["steps_per_task"][0]

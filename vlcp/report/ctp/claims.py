@@ -17,7 +17,7 @@ from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER
                                    reversed_rows, seed_values, single_seed_experiments,
                                    table2_rows, table3_rows, time_ratios, train_seconds, values, with_table1_seeds)
 from vlcp.report.ctp.tables import paper_table1, ranking
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_table
 
 
 # ----------------------------------------------------------------------------------------------

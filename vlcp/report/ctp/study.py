@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from vlcp.eval.continual import ctp_bwt
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_table
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
 from vlcp.utils import read_results
 
