@@ -1,5 +1,5 @@
 """CTP's tables, Fig. 4 and claims ledger from our runs (pure functions of results dicts; the
-notebook `ctp_tables` lays them out beside the paper's numbers, from `refs/ctp_*.csv`).
+notebook `ctp_tables` lays them out beside the paper's numbers, from `studies/ctp/ctp_*.csv`).
 
 What is read from a run's `results.json`:
 - `cumulative[i]["test"]`: the model after task i on the merged test pools of tasks <= i (CTP's
