@@ -125,6 +125,8 @@ def test_a_missing_file_lists_nothing(tmp_path):
      "paper.yaml: h: table toy_table1's cell 'hours' at row {'method': 'A'} is empty"),
     ("paper.yaml", "h: {value: {table: toy_table1, row: {method: A}, column: TR@1}, source: s}\n",
      "paper.yaml: h: table toy_table1 has no column 'TR@1'"),
+    ("paper.yaml", "h: {value: {table: toy_table1, row: {method: no}, column: Rm}, source: s}\n",
+     "paper.yaml: h: field 'row' holds a boolean, {'method': False} (quote yes / no"),
     ("paper.yaml", "h: {value: {table: toy_table9, row: {method: A}, column: Rm}, source: s}\n",
      "paper.yaml: h: paper table 'toy_table9' not found (known: toy_table1)"),
 ])

@@ -164,15 +164,17 @@ def _expanded(label: str, i: int, entry: Any) -> list[tuple[str, Any]]:
     return [(where(e), {"experiment": e, "rows": rows, **rest}) for e, rows in many.items()]
 
 
-def paper_values(study: str, root: str | Path | None = None, derivations: Collection[str] = ()) -> tuple[PaperValue, ...]:
-    """The settings `study`'s paper states (its paper_values.yaml); `derivations`: the names an
-    entry's `derive` may take (`vlcp.report.deviations.DERIVATIONS`)."""
+def paper_values(study: str, root: str | Path | None = None,
+                 derivations: Collection[str] | None = None) -> tuple[PaperValue, ...]:
+    """The settings `study`'s paper states (its paper_values.yaml). `derivations`: the names an
+    entry's `derive` may take (`vlcp.report.deviations.DERIVATIONS`, which reads them so); None:
+    not checked."""
     label, data = _read(study, "paper_values.yaml", root, [])
     out = []
     for i, raw in enumerate(data, 1):
         for where, entry in _expanded(label, i, raw):
             entry = _checked(label, where, entry, _PAPER_VALUE)
-            if entry.get("derive"):
+            if entry.get("derive") and derivations is not None:
                 _one_of(label, where, "derivation", entry["derive"], derivations)
             out.append(PaperValue(**entry))
     return tuple(out)
@@ -241,7 +243,14 @@ def _cells(label: str, where: str, ref: dict, root) -> Any:
         table = paper_table(ref["table"], root)
     except VlcpError as e:
         raise VlcpError(f"{label}: {where}: {e}") from None
-    columns = ref.get("columns") or [ref["column"]]
+    columns = ref["columns"] if "columns" in ref else [ref["column"]]
+    if any(isinstance(v, bool) for v in ref["row"].values()):
+        raise VlcpError(f"{label}: {where}: field 'row' holds a boolean, {ref['row']!r} (quote yes / no: YAML reads "
+                        "them as booleans)")
+    if not ref["row"] or not all(isinstance(v, (str, int, float)) for v in ref["row"].values()):
+        raise VlcpError(f"{label}: {where}: field 'row' must map columns to the cells that pick one row, got {ref['row']!r}")
+    if not columns or not all(isinstance(c, str) for c in columns):
+        raise VlcpError(f"{label}: {where}: field 'columns' must list column names, got {columns!r}")
     for c in [*ref["row"], *columns]:
         if c not in table.columns:
             raise VlcpError(f"{label}: {where}: table {ref['table']} has no column {c!r}")
