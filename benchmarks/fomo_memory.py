@@ -30,7 +30,7 @@ from vlcp.models.clip import create_clip
 from vlcp.run.accounting import step_cost
 from vlcp.utils import write_json
 
-# Table 4's rows (vlcp/report/refs/fomo_table4.csv) -> (method, config)
+# Table 4's rows (vlcp/report/studies/fomo/fomo_table4.csv) -> (method, config)
 METHODS = {
     "full-ft": ("seqf", {}), "locked-text": ("locked-text", {}), "locked-image": ("locked-image", {}),
     "LNFit": ("lnfit", {}), "BitFit": ("bitfit", {}), "LoRA, r=4": ("lora", {"r": 4}),

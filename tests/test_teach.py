@@ -178,11 +178,12 @@ def test_deviations_markdown_escapes_and_says_when_empty(monkeypatch):
     from vlcp.report import deviations as dv
 
     params = {"profile": "tiny", "experiments": {}}
-    monkeypatch.setitem(dv.PAPER_VALUES, "fomo", ())
-    monkeypatch.setitem(dv.DEVIATIONS, "fomo", ())
+    monkeypatch.setattr(dv, "PAPER_VALUES", {**dv.PAPER_VALUES, "fomo": ()})
+    monkeypatch.setattr(dv, "DEVIATIONS", {**dv.DEVIATIONS, "fomo": ()})
     text = dv.deviations_markdown(params, "fomo")
-    assert "vlcp/report/deviations.py" in text and "**tiny**" in text and "No deviation is listed" in text
-    monkeypatch.setitem(dv.DEVIATIONS, "fomo", (dv.Deviation("data", "a | b\nc", "why", "Fig. 6"),))
+    assert "`vlcp/report/studies/fomo/paper_values.yaml` and `deviations.yaml`" in text
+    assert "**tiny**" in text and "No deviation is listed" in text
+    monkeypatch.setattr(dv, "DEVIATIONS", {**dv.DEVIATIONS, "fomo": (dv.Deviation("data", "a | b\nc", "why", "Fig. 6"),)})
     lines = dv.deviations_markdown(params, "fomo").splitlines()
     assert lines[2] == "| kind | what | paper | ours | why | rows | source |"
     assert lines[4] == "| data | a \\| b c |  |  | why | Fig. 6 |  |"

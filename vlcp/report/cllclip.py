@@ -16,7 +16,7 @@ from vlcp.report import claims
 from vlcp.report.claims import (Claim, Effect, Scale, calibration_mismatch, calibration_source, claim_from, combine, effect, greater_verdict,
                                 judge, measured_scale, Noise, not_testable, unresolved_pair)
 from vlcp.report import power as pw
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_table
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results

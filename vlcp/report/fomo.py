@@ -21,6 +21,7 @@ from vlcp.eval import continual
 from vlcp.report.claims import (Claim, Effect, Noise, Scale, all_equivalent, blocked_noise, claim_from, effect,
                                 runs_where, seed_spread)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
+from vlcp.report.paper import paper_data, paper_table
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.utils import read_results
 
@@ -253,12 +254,14 @@ SRC = "FoMo-in-Flux"
 TEST_ONLY = "test-set noise only; seed spread not measured"
 EARLY_TASKS = 5                          # merge_early_retention_claim's first tasks
 AREA = "mean GM along the stream"        # trajectory_area: the random-ordering claim's metric
+# the paper's numbers (studies/fomo/paper.yaml: values and sources)
+_PAPER = paper_data("fomo")
 # §7.1: the endpoints of the concept-level orderings are "surprisingly similar", the extremes being
-# concept-frequency (A_KA 55.2, A_ZS 65.6) and performance/easy-to-hard (53.8, 64.3); also in refs/fomo_text.csv.
-PAPER_SIMILAR_ENDPOINTS = {"concept-frequency": (55.2, 65.6), "performance (easy-to-hard)": (53.8, 64.3)}
+# concept-frequency (A_KA 55.2, A_ZS 65.6) and performance/easy-to-hard (53.8, 64.3).
+PAPER_SIMILAR_ENDPOINTS = _PAPER["similar_endpoints"]
 # §7.3: DataComp-Small's pool gives "up to 2.4 % A_ZS" over the reference pool, a change the paper calls
 # significant; the reference pool's endpoint A_ZS is ≈ 64.4 (§7.1, random ordering).
-PAPER_POOL_GAIN = (2.4, 64.4)
+PAPER_POOL_GAIN = (_PAPER["pool_gain_zs"], _PAPER["random_endpoint_zs"])
 MERGES = ("fomo-ema-merge", "fomo-ft-merge", "fomo-zs-merge")
 NON_MERGES = ("fomo-ft", "fomo-lora4", "fomo-lora64", "fomo-dora", "fomo-vera", "fomo-bitfit", "fomo-lnfit", "fomo-galore",
               "fomo-ewc", "fomo-si", "fomo-locked-image", "fomo-locked-text")
@@ -421,10 +424,10 @@ def tukey_q(level: float, k: int, dof: int | None = None) -> float:
 # gap the paper calls similar, hence a lower bound on any gap it reports as a difference.
 
 # §6.2: "For ViT-B/16, we see a ΔA_KA ≈ 9.0% and negative zero-shot retention change ΔA_ZS ≈ 3.2%";
-# L/14: (9.4, +0.8). Also in refs/fomo_text.csv.
-PAPER_FT_CHANGE = {"ViT-B/16": (9.0, -3.2), "ViT-L/14": (9.4, 0.8)}
-# §7.2, Fig. 16: no buffer (.5/.5/0) against the reference mixture, in A_KA / A_ZS points (refs/fomo_text.csv)
-PAPER_NOBUFFER = (-14.0, -2.5)
+# L/14: (9.4, +0.8).
+PAPER_FT_CHANGE = _PAPER["ft_change"]
+# §7.2, Fig. 16: no buffer (.5/.5/0) against the reference mixture, in A_KA / A_ZS points
+PAPER_NOBUFFER = _PAPER["nobuffer"]
 POWER_METRICS = ("A_KA", "A_ZS", "GM")
 
 
@@ -849,8 +852,6 @@ def locked_towers_claim(deep: dict, noise: dict, scales: dict, reference: str = 
     locked = [e for e in LOCKED if e in deep]
     if reference not in deep or not locked:
         return not_run(text, [reference, *LOCKED], deep, where)
-    from vlcp.report.refs import paper_table
-
     t4 = paper_table("fomo_table4").set_index("method")
     ft, steps_ft = endpoint(study_run(deep, reference))["GM"], study_run(deep, reference)["steps_per_task"][0]
     parts = []

@@ -19,7 +19,7 @@ from vlcp.eval.continual import bwt
 from vlcp.report.claims import (Claim, Effect, claim_from, combine, effect, engineering_targets, runs_where,  # noqa: F401
                                 all_equivalent, blocked_noise, calibration_mismatch, calibration_source, equivalence_level, equivalent_verdict, greater_verdict, measured_scale, Noise, pair_noise,
                                 ordered_verdict, powered_at_depth, powered_equivalence, Scale, seed_spread, spread_frame, unresolved_pair)
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_table
 from vlcp.report.results import complete, load_subset, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",

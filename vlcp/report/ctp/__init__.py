@@ -1,5 +1,5 @@
 """CTP's tables, Fig. 4 and claims ledger from our runs (pure functions of results dicts; the
-notebook `ctp_tables` lays them out beside the paper's numbers, from `refs/ctp_*.csv`).
+notebook `ctp_tables` lays them out beside the paper's numbers, from `studies/ctp/ctp_*.csv`).
 
 What is read from a run's `results.json`:
 - `cumulative[i]["test"]`: the model after task i on the merged test pools of tasks <= i (CTP's
@@ -41,7 +41,7 @@ from vlcp.report.ctp.claims import (PAPER_M_DEFAULT_RM, PAPER_M_RANGE, Scale, bl
                                     group_means, kendall_tau, ledger, momentum_margin, noise_floor, null_verdict,
                                     overhead, paired_cost, paired_effect, powered_claim, sd_source_of, study_scale,
                                     tau_null, time_ratio_by_seed, weakest)
-from vlcp.report.refs import paper_table   # the notebook's ctp.paper_table(...): reachable here before the split
+from vlcp.report.paper import paper_table   # the notebook's ctp.paper_table(...): reachable here before the split
 
 __all__ = ["ABLATION", "COMPONENTS", "DEFAULT_STUDY", "FINAL", "GROUPS", "LABELS", "PAPER_CTP_HOURS", "PAPER_GAP",
            "PAPER_HOURS_RESOLUTION", "PAPER_JOINTT", "PAPER_M_DEFAULT_RM", "PAPER_M_RANGE", "PAPER_SEQF_HOURS",

@@ -17,7 +17,7 @@ from vlcp.report.ctp.study import (COMPONENTS, PAPER_CTP_HOURS, PAPER_GAP, PAPER
                                    reversed_rows, seed_values, single_seed_experiments,
                                    table2_rows, table3_rows, time_ratios, train_seconds, values, with_table1_seeds)
 from vlcp.report.ctp.tables import paper_table1, ranking
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_data, paper_table
 
 
 # ----------------------------------------------------------------------------------------------
@@ -285,9 +285,10 @@ def claim_component(runs, experiments: list[str], component: str, metric: str = 
                   "; ".join(pair + verdict for pair, verdict in ev), "Table 2", missing)
 
 
-# the paper's spread of Rm over the compatible momentum m (supp. Table 2, m = 0.7 ... 0.995: 64.74 to
+# the paper's spread of Rm over the compatible momentum m (supp. Table 2's rows m = 0.7 ... 0.995: 64.74 to
 # 65.04), as a fraction of CTP's own Rm there (m = 0.9: 64.87)
-PAPER_M_RANGE, PAPER_M_DEFAULT_RM = 65.04 - 64.74, 64.87
+_M_RM = paper_table("ctp_supp_table2").dropna(subset=["m"])["Rm"]
+PAPER_M_RANGE, PAPER_M_DEFAULT_RM = float(_M_RM.max() - _M_RM.min()), paper_data("ctp")["m_default_rm"]
 
 
 def momentum_margin(runs, momentum: dict[float, str], setting="auto", metric: str = "Rm",

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
 from vlcp.eval.continual import ctp_bwt
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_data, paper_table
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
 from vlcp.utils import read_results
 
@@ -27,15 +28,16 @@ SWITCHES = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (1, 1, 0, 0), (1, 0, 1, 0)
 COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")
 TABLE3_ROWS = ("only_prev", "only_cur", "no_queue", "no_selfmask", "ctp")
 
-# the paper's numbers the ledger's thresholds are anchored to (ctp.md §5.1-5.2, Table 1)
-PAPER_SEQF_HOURS, PAPER_CTP_HOURS = 3.4, 4.0
+# the paper's numbers the ledger's thresholds are anchored to (studies/ctp/paper.yaml: values and sources)
+_PAPER = paper_data("ctp")
+PAPER_SEQF_HOURS, PAPER_CTP_HOURS = _PAPER["seqf_hours"], _PAPER["ctp_hours"]
 PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
-# two hours the paper prints equal (CTP 4.0 = LwF 4.0) may differ by up to 0.1 h: 0.03 of SeqF's 3.4 h
-PAPER_HOURS_RESOLUTION = round(0.1 / PAPER_SEQF_HOURS, 2)
-PAPER_GAP = {"Rm": 23.22, "mAP@1": 1.65}                          # JointT - SeqF, §5.2
-PAPER_JOINTT = {"Rm": 80.08, "mAP@1": 63.79}                      # Table 1
+# two hours the paper prints equal (CTP 4.0 = LwF 4.0) may differ by its resolution: 0.1 h, 0.03 of SeqF's 3.4 h
+PAPER_HOURS_RESOLUTION = round(_PAPER["hours_resolution"] / PAPER_SEQF_HOURS, 2)
+PAPER_GAP = _PAPER["gap"]                       # JointT - SeqF, §5.2
+PAPER_JOINTT = _PAPER["jointt"]                 # Table 1
 # Table 2's (L_CMC, L_c) row lost its Rm in our copy; §5.3's prose ("+1.88 Rm over L_c alone") implies it
-PAPER_TABLE2_IMPLIED_RM = {3: 62.50 + 1.88}
+PAPER_TABLE2_IMPLIED_RM = MappingProxyType({SWITCHES.index((1, 1, 0, 0)): _PAPER["lc_rm"] + _PAPER["cmc_lc_gain_rm"]})
 
 DEFAULT_STUDY = {
     "runs": "runs-ctp",

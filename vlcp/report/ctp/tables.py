@@ -7,7 +7,7 @@ import pandas as pd
 from vlcp.report.ctp.study import (ABLATION, COMPONENTS, FINAL, GROUPS, PAPER_SEQF_HOURS, PREFIX, REV_PREFIX,
                                    SWITCH_INDEX, final_row, flop_ratios, mean_std, method_label, reversed_rows,
                                    run_bwt, switch_label, table2_rows, time_ratios, values)
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_table
 
 
 # ----------------------------------------------------------------------------------------------
