@@ -9,7 +9,9 @@ ones params.yaml defines, shrunk with `--set`-style overrides (fewer tasks, fewe
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import shutil
 from pathlib import Path
@@ -142,7 +144,8 @@ def pretrain(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
     runs, checkpoints = live / "runs-base" / name, live / "checkpoints-base" / name
     for earlier in (runs, checkpoints):   # never resume another config's run
         shutil.rmtree(earlier, ignore_errors=True)
-    pretrain_base(cfg, out, runs / f"seed{seed}", checkpoints / f"seed{seed}")
+    with contextlib.redirect_stdout(io.StringIO()):   # the run's per-task lines
+        pretrain_base(cfg, out, runs / f"seed{seed}", checkpoints / f"seed{seed}")
     write_json(stamp_file, stamp)
     return out
 
