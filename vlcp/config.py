@@ -228,6 +228,8 @@ def validate_mixture(lam_p: float, lam_d: float, lam_b: float, field: str = "dat
     total = float(lam_p) + float(lam_d) + float(lam_b)
     if abs(total - 1.0) >= 1e-6:
         raise ConfigError(f"{field}: λ sum to {total:g}, must be 1")
+
+
 POOL_GROUPS = ["Smileys & Emotion", "People & Body", "Animals & Nature", "Food & Drink", "Flags"]
 
 

@@ -11,8 +11,8 @@ its adapters target; its code gives LoRA, DoRA and VeRA one placement: the atten
 in-projection and `c_proj` (its `c_fc` was skipped by a substring filter on "fc" and its
 `out_proj` adapter was dead). peft's DoRA and VeRA cannot wrap an `nn.MultiheadAttention`, and
 MHA never calls its `out_proj`, so `prepare_model` first rebuilds each block's MHA as
-`ProjectedAttention` (`vlcp.models.adapters`: the same weights and the same computation, with the two projections as
-called `nn.Linear` layers); then every method adapts the same Linear layers.
+`ProjectedAttention` (`vlcp.models.adapters`: the same weights and the same computation, with the
+two projections as called `nn.Linear` layers); then every method adapts the same Linear layers.
 
 A subclass names the method, its Config (an `AdapterConfig` subclass) and `peft_config()`.
 """

@@ -1,9 +1,9 @@
 """Run one experiment (config + seed) over its task stream and write `results.json`.
 
 `run_experiment` is what `vlcp run` calls, `pretrain` what `vlcp pretrain` and the notebooks'
-live sections call. The one loop (`vlcp.run.loop`) trains task by task
-through `vlcp.train.loop.train_task`, evaluates after every task, checkpoints (atomic, verified on
-load: `vlcp.train.checkpoint`) and resumes from the last checkpointed task when a matching
+live sections call. The one loop (`vlcp.run.loop`) trains task by task through
+`vlcp.train.loop.train_task`, evaluates after every task, checkpoints (atomic, verified on load:
+`vlcp.train.checkpoint`) and resumes from the last checkpointed task when a matching
 checkpoint exists; the stream named by `data.stream` (`vlcp.registry.STREAMS`: group, class,
 instance, language, concepts; one file each in `vlcp/run/streams/`) supplies what differs.
 """
