@@ -183,6 +183,13 @@ def test_meta_schedules_retain_more_by_lowering_later_peaks():
     assert per_task == pytest.approx([1.0] * 5)
 
 
+def test_the_config_names_every_schedule_in_order():
+    """`train.schedule` is checked against `vlcp.config.SCHEDULES` (the config imports no training code)."""
+    from vlcp import config
+
+    assert config.SCHEDULES == tuple(SCHEDULES)
+
+
 def test_train_cfg_schedule_fields_are_validated_and_planned():
     cfg = build(TrainCfg, {"schedule": "autoregressive-rsqrt", "warmup_frac": 0.1, "lr": 1e-3})
     plan = plan_for(cfg, [100, 200])
@@ -190,7 +197,7 @@ def test_train_cfg_schedule_fields_are_validated_and_planned():
     assert lr_fn(cfg.schedule, plan, 0)(9) == pytest.approx(1e-3)
     # the fixed warmup is kept when warmup_frac is 0 (the default: the other studies' schedule)
     assert plan_for(build(TrainCfg, {"warmup_steps": 3}), [50]).warmup == (3,)
-    with pytest.raises(ConfigError, match="train.schedule: unknown schedule 'wsd'"):
+    with pytest.raises(ConfigError, match="train.schedule: unknown schedule 'wsd'; known: cosine, rsqrt, "):
         build(TrainCfg, {"schedule": "wsd"}, "train")
     with pytest.raises(ConfigError, match="train.warmup_frac"):
         build(TrainCfg, {"warmup_frac": 1.5}, "train")

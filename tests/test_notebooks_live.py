@@ -93,3 +93,29 @@ def test_missing_outputs_and_live_weights(tmp_path):
     cfg = resolve_experiment(live.live_params(params, {"cll": tmp_path / "base.pt"}), "cll-clip", 0, ["train.steps=60"])
     assert cfg.model.pretrained == str(tmp_path / "base.pt") and cfg.train.steps == 60
     assert resolve_experiment(params, "cll-clip").model.pretrained == "models/cll-base.pt"   # params untouched
+
+
+@pytest.mark.slow
+def test_live_pretrain_trains_once_into_live_as_vlcp_pretrain_does(emoji_root, tmp_path, monkeypatch, capsys):
+    """`live.pretrain` pretrains as `vlcp pretrain` does (`vlcp.run.pretrain`): the final model as the
+    weights file `.live/models/<name>.pt`, the run's results in `.live/runs-base/`, nothing printed;
+    a second call with the same config reuses the file."""
+    import torch
+
+    from vlcp.config import load_params
+    from vlcp.report import live
+    from vlcp.train.checkpoint import load_checkpoint
+    from vlcp.utils import read_results
+
+    monkeypatch.setattr(live, "prepare_data", lambda params, root=None: emoji_root)
+    params, shrink = load_params(ROOT / "params.yaml"), ["train.steps=4", "data.stream=instance", "data.num_tasks=2"]
+    weights = live.pretrain(params, "cll-base", shrink, root=tmp_path)
+    assert capsys.readouterr().out == ""
+    here = tmp_path / ".live"
+    assert weights == here / "models" / "cll-base.pt"
+    state = torch.load(weights, weights_only=True)
+    final = load_checkpoint(here / "checkpoints-base" / "cll-base" / "seed0" / "checkpoint.pt")["model"]
+    assert state.keys() == final.keys() and all(torch.equal(state[k], final[k]) for k in state)
+    assert read_results(here / "runs-base" / "cll-base" / "seed0" / "results.json")["experiment"] == "cll-base"
+    written = weights.stat().st_mtime_ns
+    assert live.pretrain(params, "cll-base", shrink, root=tmp_path) == weights and weights.stat().st_mtime_ns == written

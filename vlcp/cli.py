@@ -179,11 +179,8 @@ def cmd_pretrain(args) -> None:
     not trained for: a one-line note takes the place of the weights and of the run's results."""
     import json
 
-    import torch
-
     from vlcp.config import load_params, resolve_experiment, weights_readers
-    from vlcp.run import run_experiment
-    from vlcp.train.checkpoint import CHECKPOINT, load_checkpoint
+    from vlcp.run import pretrain
     from vlcp.utils import atomic_path
 
     params = load_params(args.params)
@@ -198,11 +195,7 @@ def cmd_pretrain(args) -> None:
             tmp.write_text(json.dumps({"skipped": note}) + "\n")
         print(note)
         return
-    ckpt = Path(args.checkpoints) / args.experiment / f"seed{args.seed}"
-    run_experiment(cfg, run_dir, ckpt, bad_checkpoint=args.bad_checkpoint)
-    state = load_checkpoint(ckpt / CHECKPOINT)["model"]   # verified: weights_only, checksum
-    with atomic_path(args.out) as tmp:
-        torch.save(state, tmp)
+    pretrain(cfg, args.out, run_dir, Path(args.checkpoints) / args.experiment / f"seed{args.seed}", args.bad_checkpoint)
     print(f"wrote {args.out} (and {run_dir / 'results.json'})")
 
 

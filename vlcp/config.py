@@ -47,6 +47,8 @@ REAL_STREAM = {"p9d": ("group",), "mscoco36": ("language",), "fomo": ("concepts"
 STYLES = ("twemoji", "openmoji", "noto-mono", "noto-color")
 OPTIMIZERS = ("adamw", "lamb")   # train.optimizer (vlcp.train.optim.make_optimizer)
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")   # train.compile (vlcp.train.loop.compiled)
+SCHEDULES = ("cosine", "rsqrt", "autoregressive-cosine", "continued-cosine", "autoregressive-rsqrt", "continued-rsqrt",
+             "peaks-match-rsqrt")   # train.schedule (vlcp.train.schedules.SCHEDULES, in its order)
 TRANSFORMS = ("shift", "ctp", "fomo")   # data.transform: the Materializer's shift + vlcp.data.augment.TRANSFORMS
 STREAMS = tuple(registry.STREAMS)   # data.stream: the kinds vlcp.run runs
 SEED_MAX = 2**63 - 1   # seeds are 63-bit (torch.manual_seed, numpy's generators)
@@ -195,7 +197,6 @@ class TrainCfg:
         check_ranges(self)
         if self.steps_split not in ("size", "equal"):
             raise ConfigError(f"steps_split: must be 'size' or 'equal', got {self.steps_split!r}")
-        from vlcp.train.schedules import SCHEDULES
         if self.schedule not in SCHEDULES:
             raise ConfigError(f"schedule: unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -211,6 +212,24 @@ class TrainCfg:
                               "micro-batches")
 
 ORDERINGS = ("random", "easy-to-hard", "frequency", "similarity", "time", "dataset")
+MIXTURE_SOURCES = ("pretraining", "update", "buffer")   # a mixture's λP, λD, λB (vlcp.data.mixtures.SOURCES)
+
+
+def validate_mixture(lam_p: float, lam_d: float, lam_b: float, field: str = "data.mixture") -> None:
+    """Each λ a number in [0, 1], summing to 1 (tolerance 1e-6, as FoMo asserts); ConfigError
+    naming the field otherwise."""
+    import numpy as np   # (numpy's scalars count as numbers; `import vlcp.config` loads no numpy)
+
+    for name, lam in zip(MIXTURE_SOURCES, (lam_p, lam_d, lam_b)):
+        if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)):
+            raise ConfigError(f"{field}.{name}: λ must be a number, got {lam!r}")
+        if not (0.0 <= lam <= 1.0):  # also rejects NaN
+            raise ConfigError(f"{field}.{name}: λ = {lam:g}, must be in [0, 1]")
+    total = float(lam_p) + float(lam_d) + float(lam_b)
+    if abs(total - 1.0) >= 1e-6:
+        raise ConfigError(f"{field}: λ sum to {total:g}, must be 1")
+
+
 POOL_GROUPS = ["Smileys & Emotion", "People & Body", "Animals & Nature", "Food & Drink", "Flags"]
 
 
@@ -247,7 +266,6 @@ class FomoCfg:
     pool_size: int = ranged(10000, ge=1)   # pool pairs read (captions in memory; images read from the shards per batch)
 
     def __post_init__(self):
-        from vlcp.data.mixtures import validate_mixture
         check_ranges(self)
         if self.ordering not in ORDERINGS:
             raise ConfigError(f"ordering: unknown ordering {self.ordering!r}; known: {', '.join(ORDERINGS)}")
@@ -342,7 +360,6 @@ class UpdateCfg:
         if self.budget == "samples" and not self.samples:
             raise ConfigError("samples: budget 'samples' needs update.samples >= 1 (samples per chunk)")
         if self.mixture is not None:
-            from vlcp.data.mixtures import validate_mixture
             if len(self.mixture) != 3:
                 raise ConfigError(f"mixture: expected [λP, λD, λB], got {self.mixture!r}")
             validate_mixture(*self.mixture, field="mixture")

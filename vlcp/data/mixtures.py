@@ -17,9 +17,10 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
+from vlcp.config import MIXTURE_SOURCES, validate_mixture
 from vlcp.errors import ConfigError, VlcpError
 
-SOURCES = ("pretraining", "update", "buffer")
+SOURCES = MIXTURE_SOURCES   # the sources in λ order: pretraining, update, buffer
 PRETRAINING, UPDATE, BUFFER = range(3)
 
 # The mixtures of the paper's Fig. 16 (Sec. 7.2), as (λP, λD, λB), under the paper's names.
@@ -38,19 +39,6 @@ class MixtureSizes(NamedTuple):
     pretraining: int
     update: int
     buffer: int
-
-
-def validate_mixture(lam_p: float, lam_d: float, lam_b: float, field: str = "data.mixture") -> None:
-    """Each λ a number in [0, 1], summing to 1 (tolerance 1e-6, as FoMo asserts); ConfigError
-    naming the field otherwise."""
-    for name, lam in zip(SOURCES, (lam_p, lam_d, lam_b)):
-        if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)):
-            raise ConfigError(f"{field}.{name}: λ must be a number, got {lam!r}")
-        if not (0.0 <= lam <= 1.0):  # also rejects NaN
-            raise ConfigError(f"{field}.{name}: λ = {lam:g}, must be in [0, 1]")
-    total = float(lam_p) + float(lam_d) + float(lam_b)
-    if abs(total - 1.0) >= 1e-6:
-        raise ConfigError(f"{field}: λ sum to {total:g}, must be 1")
 
 
 def mixture_sizes(batch_size: int, lam_p: float, lam_d: float, lam_b: float, first_task: bool,

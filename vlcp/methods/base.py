@@ -6,16 +6,18 @@ parameters train). The loop (`vlcp.train.loop`) calls, per task: `before_task` �
 (`make_batch` → `loss` → backward → `after_backward` → optimizer step → `after_step`) →
 `after_task`. A method overrides only the hooks it needs; `state_dict`/`load_state_dict` carry
 its state across a resume; `extra_cost` reports extra forward/backward passes per step (MAFs).
+What the hooks receive (`TaskContext`, `Batch`, `model_outputs`) is the loop's, `vlcp.train.context`.
 """
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
 from vlcp.losses import clip_loss, mlm_loss
+from vlcp.train.context import Batch, TaskContext, model_outputs
 from vlcp.train.optim import make_optimizer
 
 
@@ -32,41 +34,6 @@ def compose_configs(*bases: type) -> type:
             if hasattr(b, "__post_init__"):
                 b.__post_init__(self)
     return dataclass(type("Config", bases, {"__post_init__": post_init}))
-
-
-@dataclass
-class TaskContext:
-    """What hooks may read (and, for `pool`, change) during one task."""
-    task: int                          # index of the current task in the stream
-    num_tasks: int
-    train_set: Any                     # PairSet of every task's training pairs
-    task_ids: list[torch.Tensor]       # per task: indices into train_set
-    pool: torch.Tensor                 # indices the loop samples this task's batches from
-    materialize: Any                   # ids -> Batch (images, tokens), with augmentation
-    generator: torch.Generator         # per-task, per-seed sampling generator
-    step: int = 0                      # step within the task
-    materialize_plain: Any = None      # ids -> Batch without augmentation or masking (task-end feature passes)
-    sampler: Any = None                # (batch size, generator) -> ids of one batch; None = uniform over `pool`
-    steps: int | None = None           # the task's step budget (set by the loop; None outside a run)
-    extras: dict = field(default_factory=dict)
-
-
-@dataclass
-class Batch:
-    images: torch.Tensor   # float [B, 3, S, S], normalised
-    tokens: torch.Tensor   # long [B, ctx]
-    ids: torch.Tensor      # long [B]: indices into the train set
-    mlm_input: torch.Tensor | None = None    # long [B, ctx]: masked tokens (models with an MLM head)
-    mlm_labels: torch.Tensor | None = None   # long [B, ctx]: original ids at masked positions, -100 elsewhere
-
-
-def model_outputs(model: torch.nn.Module, batch: Batch):
-    """The model's forward on a batch: (image features, text features, logit scale, ...), all
-    normalised. With MLM inputs (ALBEF) the output also carries `mlm_logits` [M, V] for the
-    M masked positions (row-major order of `mlm_labels != -100`)."""
-    if batch.mlm_input is None:
-        return model(batch.images, batch.tokens)
-    return model(batch.images, batch.tokens, batch.mlm_input, batch.mlm_labels != -100)
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -131,6 +98,12 @@ class Method:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+    @classmethod
+    def adds_loss_terms(cls) -> bool:
+        """Whether the method's `loss` hook is its own, not the base's (`base_terms`): a step that
+        accumulation over cached features (`train.accum_freq`) cannot serve."""
+        return cls.loss is not Method.loss
 
     def extra_cost(self) -> float:
         """Extra forward+backward passes per step relative to plain fine-tuning."""

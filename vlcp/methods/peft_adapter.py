@@ -11,8 +11,8 @@ its adapters target; its code gives LoRA, DoRA and VeRA one placement: the atten
 in-projection and `c_proj` (its `c_fc` was skipped by a substring filter on "fc" and its
 `out_proj` adapter was dead). peft's DoRA and VeRA cannot wrap an `nn.MultiheadAttention`, and
 MHA never calls its `out_proj`, so `prepare_model` first rebuilds each block's MHA as
-`ProjectedAttention` (the same weights and the same computation, with the two projections as
-called `nn.Linear` layers); then every method adapts the same Linear layers.
+`ProjectedAttention` (`vlcp.models.adapters`: the same weights and the same computation, with the
+two projections as called `nn.Linear` layers); then every method adapts the same Linear layers.
 
 A subclass names the method, its Config (an `AdapterConfig` subclass) and `peft_config()`.
 """
@@ -21,74 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from vlcp.fields import check_ranges, ranged
-from vlcp.errors import ConfigError, VlcpError
+from vlcp.errors import ConfigError
 from vlcp.methods.base import Method
-from vlcp.models.adapters import adapter_names, check_targets, freeze_all_but, inject_peft
+from vlcp.models.adapters import ProjectedAttention  # noqa: F401  (re-exported)
+from vlcp.models.adapters import adapter_names, check_targets, freeze_all_but, inject_peft, project_attention
 
 # the layers LoRA, DoRA and VeRA adapt (peft suffix matching), in both towers' residual blocks
 PEFT_TARGETS = ("attn.qkv", "attn.proj", "c_fc", "c_proj")
-
-
-class ProjectedAttention(nn.Module):
-    """An open_clip block's self-attention `nn.MultiheadAttention` with its packed in-projection
-    as the Linear `qkv` (E → 3E) and its out-projection as the Linear `proj`, both called in
-    forward (so adapters that wrap Linear layers work on them). Same weights, same computation
-    (in-projection, scaled dot-product attention, out-projection) as MHA with need_weights=False."""
-
-    def __init__(self, mha: nn.MultiheadAttention):
-        super().__init__()
-        if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn or mha.in_proj_bias is None:
-            raise VlcpError("ProjectedAttention: only a plain self-attention nn.MultiheadAttention (one packed "
-                            "in-projection with bias, no bias_k/bias_v, no add_zero_attn) can be rebuilt")
-        e = mha.embed_dim
-        w = mha.in_proj_weight
-        self.num_heads, self.batch_first, self.dropout = mha.num_heads, mha.batch_first, mha.dropout
-        # skip_init: no draws from the global RNG (the weights are copied below)
-        self.qkv = nn.utils.skip_init(nn.Linear, e, 3 * e, device=w.device, dtype=w.dtype)
-        self.proj = nn.utils.skip_init(nn.Linear, e, e, bias=mha.out_proj.bias is not None, device=w.device,
-                                       dtype=w.dtype)
-        with torch.no_grad():
-            self.qkv.weight.copy_(w)
-            self.qkv.bias.copy_(mha.in_proj_bias)
-            self.proj.weight.copy_(mha.out_proj.weight)
-            if self.proj.bias is not None:
-                self.proj.bias.copy_(mha.out_proj.bias)
-
-    def forward(self, query, key=None, value=None, need_weights=False, attn_mask=None, key_padding_mask=None,
-                **_):
-        if (key is not None and key is not query) or (value is not None and value is not query):
-            raise VlcpError("ProjectedAttention: self-attention only (key and value must be the query)")
-        if need_weights or key_padding_mask is not None:
-            raise VlcpError("ProjectedAttention: need_weights and key_padding_mask are not supported")
-        x = query if self.batch_first else query.transpose(0, 1)
-        b, t, e = x.shape
-        h = self.num_heads
-        q, k, v = self.qkv(x).view(b, t, 3, h, e // h).permute(2, 0, 3, 1, 4)   # each [b, h, t, e/h]
-        if attn_mask is not None:
-            if attn_mask.dtype == torch.bool:   # MHA: True = masked out; SDPA's bool is the opposite
-                attn_mask = torch.zeros_like(attn_mask, dtype=q.dtype).masked_fill_(attn_mask, float("-inf"))
-            if attn_mask.dim() == 3:            # [b · h, t, t]
-                attn_mask = attn_mask.view(b, h, t, t)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                             dropout_p=self.dropout if self.training else 0.0)
-        out = self.proj(out.transpose(1, 2).reshape(b, t, e))
-        return (out if self.batch_first else out.transpose(0, 1)), None
-
-
-def project_attention(model: nn.Module) -> list[str]:
-    """Replace, in place, every `nn.MultiheadAttention` named `attn` (open_clip's residual blocks)
-    by an equivalent `ProjectedAttention`; returns the replaced module names."""
-    names = [n for n, m in model.named_modules() if isinstance(m, nn.MultiheadAttention) and n.split(".")[-1] == "attn"]
-    for name in names:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, ProjectedAttention(getattr(parent, child)))
-    return names
 
 
 def check_peft_targets(targets, field: str = "target_modules") -> None:

@@ -8,6 +8,11 @@ from vlcp.models.albef import create_albef, is_albef
 from vlcp.models.clip import create_clip, register_configs, text_head
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The model a DistributedDataParallel wrapper holds (`vlcp.train.distributed.wrap_ddp`), else `model`."""
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
 def create_model(name: str, pretrained: str | None = None, device: str | torch.device = "cpu",
                  image_size: int | None = None, corpus: list[str] | None = None):
     """(model, tokenizer) for a model name: one of vlcp's ALBEF configs (`albef-tiny`, ...;
@@ -46,8 +51,6 @@ def raw_features(model: torch.nn.Module, tokens: torch.Tensor):
     any model's) `vision_proj` and `text_proj` outputs; for an open_clip CLIP, its image tower's
     output (the projection is inside `visual`) and its text features before normalisation
     (`ln_final`'s states pooled at the end of `tokens` and projected, `text_head`)."""
-    from vlcp.train.distributed import unwrap
-
     m, out, hooks = unwrap(model), {}, []
 
     def keep(key, fn=lambda y: y):
@@ -68,4 +71,4 @@ def raw_features(model: torch.nn.Module, tokens: torch.Tensor):
 
 
 __all__ = ["create_albef", "create_clip", "create_model", "multimodal_features", "raw_features", "register_configs",
-           "set_grad_checkpointing"]
+           "set_grad_checkpointing", "unwrap"]

@@ -6,7 +6,7 @@ A vlcp method may have changed the open_clip CLIP in place (`prepare_model`):
 - peft adapters (LoRA, DoRA, VeRA; `vlcp.models.adapters.inject_peft`) wrap Linear layers in
   peft tuner layers: each is merged into its base weights and replaced by its base layer;
 - the adapter methods rebuild each block's `nn.MultiheadAttention` as `ProjectedAttention`
-  (vlcp/methods/peft_adapter.py; keys `attn.qkv.*`, `attn.proj.*`): each is rebuilt as the
+  (`vlcp.models.adapters.project_attention`; keys `attn.qkv.*`, `attn.proj.*`): each is rebuilt as the
   `nn.MultiheadAttention` open_clip builds (keys `attn.in_proj_*`, `attn.out_proj.*`);
 - BitFit, LNFit and locked towers only change `requires_grad`; weight merges leave plain weights.
 
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from vlcp.errors import VlcpError
-from vlcp.models.adapters import adapted_module_names
+from vlcp.models.adapters import ProjectedAttention, adapted_module_names
 from vlcp.utils import atomic_path
 
 # what no open_clip model has: peft's wrappers and adapter tensors (timm towers do have `attn.qkv`, `attn.proj`)
@@ -93,10 +93,8 @@ def to_multihead(attn: nn.Module) -> nn.MultiheadAttention:
 
 def restore_attention(model: nn.Module) -> list[str]:
     """Replace, in place, every `ProjectedAttention` of `model` by the equivalent
-    `nn.MultiheadAttention` (the inverse of `vlcp.methods.peft_adapter.project_attention`);
+    `nn.MultiheadAttention` (the inverse of `vlcp.models.adapters.project_attention`);
     returns the replaced module names."""
-    from vlcp.methods.peft_adapter import ProjectedAttention
-
     names = [n for n, m in model.named_modules() if isinstance(m, ProjectedAttention)]
     for name in names:
         _set_submodule(model, name, to_multihead(model.get_submodule(name)))
@@ -107,7 +105,7 @@ def plain_model(model: nn.Module) -> nn.Module:
     """A deep copy of `model` (a DDP wrapper unwrapped) as open_clip itself builds it: peft
     adapters merged and unwrapped, ProjectedAttention back to nn.MultiheadAttention. `model`
     is left as it was. VlcpError when it is not an open_clip CLIP."""
-    from vlcp.train.distributed import unwrap
+    from vlcp.models import unwrap
 
     model = unwrap(model)
     if not isinstance(model, _open_clip_types()):

@@ -2,7 +2,7 @@
 
 Everything here lives under `<project root>/.live/` (git-ignored, no DVC output): the emoji
 benchmark prepared once for the live runs (`prepare_data`, reused while the data settings match),
-base models pretrained through `vlcp pretrain` (`pretrain`, reused while their config matches),
+base models pretrained as `vlcp pretrain` does (`pretrain`, reused while their config matches),
 and the live runs themselves (`run`, through `vlcp.run.run_experiment`). Nothing is read from or
 written to data/emoji, runs*/, models/ or reports/, which `dvc repro` owns. Experiments are the
 ones params.yaml defines, shrunk with `--set`-style overrides (fewer tasks, fewer steps).
@@ -13,9 +13,7 @@ import contextlib
 import copy
 import io
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from vlcp.errors import VlcpError
@@ -129,10 +127,11 @@ def run(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
 
 def pretrain(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
              root: str | Path | None = None) -> Path:
-    """A base model for the live runs: `vlcp pretrain <name>` (shrunk by `overrides`) into
-    `.live/models/<name>.pt` (its run in `.live/runs-base/`); reused while the resolved config it
-    was trained with matches (`.live/models/<name>.json`). Returns the weights file."""
-    from vlcp.cli import main
+    """A base model for the live runs: experiment `name` (shrunk by `overrides`) pretrained as
+    `vlcp pretrain` does (`vlcp.run.pretrain`) into `.live/models/<name>.pt` (its run in
+    `.live/runs-base/`); reused while the resolved config it was trained with matches
+    (`.live/models/<name>.json`). Returns the weights file."""
+    from vlcp.run import pretrain as pretrain_base
     from vlcp.utils import read_json, write_json
 
     live = live_dir(root)
@@ -141,23 +140,12 @@ def pretrain(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
     stamp = json.loads(json.dumps(cfg.to_dict()))
     if out.is_file() and stamp_file.is_file() and read_json(stamp_file) == stamp:
         return out
-    import yaml
-
     out.parent.mkdir(parents=True, exist_ok=True)
-    for earlier in (live / "runs-base" / name, live / "checkpoints-base" / name):   # never resume another config's run
+    runs, checkpoints = live / "runs-base" / name, live / "checkpoints-base" / name
+    for earlier in (runs, checkpoints):   # never resume another config's run
         shutil.rmtree(earlier, ignore_errors=True)
-    fd, tmp = tempfile.mkstemp(prefix=".params-", suffix=".yaml", dir=live)
-    try:   # `vlcp pretrain` reads a params file: this one is `params` as given
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(params, f, sort_keys=False, allow_unicode=True)
-        args = ["--debug", "pretrain", name, "--params", tmp, "--out", str(out), "--seed", str(seed),
-                "--runs", str(live / "runs-base"), "--checkpoints", str(live / "checkpoints-base")]
-        for o in live_overrides(params, overrides, root):
-            args += ["--set", o]
-        with contextlib.redirect_stdout(io.StringIO()):   # its "wrote ..." line
-            main(args)
-    finally:
-        os.unlink(tmp)
+    with contextlib.redirect_stdout(io.StringIO()):   # the run's per-task lines
+        pretrain_base(cfg, out, runs / f"seed{seed}", checkpoints / f"seed{seed}")
     write_json(stamp_file, stamp)
     return out
 

@@ -1,8 +1,9 @@
 """Run one experiment (config + seed) over its task stream and write `results.json`.
 
-`run_experiment` is what `vlcp run` calls. The one loop (`vlcp.run.loop`) trains task by task
-through `vlcp.train.loop.train_task`, evaluates after every task, checkpoints (atomic, verified on
-load: `vlcp.train.checkpoint`) and resumes from the last checkpointed task when a matching
+`run_experiment` is what `vlcp run` calls, `pretrain` what `vlcp pretrain` and the notebooks'
+live sections call. The one loop (`vlcp.run.loop`) trains task by task through
+`vlcp.train.loop.train_task`, evaluates after every task, checkpoints (atomic, verified on load:
+`vlcp.train.checkpoint`) and resumes from the last checkpointed task when a matching
 checkpoint exists; the stream named by `data.stream` (`vlcp.registry.STREAMS`: group, class,
 instance, language, concepts; one file each in `vlcp/run/streams/`) supplies what differs.
 """
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from vlcp.config import ExperimentCfg
 from vlcp.registry import load_stream
 from vlcp.run.loop import run_stream
 from vlcp.run.state import exclusive_run
+from vlcp.train.checkpoint import CHECKPOINT, load_checkpoint
+from vlcp.utils import atomic_path
 
 
 def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path | None = None,
@@ -34,4 +39,17 @@ def run_experiment(cfg: ExperimentCfg, out_dir: str | Path, ckpt_dir: str | Path
         return run_stream(stream_cls, cfg, out_dir, ckpt_dir, resume, stop_after_task, bad_checkpoint)
 
 
-__all__ = ["run_experiment"]
+def pretrain(cfg: ExperimentCfg, weights: str | Path, out_dir: str | Path, ckpt_dir: str | Path | None = None,
+             bad_checkpoint: str = "error") -> Path:
+    """Train `cfg` (`run_experiment` into `out_dir`, resuming from `ckpt_dir` as it does) and keep its
+    final model as the weights file `weights`: the model's state dict, read back from the last
+    checkpoint (verified), which `model.pretrained: <file>` loads. Returns `weights`."""
+    ckpt_dir = Path(out_dir if ckpt_dir is None else ckpt_dir)
+    run_experiment(cfg, out_dir, ckpt_dir, bad_checkpoint=bad_checkpoint)
+    state = load_checkpoint(ckpt_dir / CHECKPOINT)["model"]
+    with atomic_path(weights) as tmp:
+        torch.save(state, tmp)
+    return Path(weights)
+
+
+__all__ = ["pretrain", "run_experiment"]

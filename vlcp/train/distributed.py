@@ -12,6 +12,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from vlcp.models import unwrap  # noqa: F401  (re-exported: wrap_ddp's inverse)
 from vlcp.utils import derive_seed
 
 
@@ -209,7 +210,3 @@ def wrap_ddp(model: torch.nn.Module) -> torch.nn.Module:
     running_stats = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
     return torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True,
                                                      forward_sync_buffers=running_stats)
-
-
-def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model

@@ -31,11 +31,11 @@ from tqdm import tqdm
 from vlcp.data.augment import TrainTransform, augment_images
 from vlcp.errors import ConfigError, NonFiniteError
 from vlcp.losses import clip_loss
-from vlcp.methods.base import Batch, Method, TaskContext, model_outputs
 from vlcp.models import set_grad_checkpointing
 from vlcp.models.albef import ALBEF
 from vlcp.models.clip import OPENAI_MEAN, OPENAI_STD
 from vlcp.train.budget import PHASE_LABEL
+from vlcp.train.context import Batch, TaskContext, model_outputs
 from vlcp.train.optim import clip_gradients, make_optimizer  # noqa: F401  (make_optimizer: re-exported)
 from vlcp.train.distributed import all_reduce_mean, average_gradients, broadcast_parameters, is_main, local_slice, unwrap
 from vlcp.train.schedules import lr_fn, plan_for
@@ -120,11 +120,12 @@ def autocast(device: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
-def check_step_options(cfg: TrainCfg, method_cls: type[Method], model: str, albef: bool) -> None:
-    """Refuse, in one line, the step options a method or model cannot serve: `accum_freq` > 1 needs
-    a step whose loss is the contrastive loss over the batch's features alone (the base `loss` hook,
-    a CLIP model: no extra terms, teachers or MLM); `grad_checkpointing` an open_clip model."""
-    if cfg.accum_freq > 1 and (method_cls.loss is not Method.loss or albef):
+def check_step_options(cfg: TrainCfg, method_cls, model: str, albef: bool) -> None:
+    """Refuse, in one line, the step options a method (`method_cls`, a `vlcp.methods.base.Method`
+    class) or model cannot serve: `accum_freq` > 1 needs a step whose loss is the contrastive loss over
+    the batch's features alone (the base `loss` hook, a CLIP model: no extra terms, teachers or MLM);
+    `grad_checkpointing` an open_clip model."""
+    if cfg.accum_freq > 1 and (method_cls.adds_loss_terms() or albef):
         what = f"model {model!r} adds an MLM term" if albef else \
             f"method {method_cls.name!r} adds its own loss terms"
         raise ConfigError(f"train.accum_freq: accumulation with cached features takes the contrastive loss only, and "
@@ -224,11 +225,12 @@ class PhaseClock:
         return {k: round(v, 4) for k, v in self.seconds.items()}
 
 
-def train_task(model: torch.nn.Module, method: Method, ctx: TaskContext, steps: int, cfg: TrainCfg,
+def train_task(model: torch.nn.Module, method, ctx: TaskContext, steps: int, cfg: TrainCfg,
                device: torch.device, desc: str = "train", lr_at=None, clock: PhaseClock | None = None) -> dict:
-    """Train one task; returns {"loss": mean total loss, "samples": samples seen, "terms": per-term
-    means, "phase_seconds": seconds per phase}. `lr_at`: step -> LR (default: `cfg.schedule` on a
-    stream of this one task); `clock`: the task's PhaseClock (the loop times `after_task` on it)."""
+    """Train one task with the hooks of `method` (a `vlcp.methods.base.Method`); returns {"loss": mean
+    total loss, "samples": samples seen, "terms": per-term means, "phase_seconds": seconds per phase}.
+    `lr_at`: step -> LR (default: `cfg.schedule` on a stream of this one task); `clock`: the task's
+    PhaseClock (the loop times `after_task` on it)."""
     lr_at = lr_at or lr_fn(cfg.schedule, plan_for(cfg, [steps]), 0)
     phase = clock or PhaseClock()
     check_step_options(cfg, type(method), type(unwrap(model)).__name__, isinstance(unwrap(model), ALBEF))
