@@ -50,7 +50,7 @@ def versions() -> dict:
 
 def open_clip_version() -> str:
     """open_clip's version, read from its installed distribution's metadata: a run whose model is
-    not an open_clip one (ALBEF) need not import it (~3 s on 2 cores) to name it."""
+    not an open_clip one (ALBEF) need not import it to name it."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
