@@ -79,7 +79,7 @@ def strip_timings(r: dict) -> dict:
     import json
 
     r = json.loads(json.dumps(r))
-    r.pop("wall_seconds", None), r.pop("attempt_seconds", None), r.pop("checksum", None)   # (a file's checksum covers the timings)
+    r.pop("wall_seconds", None), r.pop("attempt_seconds", None), r.pop("run_seconds", None), r.pop("checksum", None)   # (a file's checksum covers the timings)
     for t in r["train"]:
         t.pop("seconds"), t.pop("eval_seconds"), t.pop("peak_memory_mb"), t.pop("phase_seconds")
     return r

@@ -381,6 +381,11 @@ def test_resumed_wall_seconds_is_the_sum_of_the_attempts(emoji_root, tmp_path):
     assert r["wall_seconds"] == pytest.approx(sum(r["attempt_seconds"]), abs=0.02)
     assert r["wall_seconds"] > r["attempt_seconds"][-1] > 0
     assert json.loads((tmp_path / "results.json").read_text())["attempt_seconds"] == r["attempt_seconds"]
+    phases = r["run_seconds"]   # every attempt's phases, summed: the run's wall time (with start-up beside it)
+    assert sum(v for k, v in phases.items() if k not in ("process_start", "imports")) == pytest.approx(
+        r["wall_seconds"], abs=0.05)
+    assert phases["train"] == pytest.approx(sum(t["seconds"] for t in r["train"]), abs=0.01)
+    assert phases["checkpoint"] > 0 and phases["data"] > 0
 
 
 # --------------------------------------------------------------------------- strict JSON

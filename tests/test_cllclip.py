@@ -254,7 +254,7 @@ def test_a_frozen_module_keeps_no_gradient_into_the_next_task(emoji_root, tmp_pa
     task (`train.flops_every`: the step count's zero_grad had hidden it) the run is the same run."""
     from dataclasses import replace
 
-    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds", "attempt_seconds", "config", "config_hash")}  # noqa: E731
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds", "attempt_seconds", "run_seconds", "config", "config_hash")}  # noqa: E731
     cfg = cll_experiment(emoji_root, "cll-mla", steps=9)
     cfg = replace(cfg, train=replace(cfg.train, grad_clip=0.01))   # every step clipped
     every = run_experiment(cfg, tmp_path / "a")
@@ -319,7 +319,7 @@ def test_language_resume_equals_uninterrupted(emoji_root, tmp_path, monkeypatch)
     rl.stream_vocabs.cache_clear()                 # as a new process would: nothing memoised
     monkeypatch.setattr(rl, "train_vocabs", retrain)
     resumed = run_experiment(cfg, tmp_path / "b")
-    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds", "attempt_seconds")}  # noqa: E731
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds", "attempt_seconds", "run_seconds")}  # noqa: E731
     assert strip(resumed) == strip(full)
     monkeypatch.undo()
     rl.stream_vocabs.cache_clear()
@@ -336,7 +336,7 @@ def test_runs_in_one_process_share_their_inputs(emoji_root, tmp_path):
     rl.stream_inputs.cache_clear()
     rl.stream_vocabs.cache_clear()
     rl.zero_shot.cache_clear()
-    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds", "attempt_seconds")}  # noqa: E731
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("train", "wall_seconds", "attempt_seconds", "run_seconds")}  # noqa: E731
     fresh = run_experiment(cll_experiment(emoji_root, "cll-mla", steps=6), tmp_path / "a")
     run_experiment(cll_experiment(emoji_root, "cllclip", steps=6, teir=True), tmp_path / "b")
     again = run_experiment(cll_experiment(emoji_root, "cll-mla", steps=6), tmp_path / "c")

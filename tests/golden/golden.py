@@ -63,7 +63,7 @@ def normalise(results: dict, root: Path) -> str:
     hash must be the hash of the recorded config (then it is dropped: it covers the root)."""
     r = json.loads(json.dumps(results))
     assert r["config_hash"] == config_hash(r["config"]), "config_hash is not the hash of the recorded config"
-    r.pop("config_hash"), r.pop("wall_seconds", None), r.pop("attempt_seconds", None)
+    r.pop("config_hash"), r.pop("wall_seconds", None), r.pop("attempt_seconds", None), r.pop("run_seconds", None)
     for row in r["train"]:
         for k in TIMINGS:
             row.pop(k, None)

@@ -5,9 +5,11 @@ prepared files. `PairSet` and `Benchmark` live in `vlcp.data.pairs` (re-exported
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import zipfile
 import zlib
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +31,9 @@ class EmojiBenchmark(Benchmark):
         if not (root / "meta.json").exists():
             raise VlcpError(f"data.root: {root} has no prepared benchmark (meta.json); run `vlcp data prepare`")
         self.root = root
-        self.meta = read_meta(root / "meta.json")
+        self.meta = prepared_meta(root)
         check_record(self.meta, cfg, root)
-        self._by_style = read_images(root / "images.npz", self.meta)
+        self._by_style = prepared_images(root)
         for s in cfg.train_styles + cfg.unseen_styles:
             if s not in self._by_style:
                 raise VlcpError(f"data.styles: style {s!r} not in {root}; re-run `vlcp data prepare`")
@@ -64,6 +66,39 @@ class EmojiBenchmark(Benchmark):
 # --------------------------------------------------------------------------- the prepared emoji data
 
 SPLITS = ("train", "val", "test", "query")
+
+
+def prepared_meta(root: Path) -> dict:
+    """`read_meta` of the prepared benchmark at `root`, memoised on the file (path, inode, size,
+    times), as `prepared_images`. Read-only."""
+    return _meta(str(Path(root).resolve()), _stamp(Path(root) / "meta.json"))
+
+
+def prepared_images(root: Path) -> dict[str, np.ndarray]:
+    """`read_images` of the prepared benchmark at `root` (checked against its `prepared_meta`),
+    memoised on both files: the runs of a study in one process (`vlcp run --list`, each `--jobs`
+    worker) read and check them once (~0.3 s a run). Read-only: a benchmark copies the images it
+    selects (`_images`)."""
+    root = Path(root)
+    return _images(str(root.resolve()), _stamp(root / "meta.json"), _stamp(root / "images.npz"))
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+@lru_cache(maxsize=1)
+def _meta(root: str, stamp) -> dict:   # (the stamp: part of the memo's key)
+    return read_meta(Path(root) / "meta.json")
+
+
+@lru_cache(maxsize=1)
+def _images(root: str, meta_stamp, stamp) -> dict[str, np.ndarray]:
+    return read_images(Path(root) / "images.npz", _meta(root, meta_stamp))
 
 
 def _damaged(path: Path, what: str) -> VlcpError:

@@ -42,11 +42,22 @@ def versions() -> dict:
     """What a run's bits depend on besides its config: the library versions, and the CPU capability
     torch dispatches to (AVX2 or AVX-512 kernels round differently, so a seed reproduces a run only
     on the same capability and thread count; the threads are in the config)."""
-    import open_clip
-    return {"vlcp": vlcp.__version__, "torch": torch.__version__, "open_clip": open_clip.__version__,
+    return {"vlcp": vlcp.__version__, "torch": torch.__version__, "open_clip": open_clip_version(),
             "python": platform.python_version(), "machine": platform.machine(),
             "processor": platform.processor() or platform.machine(),
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def open_clip_version() -> str:
+    """open_clip's version, read from its installed distribution's metadata: a run whose model is
+    not an open_clip one (ALBEF) need not import it to name it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("open_clip_torch")
+    except PackageNotFoundError:   # installed some other way: ask the module
+        import open_clip
+        return open_clip.__version__
 
 
 @contextlib.contextmanager

@@ -9,6 +9,8 @@ one file in `vlcp/run/streams/` and one line in `vlcp.registry.STREAMS`.
 """
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any, ClassVar
 
 import torch
@@ -21,7 +23,8 @@ from vlcp.methods.base import Method, TaskContext
 class Stream:
     """The protocol, with the defaults most streams want. After `build`, `model` is the model the
     method trains and `task_ids[t]` task t's training ids; `steps` is set by `budget`; `bad_images`
-    counts the unreadable images of a real dataset the stream loads with it (results' `data.bad_images`)."""
+    counts the unreadable images of a real dataset the stream loads with it (results' `data.bad_images`);
+    `data_seconds` the seconds `build` spent in `loading` blocks (results' `run_seconds.data`)."""
 
     # Accounting: FLOPs of a step counted per task (`train.flops_every`) and per-task passes
     # (`train.pass_flops_seeds`); `start_passes`: before_task/make_optimizer are counted too;
@@ -43,9 +46,19 @@ class Stream:
         self.task_ids: list[torch.Tensor] = []
         self.steps: list[int] = []
         self.bad_images = BadImages(cfg.data.max_bad_images)
+        self.data_seconds = 0.0
+
+    @contextlib.contextmanager
+    def loading(self):
+        """Count the block as loading the run's data (`data_seconds`), not as building."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.data_seconds += time.perf_counter() - t0
 
     def build(self, method: Method) -> None:
-        """Load the data, create the model and the tasks."""
+        """Load the data (in `loading` blocks), create the model and the tasks."""
         raise NotImplementedError
 
     @property

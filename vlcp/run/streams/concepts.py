@@ -140,8 +140,9 @@ class ConceptStream(Stream):
 
     def build(self, method: Method) -> None:
         cfg, device, f = self.cfg, self.device, self.cfg.fomo
-        data = load_fomo_data(cfg, self.bad_images)
-        data = with_pool(data, f.pool, derive_seed(cfg.seed, "pool"))
+        with self.loading():
+            data = load_fomo_data(cfg, self.bad_images)
+            data = with_pool(data, f.pool, derive_seed(cfg.seed, "pool"))
         train = data.train
         corpus = [c for caps in train.captions for c in caps]
         model, tokenizer = create_model(cfg.model.name, cfg.model.pretrained, device, cfg.data.image_size, corpus)

@@ -24,18 +24,20 @@ class GroupStream(Stream):
 
     def build(self, method: Method) -> None:
         cfg, device = self.cfg, self.device
-        bench = load_benchmark(cfg.data, self.bad_images)
+        with self.loading():
+            bench = load_benchmark(cfg.data, self.bad_images)
+            train = bench.pairs("train", cfg.data.train_styles)
+            sets = {"test": bench.pairs("test", cfg.data.train_styles)}
+            if cfg.data.unseen_styles:
+                sets["unseen_style"] = bench.pairs(("train", "val", "test", "query"), cfg.data.unseen_styles)
+            gallery = train if bench.gallery_split == "train" else bench.pairs(bench.gallery_split, cfg.data.train_styles)
+            downstream = None
+            if cfg.data.benchmark == "cc" and cfg.eval.heldout:   # IncCLIP's suite: the real downstream datasets
+                from vlcp.data.real import load_downstream
+                downstream = load_downstream(cfg, self.bad_images)
+            query = bench.pairs("query", cfg.data.train_styles)
         self.names = bench.task_names
-        train = bench.pairs("train", cfg.data.train_styles)
-        sets = {"test": bench.pairs("test", cfg.data.train_styles)}
-        if cfg.data.unseen_styles:
-            sets["unseen_style"] = bench.pairs(("train", "val", "test", "query"), cfg.data.unseen_styles)
-        gallery = train if bench.gallery_split == "train" else bench.pairs(bench.gallery_split, cfg.data.train_styles)
-        downstream = None
-        if cfg.data.benchmark == "cc" and cfg.eval.heldout:   # IncCLIP's suite: the real downstream datasets
-            from vlcp.data.real import load_downstream
-            downstream = load_downstream(cfg, self.bad_images)
-        self.evaluator = Evaluator(sets, bench.pairs("query", cfg.data.train_styles), gallery,
+        self.evaluator = Evaluator(sets, query, gallery,
                                    bench.class_names if bench.named_classes else [], len(self.names), cfg.eval,
                                    bench.group_names, downstream, progress=cfg.train.progress)
 

@@ -248,7 +248,8 @@ class LanguageStream(Stream):
         clip.eval()
         self.clip = clip   # alive until `ready` (the key holds weak references: the memo keeps no model)
         self.key = InputsKey.of(cfg, device, clip, tokenizer)
-        data, train_img, english, image_sets, base_vocab = stream_inputs(self.key)
+        with self.loading():   # the corpus, and the base CLIP's image and English features (memoised)
+            data, train_img, english, image_sets, base_vocab = stream_inputs(self.key)
         self.data, self.examples, self.method = data, data.examples, method
         self.plan = method.plan(data.languages)
         self.names = ["+".join(p) if len(p) < 4 else f"all {len(p)} languages" for p in self.plan]

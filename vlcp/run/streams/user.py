@@ -328,8 +328,9 @@ class UserStream(Stream):
 
     def build(self, method: Method) -> None:
         cfg, d = self.cfg, self.cfg.data
-        parts = self.load_sets()
-        train = record_pairs([r for _, part in parts for r in part], d.image_size, d.workers, d.captions_per_item)
+        with self.loading():
+            parts = self.load_sets()
+            train = record_pairs([r for _, part in parts for r in part], d.image_size, d.workers, d.captions_per_item)
         ids, start = {"pretraining": [], "earlier": [], "chunk": []}, 0
         for role, part in parts:
             ids[role].append(torch.arange(start, start + len(part)))
