@@ -7,7 +7,8 @@ and autograd adds the three together. `unbind`'s backward stacks the three gradi
 without weights) op for op, so its outputs and gradients are the same floats. It takes over
 only when gradients flow; every other call goes to torch's forward unchanged.
 `use_packed_self_attention` switches a model's attention modules to it in place, which keeps
-their parameters, state dict keys and checkpoints as they were.
+their parameters, state dict keys and checkpoints as they were; `use_torch_attention` switches
+them back (an export as open_clip builds the model).
 """
 from __future__ import annotations
 
@@ -85,4 +86,12 @@ def use_packed_self_attention(model: nn.Module) -> int:
     switched = [m for m in model.modules() if type(m) is nn.MultiheadAttention]
     for m in switched:
         m.__class__ = PackedSelfAttention
+    return len(switched)
+
+
+def use_torch_attention(model: nn.Module) -> int:
+    """Switch every `PackedSelfAttention` of `model` back to `nn.MultiheadAttention`, in place; returns how many."""
+    switched = [m for m in model.modules() if type(m) is PackedSelfAttention]
+    for m in switched:
+        m.__class__ = nn.MultiheadAttention
     return len(switched)
