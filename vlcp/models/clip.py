@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from vlcp.errors import VlcpError
+from vlcp.models.attention import use_packed_self_attention
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)   # open_clip.OPENAI_DATASET_MEAN (a test holds them equal)
@@ -67,6 +68,7 @@ def create_clip(name: str, pretrained: str | None = None, device: str | torch.de
         raise VlcpError(f"model.pretrained: could not load {pretrained!r} for {name}: {e}") from None
     if pretrained is None:
         note_random_init(name)
+    use_packed_self_attention(model)   # the same floats, without select_backward's fills in every backward
     return model, open_clip.get_tokenizer(name)
 
 

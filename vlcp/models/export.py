@@ -27,6 +27,7 @@ from torch import nn
 
 from vlcp.errors import VlcpError
 from vlcp.models.adapters import ProjectedAttention, adapted_module_names
+from vlcp.models.attention import use_torch_attention
 from vlcp.utils import atomic_path
 
 # what no open_clip model has: peft's wrappers and adapter tensors (timm towers do have `attn.qkv`, `attn.proj`)
@@ -103,8 +104,8 @@ def restore_attention(model: nn.Module) -> list[str]:
 
 def plain_model(model: nn.Module) -> nn.Module:
     """A deep copy of `model` (a DDP wrapper unwrapped) as open_clip itself builds it: peft
-    adapters merged and unwrapped, ProjectedAttention back to nn.MultiheadAttention. `model`
-    is left as it was. VlcpError when it is not an open_clip CLIP."""
+    adapters merged and unwrapped, ProjectedAttention and PackedSelfAttention back to
+    nn.MultiheadAttention. `model` is left as it was. VlcpError when it is not an open_clip CLIP."""
     from vlcp.models import unwrap
 
     model = unwrap(model)
@@ -115,6 +116,7 @@ def plain_model(model: nn.Module) -> nn.Module:
     with torch.no_grad():
         merge_adapters(out)
         restore_attention(out)
+    use_torch_attention(out)
     return out
 
 
