@@ -1,8 +1,10 @@
 """Encode pair sets with a CLIP model: the image and text features evaluation scores
-(`Encoded`, `encode`), CLIP's image normalisation (`normalise_images`) and a tokenizer that
-tokenizes each distinct text once (`MemoTokenizer`)."""
+(`Encoded`, `encode`), CLIP's image normalisation (`normalise_images`), a tokenizer that
+tokenizes each distinct text once (`MemoTokenizer`) and the key under which features of one
+model state may be reused (`StateKey`)."""
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -90,3 +92,31 @@ class MemoTokenizer:
         if new:
             self._rows.update(zip(new, self.tokenizer(new)))
         return torch.stack([self._rows[t] for t in texts]) if texts else torch.zeros(0, self.context_length, dtype=torch.long)
+
+
+class StateKey:
+    """What features of a model depend on, at one moment: each parameter and buffer (those whose
+    names do not start with `skip`; held weakly) with its storage and in-place version counter, and
+    the autocast state. Two keys are equal when every tensor is still the same live object in the
+    same storage and has not been written since (no optimizer step, `copy_`, `fill_`,
+    `load_state_dict` or replaced module in between; a write through `.data` bypasses the version
+    counter: vlcp makes none), under the same autocast: features computed under one key may be
+    reused under an equal one."""
+
+    def __init__(self, model: torch.nn.Module, skip: tuple[str, ...] = ()):
+        named = [*model.named_parameters(), *model.named_buffers()]
+        self._entries = [(n, weakref.ref(t), t.data_ptr(), t._version) for n, t in named if not n.startswith(skip)]
+        kind = named[0][1].device.type if named else "cpu"
+        self._autocast = (kind, torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, StateKey) or self._autocast != other._autocast \
+                or len(self._entries) != len(other._entries):
+            return False
+        for (n, r, ptr, v), (m, s, qtr, w) in zip(self._entries, other._entries):
+            t = r()
+            if n != m or t is None or t is not s() or ptr != qtr or v != w:
+                return False
+        return True
+
+    __hash__ = None

@@ -62,7 +62,7 @@ class GroupStream(Stream):
         return {"matrix": {}, "cumulative": []}
 
     def zero_shot(self, model):
-        return self.evaluator(model, self.tokenizer, self.device, 0)["matrix"]
+        return self.evaluator.zero_shot(model, self.tokenizer, self.device)
 
     def context(self, t: int) -> TaskContext:
         seed = self.cfg.seed
