@@ -1,10 +1,9 @@
 """Encode pair sets with a CLIP model: the image and text features evaluation scores
 (`Encoded`, `encode`), CLIP's image normalisation (`normalise_images`), a tokenizer that
 tokenizes each distinct text once (`MemoTokenizer`) and the key under which features of one
-model state may be reused (`StateKey`)."""
+model's features may be reused (`Snapshot`)."""
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -94,29 +93,33 @@ class MemoTokenizer:
         return torch.stack([self._rows[t] for t in texts]) if texts else torch.zeros(0, self.context_length, dtype=torch.long)
 
 
-class StateKey:
-    """What features of a model depend on, at one moment: each parameter and buffer (those whose
-    names do not start with `skip`; held weakly) with its storage and in-place version counter, and
-    the autocast state. Two keys are equal when every tensor is still the same live object in the
-    same storage and has not been written since (no optimizer step, `copy_`, `fill_`,
-    `load_state_dict` or replaced module in between; a write through `.data` bypasses the version
-    counter: vlcp makes none), under the same autocast: features computed under one key may be
-    reused under an equal one."""
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes (on the CPU), for a bit-for-bit comparison (-0.0 is not 0.0, a NaN is itself)."""
+    return t.detach().to("cpu").reshape(-1).view(torch.uint8)
+
+
+class Snapshot:
+    """A copy (on the CPU) of a model's parameters and buffers (those whose names do not start with
+    `skip`) with its module types and autocast state, to tell whether features computed from the
+    model still hold: `matches(model)` is true when the model is still that one, bit for bit.
+    (Version counters cannot tell: torch's fused AdamW steps do not advance them.)"""
 
     def __init__(self, model: torch.nn.Module, skip: tuple[str, ...] = ()):
-        named = [*model.named_parameters(), *model.named_buffers()]
-        self._entries = [(n, weakref.ref(t), t.data_ptr(), t._version) for n, t in named if not n.startswith(skip)]
-        kind = named[0][1].device.type if named else "cpu"
-        self._autocast = (kind, torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind))
+        self.skip = skip
+        self._form = self._form_of(model)
+        self._bits = {n: (t.shape, t.dtype, _bits(t).clone()) for n, t in self._tensors(model)}
 
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, StateKey) or self._autocast != other._autocast \
-                or len(self._entries) != len(other._entries):
+    def _tensors(self, model):
+        return [(n, t) for n, t in [*model.named_parameters(), *model.named_buffers()] if not n.startswith(self.skip)]
+
+    @staticmethod
+    def _form_of(model) -> tuple:
+        kind = next((t.device.type for t in model.parameters()), "cpu")
+        return (kind, torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind),
+                tuple((n, type(m)) for n, m in model.named_modules()))
+
+    def matches(self, model: torch.nn.Module) -> bool:
+        now = self._tensors(model)
+        if self._form_of(model) != self._form or [n for n, _ in now] != list(self._bits):
             return False
-        for (n, r, ptr, v), (m, s, qtr, w) in zip(self._entries, other._entries):
-            t = r()
-            if n != m or t is None or t is not s() or ptr != qtr or v != w:
-                return False
-        return True
-
-    __hash__ = None
+        return all((t.shape, t.dtype) == self._bits[n][:2] and torch.equal(self._bits[n][2], _bits(t)) for n, t in now)

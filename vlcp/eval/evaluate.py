@@ -18,7 +18,7 @@ from vlcp.config import EvalCfg
 from vlcp.data.pairs import PairSet
 from vlcp.data.procedural import PROCEDURAL_TASKS, render_scenes, render_shapes
 from vlcp.errors import NonFiniteError
-from vlcp.eval.encode import Encoded, MemoTokenizer, StateKey, encode, encode_multimodal, normalise_images
+from vlcp.eval.encode import Encoded, MemoTokenizer, Snapshot, encode, encode_multimodal, normalise_images
 from vlcp.eval.fomo import downstream_scores
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
@@ -103,7 +103,7 @@ class Evaluator:
                 maps = mean_average_precision(q, g, query.image_labels, gallery.image_labels, ks, normalizer=norm)
                 row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
         if pools and task == self.num_tasks - 1:   # every task's items: the final model's pools, if it is this one
-            self._last_pools = (StateKey(model), tokenizer, encoded["test"], q, g)
+            self._last_pools = (Snapshot(model), tokenizer, encoded["test"], q, g)
         bar.update(parts - bar.n)   # the held-out suite, when there is one
         if pools and self.cfg.heldout and self.downstream is not None:
             row["heldout"] = downstream_scores(model, tokenizer, self.downstream, device, self.cfg.batch_size, ks,
@@ -153,11 +153,11 @@ class Evaluator:
 
     def final_pools(self, model, tokenizer, device) -> list[dict]:
         """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT): the
-        features of the last task's round when the model has not changed since (`StateKey`)."""
+        features of the last task's round when the model has not changed since (`Snapshot`)."""
         model.eval()
         tokenizer = self._tokenizer(tokenizer)
         held = self._last_pools
-        if held is not None and held[0] == StateKey(model) and held[1] is tokenizer:   # that round's model, unchanged
+        if held is not None and held[1] is tokenizer and held[0].matches(model):   # that round's model, unchanged
             enc, q, g = held[2:]
         else:   # (a run resumed after its last task)
             texts = {}

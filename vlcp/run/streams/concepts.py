@@ -163,6 +163,7 @@ class ConceptStream(Stream):
                 model.logit_scale.fill_(math.log(1 / f.temperature))
         self.data, self.train, self.model, self.tokenizer = data, train, model, tokenizer
         self.eval_tokenizer = MemoTokenizer(tokenizer)   # the same texts at every evaluation
+        self.text_cache: dict = {}   # class weights and captions of an unchanged text tower, across rounds (text_state)
 
     def reference_cost(self) -> None:
         """Full fine-tuning's step cost: the budget's reference, before adapters and freezing."""
@@ -190,7 +191,8 @@ class ConceptStream(Stream):
         return {"trajectory": []}
 
     def zero_shot(self, model) -> dict:
-        return evaluate_fomo(model, self.eval_tokenizer, self.data.eval_sets, self.device, self.cfg.eval.batch_size)
+        return evaluate_fomo(model, self.eval_tokenizer, self.data.eval_sets, self.device, self.cfg.eval.batch_size,
+                             text_cache=self.text_cache)
 
     def context(self, t: int) -> TaskContext:
         cfg, data, task_ids = self.cfg, self.data, self.task_ids
@@ -213,7 +215,7 @@ class ConceptStream(Stream):
 
     def evaluate(self, model, t: int) -> dict:
         return evaluate_fomo(model, self.eval_tokenizer, self.data.eval_sets, self.device, self.cfg.eval.batch_size,
-                             progress=self.cfg.train.progress)
+                             progress=self.cfg.train.progress, text_cache=self.text_cache)
 
     def record(self, results: dict, t: int, row: dict | None) -> None:
         if row:
