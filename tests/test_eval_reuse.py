@@ -83,6 +83,30 @@ def test_snapshot_tells_a_fused_adamw_step_and_a_replaced_module(clip):
     snap = Snapshot(m)
     m.ln_final = torch.nn.LayerNorm(m.ln_final.normalized_shape)   # same names and shapes, other values and object
     assert not snap.matches(m)
+    snap = Snapshot(m)
+    m.text_pool_type = "last"                                        # no tensor changed, the forward did
+    assert not snap.matches(m)
+
+
+def test_starting_point_is_evaluated_once_per_model_state_and_key(clip):
+    """The runs of one process that start from the same model (another object, the same bits) share
+    its first evaluation, a copy each; a model one step away, or other inputs (`key`), evaluate."""
+    from vlcp.eval.memo import starting_point
+    calls = []
+
+    def evaluate(m):
+        calls.append(m)
+        return {"score": float(m.text_projection.detach().sum())}
+
+    a, b = copy.deepcopy(clip[0]), copy.deepcopy(clip[0])
+    first = starting_point("k", a, lambda: evaluate(a))
+    again = starting_point("k", b, lambda: evaluate(b))
+    assert again == first and again is not first and calls == [a]
+    fused_step(b)                                                # a prepared variant: evaluated, and kept beside θ0
+    moved = starting_point("k", b, lambda: evaluate(b))
+    assert calls == [a, b] and moved != first
+    assert starting_point("k", copy.deepcopy(a), lambda: evaluate(a)) == first and len(calls) == 2
+    assert starting_point("other inputs", a, lambda: evaluate(a)) == first and len(calls) == 3
 
 
 def test_starting_round_encodes_only_what_its_matrix_reads(clip):
@@ -97,10 +121,10 @@ def test_starting_round_encodes_only_what_its_matrix_reads(clip):
 
 def test_final_pools_reuse_the_last_round_only_while_the_model_is_unchanged(clip):
     model, tok = copy.deepcopy(clip[0]), MemoTokenizer(clip[1])
-    ev = evaluator()
+    rows, ev = counted(model), evaluator()   # (counting first: a model's instance attributes are part of its state)
     ev(model, tok, "cpu", ev.num_tasks - 1)
     fresh = Evaluator(ev.sets, ev.query, ev.gallery, CLASSES, ev.num_tasks, ev.cfg).final_pools(model, tok, "cpu")
-    rows = counted(model)
+    rows.update(image=0, text=0)
     assert ev.final_pools(model, tok, "cpu") == fresh
     assert rows == {"image": 0, "text": 0}                          # the last round's features
     fused_step(model)
