@@ -1,6 +1,7 @@
 """Encode pair sets with a CLIP model: the image and text features evaluation scores
-(`Encoded`, `encode`), CLIP's image normalisation (`normalise_images`) and a tokenizer that
-tokenizes each distinct text once (`MemoTokenizer`)."""
+(`Encoded`, `encode`), CLIP's image normalisation (`normalise_images`), a tokenizer that
+tokenizes each distinct text once (`MemoTokenizer`) and a model's state, to tell when features
+computed from it may be reused (`Snapshot`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -90,3 +91,47 @@ class MemoTokenizer:
         if new:
             self._rows.update(zip(new, self.tokenizer(new)))
         return torch.stack([self._rows[t] for t in texts]) if texts else torch.zeros(0, self.context_length, dtype=torch.long)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes (on the CPU), for a bit-for-bit comparison (-0.0 is not 0.0, a NaN is itself)."""
+    return t.detach().to("cpu").reshape(-1).view(torch.uint8)
+
+
+MODULE_STATE = ("_parameters", "_buffers", "_modules", "training")   # not attributes: compared as tensors (the
+#                                                                      training flag: evaluation sets it)
+
+
+def _state(model: torch.nn.Module, skip: tuple[str, ...]) -> tuple[list, tuple]:
+    """(the tensors, [(name, tensor)]: parameters, buffers and tensor attributes whose names do not
+    start with `skip`; the rest, as a comparable tuple: every module's name, type and other
+    attributes by repr, hooks and configs included, and the autocast state)."""
+    tensors = [(n, t) for n, t in [*model.named_parameters(), *model.named_buffers()] if not n.startswith(skip)]
+    rest = []
+    for name, module in model.named_modules():
+        attrs = [(k, v) for k, v in vars(module).items() if k not in MODULE_STATE]
+        tensors += [(f"{name}.{k}" if name else k, v) for k, v in attrs if isinstance(v, torch.Tensor)
+                    and not f"{name}.{k}".startswith(skip)]
+        rest.append((name, type(module), tuple((k, repr(v)) for k, v in attrs if not isinstance(v, torch.Tensor))))
+    kind = next((t.device.type for t in model.parameters()), "cpu")
+    return tensors, (kind, torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind), tuple(rest))
+
+
+class Snapshot:
+    """A model's state at one moment: a copy (on the CPU) of its parameters, buffers and tensor
+    attributes (those whose names do not start with `skip`), and its modules' types, other
+    attributes and autocast state, to tell whether features computed from the model still hold:
+    `matches(model)` is true when `model` (this one or another) is in that state, bit for bit.
+    (Version counters cannot tell: torch's fused AdamW steps do not advance them.)"""
+
+    def __init__(self, model: torch.nn.Module, skip: tuple[str, ...] = ()):
+        self.skip = skip
+        tensors, self._rest = _state(model, skip)
+        self._bits = {n: (t.shape, t.dtype, _bits(t).clone()) for n, t in tensors}
+
+    def matches(self, model: torch.nn.Module) -> bool:
+        tensors, rest = _state(model, self.skip)
+        if rest != self._rest or [n for n, _ in tensors] != list(self._bits):
+            return False
+        return all((t.shape, t.dtype) == self._bits[n][:2] and torch.equal(self._bits[n][2], _bits(t))
+                   for n, t in tensors)

@@ -18,7 +18,7 @@ from vlcp.config import EvalCfg
 from vlcp.data.pairs import PairSet
 from vlcp.data.procedural import PROCEDURAL_TASKS, render_scenes, render_shapes
 from vlcp.errors import NonFiniteError
-from vlcp.eval.encode import Encoded, MemoTokenizer, encode, encode_multimodal, normalise_images
+from vlcp.eval.encode import Encoded, MemoTokenizer, Snapshot, encode, encode_multimodal, normalise_images
 from vlcp.eval.fomo import downstream_scores
 from vlcp.eval.retrieval import cross_modal, mean_average_precision
 from vlcp.eval.zeroshot import topk_accuracy, zeroshot_weights
@@ -48,6 +48,7 @@ class Evaluator:
         self.group_names = list(group_names)
         self._memo: MemoTokenizer | None = None
         self._procedural = None
+        self._last_pools: tuple | None = None   # (model state, test set, query, gallery) of the last task's round
 
     def _tokenizer(self, tokenizer) -> MemoTokenizer:
         if self._memo is None or self._memo.tokenizer is not tokenizer:
@@ -60,7 +61,17 @@ class Evaluator:
         except NonFiniteError as e:   # nothing is recorded from this model: the run stops here
             raise NonFiniteError(f"evaluating the model after task {task + 1}: {e}") from None
 
-    def _row(self, model, tokenizer, device, task: int) -> dict:
+    def zero_shot(self, model, tokenizer, device) -> dict:
+        """The starting model's `matrix` row alone (what a run records of it): the same cells as
+        a round after task 1, without the cumulative pools, mAP and held-out suite it never records."""
+        try:
+            return self._row(model, tokenizer, device, 0, pools=False)["matrix"]
+        except NonFiniteError as e:
+            raise NonFiniteError(f"evaluating the starting model: {e}") from None
+
+    def _row(self, model, tokenizer, device, task: int, pools: bool = True) -> dict:
+        """The round after `task`: the matrix row and, with `pools`, the cumulative pools (tasks <= `task`),
+        mAP and the held-out suite. The last task's round keeps its pool features for `final_pools`."""
         model.eval()
         tokenizer = self._tokenizer(tokenizer)
         ks = tuple(self.cfg.ks)
@@ -69,7 +80,7 @@ class Evaluator:
         weights = zeroshot_weights(model, tokenizer, classnames, self.cfg.zeroshot_templates, device).float().cpu() \
             if classnames else None
         encoded, texts = {}, {}   # texts: every caption's feature this round (the sets share their captions)
-        parts = len(self.sets) + bool(len(self.query)) + bool(self.cfg.heldout)
+        parts = len(self.sets) + pools * (bool(len(self.query)) + bool(self.cfg.heldout))
         bar = tqdm(total=parts, desc=f"evaluate after task {task + 1}", unit="set", leave=False,
                    disable=not (self.progress and is_main()))
         for name, pairs in self.sets.items():
@@ -80,8 +91,10 @@ class Evaluator:
                 keep = pairs.image_tasks == j
                 cells[j]["ZS@1"] = topk_accuracy(enc.image[keep], weights, pairs.image_labels[keep], (1,))[1]
             row["matrix"][name] = {m: [c[m] for c in cells] for m in cells[0]}
-            row["cumulative"][name] = _retrieval(enc, list(range(task + 1)), ks)
-        if len(self.query):
+            if pools:
+                row["cumulative"][name] = _retrieval(enc, list(range(task + 1)), ks)
+        q = g = None
+        if pools and len(self.query):
             bar.update()
             query, gallery = self.query.of_tasks(range(task + 1)), self.gallery.of_tasks(range(task + 1))
             q = encode_multimodal(model, tokenizer, query, device, self.cfg.batch_size, texts)
@@ -89,11 +102,13 @@ class Evaluator:
             for norm, tag in (("hits", "mAP"), ("standard", "mAP_std")):
                 maps = mean_average_precision(q, g, query.image_labels, gallery.image_labels, ks, normalizer=norm)
                 row["cumulative"]["test"].update({f"{tag}@{n}": v for n, v in maps.items()})
+        if pools and task == self.num_tasks - 1:   # every task's items: the final model's pools, if it is this one
+            self._last_pools = (Snapshot(model), tokenizer, encoded["test"], q, g)
         bar.update(parts - bar.n)   # the held-out suite, when there is one
-        if self.cfg.heldout and self.downstream is not None:
+        if pools and self.cfg.heldout and self.downstream is not None:
             row["heldout"] = downstream_scores(model, tokenizer, self.downstream, device, self.cfg.batch_size, ks,
                                                 self.cfg.prompts)
-        elif self.cfg.heldout:
+        elif pools and self.cfg.heldout:
             row["heldout"] = self.heldout(model, tokenizer, device, encoded, subgroup_weights=weights)
         bar.close()
         model.train()
@@ -137,14 +152,19 @@ class Evaluator:
         return self._procedural
 
     def final_pools(self, model, tokenizer, device) -> list[dict]:
-        """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT)."""
+        """The final model on every cumulative pool D<=i (CTP's "final model" table and BWT): the
+        features of the last task's round when the model has not changed since (`Snapshot`)."""
         model.eval()
         tokenizer = self._tokenizer(tokenizer)
-        texts = {}
-        enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size, text_cache=texts)
-        if len(self.query):
-            q = encode_multimodal(model, tokenizer, self.query, device, self.cfg.batch_size, texts)
-            g = encode_multimodal(model, tokenizer, self.gallery, device, self.cfg.batch_size, texts)
+        held = self._last_pools
+        if held is not None and held[1] is tokenizer and held[0].matches(model):   # that round's model, unchanged
+            enc, q, g = held[2:]
+        else:   # (a run resumed after its last task)
+            texts = {}
+            enc = encode(model, tokenizer, self.sets["test"], device, self.cfg.batch_size, text_cache=texts)
+            if len(self.query):
+                q = encode_multimodal(model, tokenizer, self.query, device, self.cfg.batch_size, texts)
+                g = encode_multimodal(model, tokenizer, self.gallery, device, self.cfg.batch_size, texts)
         out = []
         for i in range(self.num_tasks):
             cell = _retrieval(enc, list(range(i + 1)), tuple(self.cfg.ks))

@@ -24,6 +24,7 @@ from vlcp.data.mixtures import buffer_pool, mixture_sizes, sample_mixture
 from vlcp.errors import ConfigError
 from vlcp.eval.encode import MemoTokenizer
 from vlcp.eval.fomo import class_sizes, evaluate_fomo
+from vlcp.eval.memo import evaluation_key, starting_point
 from vlcp.methods.base import Method, TaskContext
 from vlcp.methods.seqf import SeqF
 from vlcp.models import create_model
@@ -126,6 +127,11 @@ def method_steps(cfg: ExperimentCfg, ref: dict, model, method: Method, ctx: Task
 
 # --------------------------------------------------------------------------- the stream
 
+# the `fomo` fields the evaluation datasets are built from (`vlcp.data.fomo._eval_sets`, `vlcp.data.real.fomo_data`)
+EVAL_SET_FIELDS = ("pool_groups", "shapes_per_class", "adapt_unseen", "datasets", "retention", "retrieval",
+                   "adaptation_retrieval")
+
+
 class ConceptStream(Stream):
     counts_flops = False   # the budget's step_cost, measured once, is every task's cost
 
@@ -164,6 +170,7 @@ class ConceptStream(Stream):
                 model.logit_scale.fill_(math.log(1 / f.temperature))
         self.data, self.train, self.model, self.tokenizer = data, train, model, tokenizer
         self.eval_tokenizer = MemoTokenizer(tokenizer)   # the same texts at every evaluation
+        self.text_cache: dict = {}   # class weights and captions of an unchanged text tower, across rounds (text_state)
 
     def reference_cost(self) -> None:
         """Full fine-tuning's step cost: the budget's reference, before adapters and freezing."""
@@ -191,7 +198,13 @@ class ConceptStream(Stream):
         return {"trajectory": []}
 
     def zero_shot(self, model) -> dict:
-        return evaluate_fomo(model, self.eval_tokenizer, self.data.eval_sets, self.device, self.cfg.eval.batch_size)
+        """θ0 (after the method prepared it) on every dataset, once per process for the runs whose θ0 is
+        the same (`starting_point`; the datasets come from the data config and `EVAL_SET_FIELDS`)."""
+        key = evaluation_key(self.cfg, self.device, stream="concepts",
+                             fomo={k: getattr(self.cfg.fomo, k) for k in EVAL_SET_FIELDS})
+        return starting_point(key, model, lambda: evaluate_fomo(model, self.eval_tokenizer, self.data.eval_sets,
+                                                                self.device, self.cfg.eval.batch_size,
+                                                                text_cache=self.text_cache))
 
     def context(self, t: int) -> TaskContext:
         cfg, data, task_ids = self.cfg, self.data, self.task_ids
@@ -214,7 +227,7 @@ class ConceptStream(Stream):
 
     def evaluate(self, model, t: int) -> dict:
         return evaluate_fomo(model, self.eval_tokenizer, self.data.eval_sets, self.device, self.cfg.eval.batch_size,
-                             progress=self.cfg.train.progress)
+                             progress=self.cfg.train.progress, text_cache=self.text_cache)
 
     def record(self, results: dict, t: int, row: dict | None) -> None:
         if row:

@@ -10,6 +10,7 @@ import torch
 from vlcp.data.augment import train_transform
 from vlcp.data.load import load_benchmark
 from vlcp.eval.evaluate import Evaluator
+from vlcp.eval.memo import evaluation_key, starting_point
 from vlcp.methods.base import Method, TaskContext
 from vlcp.models import create_model
 from vlcp.run.stream import Stream
@@ -64,7 +65,8 @@ class GroupStream(Stream):
         return {"matrix": {}, "cumulative": []}
 
     def zero_shot(self, model):
-        return self.evaluator(model, self.tokenizer, self.device, 0)["matrix"]
+        return starting_point(evaluation_key(self.cfg, self.device, stream="group"), model,
+                              lambda: self.evaluator.zero_shot(model, self.tokenizer, self.device))
 
     def context(self, t: int) -> TaskContext:
         seed = self.cfg.seed
