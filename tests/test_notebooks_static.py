@@ -72,6 +72,10 @@ def test_each_ledger_names_its_report_by_a_title_not_its_file():
         src = "".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"])
         for stem, name in re.findall(r'write_claims\([^,]*"(\w+)_claims\.json", "([^"]+)"', src):
             names[stem] = name
+    from vlcp.report.study import load_study, registered
+
+    for s in registered():   # a ledger on the report engine: its title is its study's (study.yaml)
+        names[load_study(s).notebook] = load_study(s).title
     assert len(names) >= 6, names
     assert all(name != stem and "_" not in name for stem, name in names.items()), names
     assert len(set(names.values())) == len(names), names

@@ -197,20 +197,17 @@ def test_testable_line_says_which_claims_a_stream_that_does_not_teach_leaves_unt
     assert "does not clearly teach" in no and "1 of 3" in no and "forgetting (BWT); the upper bound" in no
 
 
-def test_the_spines_own_headrooms_by_hand():
-    """`results.spine_headroom`: what the overview's ledger scales by when its calibration ran another
-    configuration: JointT − SeqF final Rm, SeqF's task-1 gain over θ0 and its max-based forgetting
-    (unseen style), means over seeds."""
-    from vlcp.report.results import spine_headroom
+def test_the_spines_measures_by_hand():
+    """`vlcp.report.measures`: what the spine's claims compare and scale by: the final Rm, task 1's
+    gain over θ0, its drop by the last task and max-based forgetting (unseen style)."""
+    from vlcp.report.measures import MEASURES
 
     def run(final_rm, m, zero_first):
         return {"cumulative": [{"test": {"Rm": final_rm}}], "zero_shot": {"unseen_style": {"Rm": [zero_first, 0.0, 0.0]}},
                 "matrix": {"unseen_style": {"Rm": m}}}
 
-    m1 = [[12.0, 0.0, 0.0], [8.0, 10.0, 0.0], [5.0, 7.0, 9.0]]     # task 1: 12 − 2 = 10 gained; forgetting (7 + 3) / 2 = 5
-    m2 = [[6.0, 0.0, 0.0], [6.0, 4.0, 0.0], [4.0, 4.0, 5.0]]       # task 1: 6 − 2 = 4; forgetting (2 + 0) / 2 = 1
-    runs = {"seqf": [run(10.0, m1, 2.0), run(12.0, m2, 2.0)], "jointt": [run(20.0, m1, 2.0), run(24.0, m1, 2.0)]}
-    got = spine_headroom(runs)
-    assert got == pytest.approx({"order": 22.0 - 11.0, "first_task_gain": 7.0, "forgetting": 3.0})
-    assert set(spine_headroom({"seqf": runs["seqf"]})) == {"first_task_gain", "forgetting"}   # no JointT: no order
-    assert spine_headroom({}) == {}
+    m1 = [[12.0, 0.0, 0.0], [8.0, 10.0, 0.0], [5.0, 7.0, 9.0]]     # task 1: 12 − 2 = 10 gained, 12 − 5 = 7 lost; forgetting (7 + 3) / 2 = 5
+    m2 = [[6.0, 0.0, 0.0], [6.0, 4.0, 0.0], [4.0, 4.0, 5.0]]       # task 1: 6 − 2 = 4 gained, 2 lost; forgetting (2 + 0) / 2 = 1
+    got = {k: [f(run(10.0, m, 2.0)) for m in (m1, m2)] for k, f in MEASURES.items()}
+    assert got == {"final_rm": [10.0, 10.0], "first_task_gain": [10.0, 4.0], "first_task_drop": [7.0, 2.0],
+                   "forgetting": [5.0, 1.0]}

@@ -42,9 +42,12 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from vlcp.errors import VlcpError
 from vlcp.report import power as pw
-from vlcp.utils import config_hash, read_results, write_json
+from vlcp.utils import write_json
+# moved to the engine; imported here for the ledgers not yet on it
+from vlcp.report.ledger import VERDICT_STYLE, ledger_style  # noqa: E402,F401
+from vlcp.report.study import (EXECUTION_FIELDS, calibration_fingerprint, calibration_mismatch,  # noqa: F401
+                               config_fingerprint, pretraining_runs)
 
 if TYPE_CHECKING:   # annotations only: pandas is imported where a frame is built
     import pandas as pd
@@ -454,73 +457,6 @@ def calibration_source(power_cfg: dict, where: str) -> str:
     return f"calibrated {power_cfg['calibrated']}" if power_cfg.get("calibrated") else where
 
 
-# A run's settings that change how it executes, not what it measures: left out of the fingerprint that
-# ties a calibrated headroom to the configuration it was measured on (`config_fingerprint`).
-EXECUTION_FIELDS = {
-    "": ("seed",),
-    "data": ("root", "workers", "max_bad_images", "ood_root"),
-    "train": ("num_threads", "device", "progress", "checkpoint_every", "keep_task_checkpoints", "compile",
-              "accum_freq", "grad_checkpointing", "ddp_timeout_minutes", "flops_every", "pass_flops_seeds"),
-    "eval": ("batch_size", "downstream_root"),
-    "fomo": ("pool_root",),
-}
-
-
-def config_fingerprint(config: dict) -> dict:
-    """A run's configuration (its results' `config`) without its seed, paths and execution settings
-    (`EXECUTION_FIELDS`): what two runs must share for one's headroom to stand for the other's."""
-    return {k: ({f: x for f, x in v.items() if f not in EXECUTION_FIELDS.get(k, ())} if isinstance(v, dict) else v)
-            for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
-
-
-def calibration_fingerprint(config: dict) -> str:
-    """A run configuration's `config_fingerprint` as 12 hex digits, as a study's
-    `power.calibrated_on` records it per experiment."""
-    return config_hash(config_fingerprint(config))[:12]
-
-
-def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
-    """The θ0 pretraining runs a study's calibration names: {experiment: [results]} for each experiment
-    of `calibrated_on` found under the `power` block's `base_runs` folder
-    (`<base_runs>/<experiment>/seed<S>/results.json`, as `vlcp pretrain --runs` writes them); {} without
-    `base_runs`. A study's runs start from a weights file (`model.pretrained: models/cll-base.pt`)
-    whose config is not in theirs: the pretraining run's results carry it."""
-    folder = power_cfg.get("base_runs")
-    if folder is None:
-        return {}
-    if not isinstance(folder, str):
-        raise VlcpError(f"{where}.base_runs: expected a folder (e.g. runs-ctp-base), got {folder!r}")
-    out = {}
-    for e in power_cfg.get("calibrated_on") or {}:
-        found = sorted((Path(folder) / e).glob("seed*/results.json"))
-        if found:
-            out[e] = [read_results(f) for f in found]
-    return out
-
-
-def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: str) -> str | None:
-    """Why a study's calibrated headroom does not apply to these runs, or None when it does. The
-    `power` block's `calibrated_on` ({experiment: fingerprint}) records the configuration of each
-    experiment the calibration ran (`calibration_fingerprint`), the θ0 its runs start from among them
-    (e.g. ctp-base, read from `base_runs`: `pretraining_runs`); these runs ({experiment: [results]})
-    of those experiments must have the same. A headroom measured on another benchmark, profile, step
-    count, split or θ0 would carry the paper's effects to a room these runs do not have (a 12-step
-    run read against a 240-step headroom reads "refuted" for having no room at all). None too when
-    no `calibrated_on` is set or none of its experiments ran here (nothing to check)."""
-    on = power_cfg.get("calibrated_on")
-    if on is None:
-        return None
-    if not (isinstance(on, dict) and on and all(isinstance(v, str) for v in on.values())):
-        raise VlcpError(f"{where}.calibrated_on: expected {{experiment: '<12 hex digits>'}}, got {on!r}")
-    runs = pretraining_runs(power_cfg, where) | {e: rs for e, rs in runs.items() if rs}
-    for e, calibrated in on.items():
-        here = sorted({calibration_fingerprint(r["config"]) for r in runs.get(e) or [] if r.get("config")})
-        if here and here != [calibrated]:
-            return (f"{where} was calibrated on another configuration of {e} than its runs here (fingerprint "
-                    f"{calibrated}, here {', '.join(here)}: another benchmark, profile, step count, split or θ0)")
-    return None
-
-
 def _below_depth(verdict: str, exploratory: bool) -> tuple[str, str]:
     """An exploratory row (below its study's depth) is never decided: ("what its interval alone would
     read", "inconclusive") for a decided verdict, else ("", the verdict)."""
@@ -751,15 +687,3 @@ def claims_frame(claims: list[Claim]):
     import pandas as pd
 
     return pd.DataFrame([asdict(c) for c in claims])
-
-
-VERDICT_STYLE = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "color:#cf222e;font-weight:bold",
-                 "not confirmed": "color:#cf222e;font-weight:bold", "underpowered": "color:#6e7781;font-weight:bold",
-                 "inconclusive": "color:#9a6700;font-weight:bold", "not testable": "color:#6e7781"}
-
-
-def ledger_style(frame):
-    """A claims ledger (`claims_frame`) as every report shows it: each verdict in its colour, text
-    left-aligned, no index column."""
-    styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
-    return styler.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler

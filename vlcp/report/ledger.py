@@ -10,13 +10,14 @@ confirmed, never refute it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 
 from vlcp.report import stats as st
 from vlcp.report.stats import Effect, Noise, Values
+from vlcp.report.study import ClaimSpec, Claims, Runs, Study, values
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not testable")
 RESOLVED = 2.0   # a headroom scales the paper's effects only where H > RESOLVED × σ_d of its own pair
@@ -101,6 +102,9 @@ class Row:
     needs: str = ""
     comparisons: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    claim: str = ""                  # the claim's text, its source and the paper's numbers, from the claims file
+    source: str = ""
+    paper: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -211,3 +215,132 @@ def equivalent(claim_id: str, comparisons: list[Comparison], *, depth: int = 2) 
 def not_testable(claim_id: str, why: str) -> Row:
     """A claim this study cannot test, with the reason."""
     return Row(claim_id, "not testable", "not testable", notes=[why])
+
+
+# --------------------------------------------------------------------------- claims files, evaluated
+
+def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibrated: bool) -> dict[str, Scale]:
+    """Each of the claims file's scales on these runs: its calibrated headroom where `calibrated`
+    (the study's calibration applies to these runs) and it has one, checked against the noise of
+    its own pair here; else H measured on these runs (`Scale.measured`)."""
+    out = {}
+    for name, s in claims.scales.items():
+        up = values(runs, s.upper, measures[s.measure])
+        lo = values(runs, s.lower, measures[s.measure]) if s.lower else None
+        how = f"H = {s.upper}{' − ' + s.lower if s.lower else ''} on {s.measure}"
+        if calibrated and s.calibrated is not None:
+            d = st.paired(up, lo) if lo is not None else dict(up)
+            noise = Noise(st.seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2 else None
+            when = claims.calibration.get("when", "")
+            out[name] = Scale.of(s.calibrated, noise, s.paper_headroom, f"{how}, calibrated{' ' + when if when else ''}")
+        else:
+            out[name] = Scale.measured(up, lo, s.paper_headroom, f"{how}, measured on these runs")
+    return out
+
+
+def comparisons(spec: ClaimSpec, runs: Runs, measure: Callable, scale: Scale, floor: Noise | None = None) -> list[Comparison]:
+    """The claim's comparisons as per-seed values of its measure (b absent: 0 at a's seeds), at
+    the row's `seeds` option where it has one; `floor`: the noise of its single-run comparisons."""
+    keep = spec.options.get("seeds")
+    out = []
+    for c in spec.comparisons:
+        a, b = (values(runs, e, measure) if e else None for e in (c.a, c.b))
+        if keep is not None:
+            a, b = ({s: v for s, v in x.items() if s in keep} if x is not None else None for x in (a, b))
+        out.append(Comparison(c.label, a, b if b is not None else {s: 0.0 for s in a}, c.effect, scale, floor))
+    return out
+
+
+def _missing(spec: ClaimSpec, runs: Runs) -> list[str]:
+    return sorted({e for c in spec.comparisons for e in (c.a, c.b) if e and not runs.get(e)})
+
+
+def _generic(judge: Callable) -> Callable:
+    def kind(spec: ClaimSpec, runs: Runs, ctx: "Context") -> Row:
+        missing = _missing(spec, runs)
+        if missing:
+            return not_testable(spec.id, f"no runs of {', '.join(missing)} here")
+        floor = spec.options.get("floor")
+        if floor is not None and floor not in ctx.floors:
+            return not_testable(spec.id, f"no noise floor {floor!r} here ({', '.join(ctx.floors) or 'none'})")
+        return judge(spec.id, comparisons(spec, runs, ctx.measures[spec.measure], ctx.scales[spec.scale],
+                                          ctx.floors.get(floor)), depth=ctx.depth)
+    return kind
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a claim kind reads besides its row and the runs: the study's measures, its scales on
+    these runs, its depth, and its noise floors for single-run comparisons (a row's `floor:`)."""
+    measures: Mapping[str, Callable]
+    scales: Mapping[str, Scale]
+    depth: int
+    floors: Mapping[str, Noise] = field(default_factory=dict)
+
+
+KINDS = {"greater": _generic(greater), "equivalent": _generic(equivalent),
+         "not testable": lambda spec, runs, ctx: not_testable(spec.id, spec.why)}
+
+
+def evaluate(study: Study, runs: Runs, measures: Mapping[str, Callable], calibrated: bool = True,
+             floors: Mapping[str, Noise] | None = None) -> list[Row]:
+    """Every row of `study`'s claims file judged on `runs`: generic kinds (`KINDS`) and the study
+    module's own (its `KINDS`), measures from `measures` and the module's `MEASURES`; `calibrated`:
+    whether the study's calibration applies to these runs; `floors`: {name: the noise of one
+    single-run comparison} (e.g. from a seed subset), for rows whose arms ran one seed."""
+    if study.claims is None:
+        raise ValueError(f"study {study.name!r} has no claims file")
+    measures = {**measures, **study.own("MEASURES")}
+    kinds = {**KINDS, **study.own("KINDS")}
+    for spec in study.claims.rows:
+        if spec.kind not in kinds:
+            raise ValueError(f"study {study.name}: claim {spec.id}: unknown kind {spec.kind!r} ({', '.join(kinds)})")
+        if spec.measure and spec.measure not in measures:
+            raise ValueError(f"study {study.name}: claim {spec.id}: unknown measure {spec.measure!r}")
+    ctx = Context(measures, scales(study.claims, runs, measures, calibrated), study.claims.depth, dict(floors or {}))
+    rows = []
+    for spec in study.claims.rows:
+        row = kinds[spec.kind](spec, runs, ctx)
+        row.claim, row.source, row.paper = spec.claim, spec.source, spec.paper
+        rows.append(row)
+    return rows
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f}"
+
+
+def evidence(row: Row) -> str:
+    """The row's numbers in one line: each comparison's effect, interval and scaled effect, its notes."""
+    parts = [f"{c['label']} {_num(c['effect'])} [{_num(c['low'])}, {_num(c['high'])}] vs scaled {_num(c['scaled_effect'])}"
+             f", n={c['seeds']}" for c in row.comparisons]
+    return "; ".join(parts + row.notes + ([f"needs {row.needs}"] if row.needs else []))
+
+
+def ledger_json(title: str, rows: list[Row], power: dict | None = None) -> dict:
+    """A ledger as its report's claims file holds it (`reports/<notebook>_claims.json`)."""
+    return {"report": title, "claims": [{**asdict(r), "evidence": evidence(r)} for r in rows],
+            **({"power": power} if power is not None else {})}
+
+
+LEDGER_COLUMNS = ("claim", "verdict", "effect", "low", "high", "seeds", "scaled_effect", "sigma_d", "mde",
+                  "seeds_to_decide", "needs", "source")
+
+
+def ledger_frame(rows: list[Row]):
+    """A ledger as a report shows it, one row per claim."""
+    import pandas as pd
+
+    return pd.DataFrame([{k: getattr(r, k) for k in LEDGER_COLUMNS} for r in rows], columns=list(LEDGER_COLUMNS))
+
+
+VERDICT_STYLE = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "color:#cf222e;font-weight:bold",
+                 "not confirmed": "color:#cf222e;font-weight:bold", "underpowered": "color:#6e7781;font-weight:bold",
+                 "inconclusive": "color:#9a6700;font-weight:bold", "not testable": "color:#6e7781"}
+
+
+def ledger_style(frame):
+    """A claims ledger (`claims_frame`) as every report shows it: each verdict in its colour, text
+    left-aligned, no index column."""
+    styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
+    return styler.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler

@@ -137,22 +137,6 @@ def matrix(r: dict, eval_set: str = "unseen_style", metric: str = "Rm") -> np.nd
     return np.asarray(r["matrix"][eval_set][metric], float)
 
 
-def spine_headroom(runs: dict[str, list[dict]]) -> dict[str, float]:
-    """The spine ledger's headrooms (`report.overview.power.headroom`'s keys) measured on its own
-    runs ({experiment: [results]}), for when its calibration does not apply to them
-    (`claims.calibration_mismatch`). Means over seeds, each only where its experiments ran: `order`,
-    JointT − SeqF final Rm (the cumulative test pool); `first_task_gain`, SeqF's task-1 Rm after task
-    1 − θ0's; `forgetting`, SeqF's max-based forgetting (both on the unseen style)."""
-    seqf, jointt = runs.get("seqf") or [], runs.get("jointt") or []
-    out = {}
-    if seqf and jointt:
-        out["order"] = float(np.mean([final_metrics(r)["Rm"] for r in jointt]) - np.mean([final_metrics(r)["Rm"] for r in seqf]))
-    if seqf:
-        out["first_task_gain"] = float(np.mean([matrix(r)[0, 0] - r["zero_shot"]["unseen_style"]["Rm"][0] for r in seqf]))
-        out["forgetting"] = float(np.mean([continual.forgetting(matrix(r)) for r in seqf]))
-    return out
-
-
 def continual_table(runs: dict[str, list[dict]], eval_set: str = "unseen_style", metric: str = "Rm") -> pd.DataFrame:
     """Final average, average incremental, forgetting, BWT of a[i][j] and CTP's cumulative BWT."""
     rows = {}

@@ -1,0 +1,310 @@
+"""A study as data: its registry entry, its claims file, and its runs in one shape.
+
+A study is a folder `vlcp/report/studies/<name>/` (`vlcp.report.paper` reads its paper data):
+`study.yaml` says what it is (title, notebook, its `report.<params>` block, the module holding its
+own measures and claim kinds) and `claims.yaml` holds its ledger as rows (`Claims`), which
+`vlcp.report.ledger.evaluate` judges over its runs. A study's runs are `Runs`,
+{experiment: {seed: results}}, everywhere in the engine.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from vlcp.errors import VlcpError
+from vlcp.report.paper import _root, _value, studies
+from vlcp.report.results import find_run
+from vlcp.utils import config_hash, read_results
+
+__all__ = ["Runs", "ComparisonSpec", "ScaleSpec", "ClaimSpec", "Claims", "Study", "load_study", "registered",
+           "load_runs", "values", "as_lists", "calibration_fingerprint", "calibration_mismatch"]
+
+Runs = dict[str, dict[int, dict]]   # {experiment: {seed: results}}
+Measure = Callable[[dict], float]   # one run's results -> the number a claim compares
+
+
+# --------------------------------------------------------------------------- claims files
+
+@dataclass(frozen=True)
+class ComparisonSpec:
+    """a − b on the claim's measure; `b` None: against 0. `effect`: the paper's effect (or margin) in
+    the paper's units, carried to ours by the claim's scale."""
+    a: str
+    b: str | None
+    effect: float
+    label: str
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """Our headroom H: `upper` − `lower` (None: against 0) on `measure`, at the runs' common seeds,
+    or `calibrated` (fixed on calibration seeds before the ledger's runs) where the study's
+    calibration applies to these runs; `paper_headroom`: the same bounds in the paper's units."""
+    upper: str
+    lower: str | None
+    measure: str
+    paper_headroom: float = 1.0
+    calibrated: float | None = None
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """One row of a claims file. `kind` names how it is judged (`vlcp.report.ledger.KINDS`, or a
+    kind of the study's module); `options` holds a custom kind's own fields."""
+    id: str
+    claim: str
+    kind: str
+    source: str = ""
+    paper: str = ""
+    measure: str = ""
+    scale: str = ""
+    comparisons: tuple[ComparisonSpec, ...] = ()
+    why: str = ""                    # a claim that is not testable here: why
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Claims:
+    """A study's claims file: the rows, the scales they name, the depth (seeds per arm below
+    which a comparison is exploratory) and the calibration its fixed headrooms were measured on
+    (`calibrated_on`: {experiment: config fingerprint}, `when`, `base_runs`)."""
+    depth: int
+    scales: Mapping[str, ScaleSpec]
+    rows: tuple[ClaimSpec, ...]
+    calibration: Mapping[str, Any] = field(default_factory=dict)
+
+
+_ROW_FIELDS = {"id", "claim", "kind", "source", "paper", "measure", "scale", "comparisons", "why"}
+
+
+def _need(where: str, entry: Mapping, key: str, kind: type | tuple[type, ...]):
+    """entry[key], which must be there and of `kind` (a bool is no number)."""
+    if key not in entry:
+        raise VlcpError(f"{where}: `{key}` is missing")
+    v = entry[key]
+    if not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool):
+        raise VlcpError(f"{where}: `{key}` must be {'a number' if kind == (int, float) else 'text'}, got {v!r}")
+    return v
+
+
+def paper_number(where: str, value: Any, root=None) -> float:
+    """A paper number as a claims file gives it: a number, a reference into a transcribed table
+    (`{table, row, column}`, as paper.yaml's), or `{a: …, b: …}`, the difference a − b of two."""
+    if isinstance(value, Mapping) and set(value) == {"a", "b"}:
+        return paper_number(f"{where}.a", value["a"], root) - paper_number(f"{where}.b", value["b"], root)
+    if isinstance(value, Mapping) and "table" in value:
+        label, _, field_ = where.partition(": ")
+        value = _value(label, field_ or where, dict(value), root)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise VlcpError(f"{where}: expected a number, a table reference {{table, row, column}} or {{a, b}}, got {value!r}")
+    return float(value)
+
+
+def _comparison(where: str, c: Any) -> ComparisonSpec:
+    if not isinstance(c, Mapping):
+        raise VlcpError(f"{where}: expected {{a, b, effect}}, got {c!r}")
+    a = _need(where, c, "a", str)
+    b = c.get("b")
+    if b is not None and not isinstance(b, str):
+        raise VlcpError(f"{where}: `b` must be an experiment (or absent: against 0), got {b!r}")
+    if "effect" not in c:
+        raise VlcpError(f"{where}: `effect` is missing")
+    return ComparisonSpec(a, b, paper_number(f"{where}: effect", c["effect"]), str(c.get("label") or (f"{a} − {b}" if b else a)))
+
+
+def _scale(where: str, s: Any) -> ScaleSpec:
+    if not isinstance(s, Mapping):
+        raise VlcpError(f"{where}: expected {{upper, lower, measure, ...}}, got {s!r}")
+    unknown = set(s) - {"upper", "lower", "measure", "paper_headroom", "calibrated"}
+    if unknown:
+        raise VlcpError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    ph = paper_number(f"{where}: paper_headroom", s.get("paper_headroom", 1.0))
+    if not ph > 0:
+        raise VlcpError(f"{where}: `paper_headroom` must be > 0, got {ph}")
+    cal = s.get("calibrated")
+    return ScaleSpec(_need(where, s, "upper", str), s.get("lower"), _need(where, s, "measure", str), ph,
+                     None if cal is None else float(cal))
+
+
+def parse_claims(data: Any, label: str) -> Claims:
+    """A claims file's YAML as `Claims`; a malformed one is a one-line error naming `label`, the
+    row and the field."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("claims"), list):
+        raise VlcpError(f"{label}: expected a mapping with a `claims:` list")
+    scales = {}
+    for name, s in (data.get("scales") or {}).items():
+        scales[name] = _scale(f"{label}: scales.{name}", s)
+    rows, seen = [], set()
+    for i, r in enumerate(data["claims"]):
+        where = f"{label}: claims[{i}]"
+        if not isinstance(r, Mapping):
+            raise VlcpError(f"{where}: expected a mapping, got {r!r}")
+        cid = _need(where, r, "id", str)
+        where = f"{label}: claim {cid}"
+        if cid in seen:
+            raise VlcpError(f"{where}: the id is used twice")
+        seen.add(cid)
+        comps = tuple(_comparison(f"{where}: comparisons[{j}]", c) for j, c in enumerate(r.get("comparisons") or []))
+        scale = r.get("scale", "")
+        if scale and scale not in scales:
+            raise VlcpError(f"{where}: scale {scale!r} is not among `scales:` ({', '.join(scales) or 'none'})")
+        rows.append(ClaimSpec(cid, _need(where, r, "claim", str), _need(where, r, "kind", str), str(r.get("source", "")),
+                              str(r.get("paper", "")), str(r.get("measure", "")), scale, comps, str(r.get("why", "")),
+                              MappingProxyType({k: v for k, v in r.items() if k not in _ROW_FIELDS})))
+    depth = data.get("depth", 2)
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+        raise VlcpError(f"{label}: `depth` must be an integer ≥ 1, got {depth!r}")
+    return Claims(depth, MappingProxyType(scales), tuple(rows), MappingProxyType(dict(data.get("calibration") or {})))
+
+
+def read_yaml(path: Path, label: str) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise VlcpError(f"{label}: not valid YAML ({str(e).splitlines()[0]})") from None
+
+
+# --------------------------------------------------------------------------- the registry
+
+@dataclass(frozen=True)
+class Study:
+    """A registered study. `module`: where its own measures (`MEASURES`) and claim kinds (`KINDS`)
+    live, imported on use; `params`: its block under params.yaml's `report:`."""
+    name: str
+    title: str
+    notebook: str
+    params: str
+    module: str = ""
+    claims: Claims | None = None
+
+    @property
+    def claims_file(self) -> str:
+        """The claims JSON its report stage writes, relative to the reports folder."""
+        return f"{self.notebook}_claims.json"
+
+    def own(self, attr: str) -> Mapping:
+        """The study module's `attr` mapping ({} without a module or without it)."""
+        return getattr(importlib.import_module(self.module), attr, {}) if self.module else {}
+
+
+def registered(root: str | Path | None = None) -> tuple[str, ...]:
+    """The studies with a `study.yaml`, by name."""
+    return tuple(s for s in studies(root) if (_root(root) / s / "study.yaml").is_file())
+
+
+def load_study(name: str, root: str | Path | None = None) -> Study:
+    """Study `name` from its folder: `study.yaml`, and `claims.yaml` where it has one."""
+    folder = _root(root) / name
+    label = f"vlcp/report/studies/{name}/study.yaml" if root is None else str(folder / "study.yaml")
+    if not (folder / "study.yaml").is_file():
+        raise VlcpError(f"{label}: no such study (registered: {', '.join(registered(root)) or 'none'})")
+    data = read_yaml(folder / "study.yaml", label)
+    if not isinstance(data, Mapping):
+        raise VlcpError(f"{label}: expected a mapping")
+    unknown = set(data) - {"title", "notebook", "params", "module"}
+    if unknown:
+        raise VlcpError(f"{label}: unknown field(s) {', '.join(sorted(unknown))}")
+    claims = None
+    if (folder / "claims.yaml").is_file():
+        clabel = label.replace("study.yaml", "claims.yaml")
+        claims = parse_claims(read_yaml(folder / "claims.yaml", clabel), clabel)
+    return Study(name, _need(label, data, "title", str), _need(label, data, "notebook", str),
+                 str(data.get("params", name)), str(data.get("module", "")), claims)
+
+
+# --------------------------------------------------------------------------- runs
+
+def load_runs(runs_dir: str | Path | list[str | Path], experiments, seeds) -> Runs:
+    """{experiment: {seed: results}} of the runs found under `runs_dir` (or several folders);
+    an experiment none of whose seeds ran is absent."""
+    out: Runs = {}
+    for e in experiments:
+        for s in seeds:
+            path = find_run(runs_dir, e, s)
+            if path is not None:
+                out.setdefault(e, {})[s] = read_results(path)
+    return out
+
+
+def values(runs: Runs, experiment: str, measure: Measure) -> dict[int, float]:
+    """{seed: measure(results)} of one experiment ({} when it did not run)."""
+    return {s: float(measure(r)) for s, r in sorted((runs.get(experiment) or {}).items())}
+
+
+def as_lists(runs: Runs) -> dict[str, list[dict]]:
+    """{experiment: [results by seed]}: the older shape some table functions still take."""
+    return {e: [by_seed[s] for s in sorted(by_seed)] for e, by_seed in runs.items()}
+
+
+# --------------------------------------------------------------------------- calibration
+
+# A run's settings that change how it executes, not what it measures: left out of the fingerprint that
+# ties a calibrated headroom to the configuration it was measured on (`config_fingerprint`).
+EXECUTION_FIELDS = {
+    "": ("seed",),
+    "data": ("root", "workers", "max_bad_images", "ood_root"),
+    "train": ("num_threads", "device", "progress", "checkpoint_every", "keep_task_checkpoints", "compile",
+              "accum_freq", "grad_checkpointing", "ddp_timeout_minutes", "flops_every", "pass_flops_seeds"),
+    "eval": ("batch_size", "downstream_root"),
+    "fomo": ("pool_root",),
+}
+
+
+def config_fingerprint(config: dict) -> dict:
+    """A run's configuration (its results' `config`) without its seed, paths and execution settings
+    (`EXECUTION_FIELDS`): what two runs must share for one's headroom to stand for the other's."""
+    return {k: ({f: x for f, x in v.items() if f not in EXECUTION_FIELDS.get(k, ())} if isinstance(v, dict) else v)
+            for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
+
+
+def calibration_fingerprint(config: dict) -> str:
+    """A run configuration's `config_fingerprint` as 12 hex digits, as a study's
+    `power.calibrated_on` records it per experiment."""
+    return config_hash(config_fingerprint(config))[:12]
+
+
+def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
+    """The θ0 pretraining runs a study's calibration names: {experiment: [results]} for each experiment
+    of `calibrated_on` found under the `power` block's `base_runs` folder
+    (`<base_runs>/<experiment>/seed<S>/results.json`, as `vlcp pretrain --runs` writes them); {} without
+    `base_runs`. A study's runs start from a weights file (`model.pretrained: models/cll-base.pt`)
+    whose config is not in theirs: the pretraining run's results carry it."""
+    folder = power_cfg.get("base_runs")
+    if folder is None:
+        return {}
+    if not isinstance(folder, str):
+        raise VlcpError(f"{where}.base_runs: expected a folder (e.g. runs-ctp-base), got {folder!r}")
+    out = {}
+    for e in power_cfg.get("calibrated_on") or {}:
+        found = sorted((Path(folder) / e).glob("seed*/results.json"))
+        if found:
+            out[e] = [read_results(f) for f in found]
+    return out
+
+
+def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: str) -> str | None:
+    """Why a study's calibrated headroom does not apply to these runs, or None when it does. The
+    `power` block's `calibrated_on` ({experiment: fingerprint}) records the configuration of each
+    experiment the calibration ran (`calibration_fingerprint`), the θ0 its runs start from among them
+    (e.g. ctp-base, read from `base_runs`: `pretraining_runs`); these runs ({experiment: [results]})
+    of those experiments must have the same. A headroom measured on another benchmark, profile, step
+    count, split or θ0 would carry the paper's effects to a room these runs do not have (a 12-step
+    run read against a 240-step headroom reads "refuted" for having no room at all). None too when
+    no `calibrated_on` is set or none of its experiments ran here (nothing to check)."""
+    on = power_cfg.get("calibrated_on")
+    if on is None:
+        return None
+    if not (isinstance(on, dict) and on and all(isinstance(v, str) for v in on.values())):
+        raise VlcpError(f"{where}.calibrated_on: expected {{experiment: '<12 hex digits>'}}, got {on!r}")
+    runs = pretraining_runs(power_cfg, where) | {e: rs for e, rs in runs.items() if rs}
+    for e, calibrated in on.items():
+        here = sorted({calibration_fingerprint(r["config"]) for r in runs.get(e) or [] if r.get("config")})
+        if here and here != [calibrated]:
+            return (f"{where} was calibrated on another configuration of {e} than its runs here (fingerprint "
+                    f"{calibrated}, here {', '.join(here)}: another benchmark, profile, step count, split or θ0)")
+    return None
