@@ -17,7 +17,8 @@ import numpy as np
 
 from vlcp.report import stats as st
 from vlcp.report.stats import Effect, Noise, Values
-from vlcp.report.study import ClaimSpec, Claims, Runs, Study, values
+from vlcp.report.measures import MEASURES
+from vlcp.report.study import ClaimSpec, Claims, Runs, Study, as_lists, calibration_mismatch, load_runs, values
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not testable")
 RESOLVED = 2.0   # a headroom scales the paper's effects only where H > RESOLVED × σ_d of its own pair
@@ -304,6 +305,20 @@ def evaluate(study: Study, runs: Runs, measures: Mapping[str, Callable], calibra
         row.claim, row.source, row.paper = spec.claim, spec.source, spec.paper
         rows.append(row)
     return rows
+
+
+def study_ledger(study: Study, params: Mapping, runs_dir) -> list[Row]:
+    """The study's ledger on its runs under `runs_dir`, as its report stage renders it: its module's
+    own `ledger(study, params, runs_dir)` where it has one, else its experiments
+    (`report.<params>.experiments`) at its seeds (the block's `seeds`, else params' `seeds`), with
+    the calibrated headrooms where the claims file's calibration applies to them."""
+    own = study.own("ledger")
+    if callable(own):
+        return own(study, params, runs_dir)
+    block = (params.get("report") or {}).get(study.params) or {}
+    runs = load_runs(runs_dir, block["experiments"], block.get("seeds", params["seeds"]))
+    stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
+    return evaluate(study, runs, MEASURES, calibrated=not stale)
 
 
 def _num(x: float | None) -> str:

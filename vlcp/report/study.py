@@ -187,8 +187,13 @@ class Study:
         """The claims JSON its report stage writes, relative to the reports folder."""
         return f"{self.notebook}_claims.json"
 
-    def own(self, attr: str) -> Mapping:
-        """The study module's `attr` mapping ({} without a module or without it)."""
+    def runs_folder(self, params: Mapping) -> str:
+        """Where its runs are, relative to the project root: its params block's `runs` (default runs)."""
+        return str(((params.get("report") or {}).get(self.params) or {}).get("runs", "runs"))
+
+    def own(self, attr: str):
+        """The study module's `attr` ({} without a module or without it): its `MEASURES`, `KINDS`
+        or `ledger` function."""
         return getattr(importlib.import_module(self.module), attr, {}) if self.module else {}
 
 
