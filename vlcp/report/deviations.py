@@ -21,12 +21,12 @@ import pandas as pd
 
 from vlcp.config import resolve_experiment
 from vlcp.errors import VlcpError
-from vlcp.report.paper import KINDS, Deviation, PaperValue, deviations, paper_values
+from vlcp.report.paper import KINDS, Deviation, PaperValue, deviations, paper_values, studies
 
 __all__ = ["DERIVATIONS", "DEVIATIONS", "KINDS", "PAPER_VALUES", "STUDIES", "Deviation", "PaperValue", "deviations_markdown",
            "deviations_table", "paper_value_rows", "resolved"]
 
-STUDIES = ("ctp", "incclip", "cllclip", "fomo")
+STUDIES = tuple(s for s in studies() if paper_values(s))   # the paper studies: those whose paper states settings
 
 
 def _languages(c: dict) -> int:
