@@ -236,15 +236,20 @@ def _model_names() -> list[str]:
 
 
 def study_experiments(params: dict) -> dict[str, list[str]]:
-    """{study: its experiments} from params.yaml's `report:` lists, then every other experiment
-    (pretraining bases, extras) under "other"."""
-    rep = params.get("report") or {}
-    lists = {"overview": (rep.get("overview") or {}).get("experiments") or [],
-             "ctp": (rep.get("ctp") or {}).get("experiments", []) + (rep.get("ctp") or {}).get("ablation_experiments", []),
-             "incclip": (rep.get("incclip") or {}).get("experiments") or [],
-             "cllclip": (rep.get("cllclip") or {}).get("experiments") or []}
-    for key, names in ((rep.get("fomo") or {}).get("studies") or {}).items():
-        lists[f"fomo {key}"] = names
+    """{study: its experiments} from each registered study's `lists` (params keys; a mapping of
+    lists gives one group per key), then every other experiment (pretraining bases, extras) under "other"."""
+    from vlcp.report.study import load_study, registered
+
+    lists = {}
+    for name in registered():
+        for key in load_study(name).lists:
+            node = params
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                lists |= {f"{name} {k}": v for k, v in node.items()}
+            elif node:
+                lists[name] = lists.get(name, []) + list(node)
     every = list(params.get("experiments") or {})
     listed = {n for names in lists.values() for n in names}
     out = {study: [n for n in names if n in every] for study, names in lists.items()}
@@ -527,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     met.add_argument("--out", default="metrics", help="folder of <study>.json metrics files")
     met.add_argument("--plots", default="plots", help="folder of <study>.csv curves (and fomo/<experiment>.csv trajectories)")
     met.add_argument("--study", action="append", default=None,
-                     help="only this study (repeatable; overview, ctp, incclip, cllclip, fomo; default every one)")
+                     help="only this study (repeatable; a registered study, vlcp/report/studies/<name>/; default every one)")
     met.set_defaults(func=cmd_metrics)
     ren = rep.add_parser("render", help="execute a notebook (papermill) and write its HTML")
     ren.add_argument("notebook")

@@ -572,3 +572,8 @@ def lower_than(claim: str, values: dict[str, float | list[float]], reference: st
                        "a standardised effect of 1",
                  evidence=ev, source=source, labels=[f"{reference} − {o}" for o in others] if k > 1 else None,
                  exploratory=[not p for p in paired])
+
+
+def metric_sources(block: dict, params: dict) -> dict:
+    """`vlcp report metrics`' curves: the 36-language stream's runs (Table 2)."""
+    return {"experiments": [e for e in block.get("experiments", []) if e.startswith("cll36-")] or None}

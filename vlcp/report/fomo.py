@@ -925,3 +925,9 @@ def ledger(runs: dict, study: dict, orders: dict[str, str], mm_tiny: dict[str, f
         claims.append(memory_order_claim({k: r["memory_multiplier"] for k, r in bench["methods"].items()},
                                          f"{bench['model']}, batch {bench['target_batch']}, benchmarks/fomo_memory.py"))
     return claims
+
+
+def metric_sources(block: dict, params: dict) -> dict:
+    """`vlcp report metrics`' curves: the methods study's runs at the study's seed."""
+    return {"experiments": (block.get("studies") or {}).get("methods"),
+            "seeds": [block["seed"]] if "seed" in block else None}

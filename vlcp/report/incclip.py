@@ -487,3 +487,8 @@ def above_at_every_step(curves: dict[str, dict[str, list[list[float]]]], winner:
                       sd=sd, sd_source=sd_source, sd_dof=sd_dof)
     effects = [effect(a, b, sd=sd, sd_source=sd_source, sd_dof=sd_dof) for a, b in pairs]
     return claim_from(text, combine([greater_verdict(e) for e in effects]), _weakest(effects), evidence, "Fig. 3, §4.2.1")
+
+
+def metric_sources(block: dict, params: dict) -> dict:
+    """`vlcp report metrics`' curves: the 4-step class split's methods (Table 1)."""
+    return {"experiments": [f"ic4-{m}" for m in block.get("methods", [])] or None}

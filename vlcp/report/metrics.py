@@ -29,36 +29,16 @@ import numpy as np
 from vlcp.errors import VlcpError
 from vlcp.report import cllclip, fomo, incclip
 from vlcp.report.claims import VERDICTS
+from vlcp.report.study import load_study, registered
 from vlcp.utils import atomic_dir, read_json, read_results, write_json
 
 
 
 def study_sources(params: dict) -> dict[str, dict]:
-    """{study: {"runs": folder, "claims": the notebook's claims file, "experiments": the ones
-    whose curves are plotted (None = every run found), "seeds": the seeds its tables report (None =
-    every seed found; a study's seed subset, `report.<study>.spread`, runs others)}} from
-    params.yaml's `report:` section."""
-    rep = params.get("report") or {}
-    ctp = rep.get("ctp") or {}
-    incclip_cfg = rep.get("incclip") or {}
-    fomo_cfg = rep.get("fomo") or {}
-    return {
-        "overview": {"runs": "runs", "claims": "reports/overview_claims.json",
-                     "experiments": (rep.get("overview") or {}).get("experiments"), "seeds": params.get("seeds")},
-        "ctp": {"runs": ctp.get("runs", "runs-ctp"), "claims": "reports/ctp_tables_claims.json",
-                "experiments": ctp.get("experiments"),
-                "seeds": sorted({*ctp["seeds"], *ctp.get("ablation_seeds", [])}) if "seeds" in ctp else None},
-        "incclip": {"runs": incclip_cfg.get("runs", "runs-incclip"), "claims": "reports/incclip_ablations_claims.json",
-                    "experiments": [f"ic4-{m}" for m in incclip_cfg.get("methods", [])] or None,
-                    "seeds": incclip_cfg.get("seeds")},
-        "cllclip": {"runs": (rep.get("cllclip") or {}).get("runs", "runs-cllclip"),
-                    "claims": "reports/cllclip_teir_claims.json",
-                    "experiments": [e for e in (rep.get("cllclip") or {}).get("experiments", []) if e.startswith("cll36-")]
-                    or None, "seeds": (rep.get("cllclip") or {}).get("seeds")},
-        "fomo": {"runs": fomo_cfg.get("runs", "runs-fomo"), "claims": "reports/fomo_figures_claims.json",
-                 "experiments": (fomo_cfg.get("studies") or {}).get("methods"),
-                 "seeds": [fomo_cfg["seed"]] if "seed" in fomo_cfg else None},
-    }
+    """{study: {"runs": folder, "claims": its report's claims file, "experiments": the ones whose
+    curves are plotted (None = every run found), "seeds": the seeds its tables report (None = every
+    seed found)}} of every registered study (`Study.metric_sources`)."""
+    return {name: load_study(name).metric_sources(params) for name in registered()}
 
 
 def collect_runs(runs_dir: str | Path, seeds=None) -> dict[str, list[dict]]:

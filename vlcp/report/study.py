@@ -181,15 +181,31 @@ class Study:
     params: str
     module: str = ""
     claims: Claims | None = None
+    lists: tuple[str, ...] = ()      # params keys of the experiment lists it runs (`vlcp list`, dvc.yaml's --list)
+    runs: str = "runs"               # its runs' folder where its params block names none
+    order: int = 100                 # where listings put it (then by name)
 
     @property
     def claims_file(self) -> str:
         """The claims JSON its report stage writes, relative to the reports folder."""
         return f"{self.notebook}_claims.json"
 
+    def block(self, params: Mapping) -> Mapping:
+        """Its block under params.yaml's `report:` ({} without one)."""
+        return (params.get("report") or {}).get(self.params) or {}
+
     def runs_folder(self, params: Mapping) -> str:
         """Where its runs are, relative to the project root: its params block's `runs` (default runs)."""
-        return str(((params.get("report") or {}).get(self.params) or {}).get("runs", "runs"))
+        return str(self.block(params).get("runs", self.runs))
+
+    def metric_sources(self, params: Mapping) -> dict:
+        """What `vlcp report metrics` reads of it: {"runs", "claims", "experiments" (the curves
+        plotted; None: every run found), "seeds" (None: every seed found)}; its module's
+        `metric_sources(block, params)` may set the last two."""
+        block, own = self.block(params), self.own("metric_sources")
+        out = {"runs": self.runs_folder(params), "claims": f"reports/{self.claims_file}",
+               "experiments": block.get("experiments"), "seeds": block.get("seeds", params.get("seeds"))}
+        return out | (own(block, params) if callable(own) else {})
 
     def own(self, attr: str):
         """The study module's `attr` ({} without a module or without it): its `MEASURES`, `KINDS`
@@ -198,8 +214,9 @@ class Study:
 
 
 def registered(root: str | Path | None = None) -> tuple[str, ...]:
-    """The studies with a `study.yaml`, by name."""
-    return tuple(s for s in studies(root) if (_root(root) / s / "study.yaml").is_file())
+    """The studies with a `study.yaml`, in their `order`, then by name."""
+    names = [s for s in studies(root) if (_root(root) / s / "study.yaml").is_file()]
+    return tuple(sorted(names, key=lambda s: (load_study(s, root).order, s)))
 
 
 def load_study(name: str, root: str | Path | None = None) -> Study:
@@ -211,15 +228,19 @@ def load_study(name: str, root: str | Path | None = None) -> Study:
     data = read_yaml(folder / "study.yaml", label)
     if not isinstance(data, Mapping):
         raise VlcpError(f"{label}: expected a mapping")
-    unknown = set(data) - {"title", "notebook", "params", "module"}
+    unknown = set(data) - {"title", "notebook", "params", "module", "lists", "runs", "order"}
     if unknown:
         raise VlcpError(f"{label}: unknown field(s) {', '.join(sorted(unknown))}")
     claims = None
     if (folder / "claims.yaml").is_file():
         clabel = label.replace("study.yaml", "claims.yaml")
         claims = parse_claims(read_yaml(folder / "claims.yaml", clabel), clabel)
+    lists = data.get("lists") or []
+    if not isinstance(lists, list) or not all(isinstance(k, str) for k in lists):
+        raise VlcpError(f"{label}: `lists` must list params keys (report.<study>.experiments, ...), got {lists!r}")
     return Study(name, _need(label, data, "title", str), _need(label, data, "notebook", str),
-                 str(data.get("params", name)), str(data.get("module", "")), claims)
+                 str(data.get("params", name)), str(data.get("module", "")), claims, tuple(lists),
+                 str(data.get("runs", "runs")), int(data.get("order", 100)))
 
 
 # --------------------------------------------------------------------------- runs

@@ -57,3 +57,8 @@ __all__ = ["ABLATION", "COMPONENTS", "DEFAULT_STUDY", "FINAL", "GROUPS", "LABELS
            "single_seed_experiments", "single_table", "start_and_end", "stats_frame", "study_config", "switch_label",
            "table1", "table1_experiments", "table2", "table2_rows", "table3_rows", "tau_null", "time_ratio_by_seed",
            "time_ratios", "train_seconds", "values", "weakest", "with_long", "with_table1_seeds"]
+
+
+def metric_sources(block: dict, params: dict) -> dict:
+    """`vlcp report metrics`' seeds: Table 1's and the ablations'."""
+    return {"seeds": sorted({*block["seeds"], *block.get("ablation_seeds", [])})} if "seeds" in block else {"seeds": None}
