@@ -244,7 +244,7 @@ class FomoCfg:
     shapes_per_class: int = ranged(6, ge=2)   # training images per colour-shape class
     pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
     # also score each adaptation group in data.unseen_styles (every item: the stream trains on the training
-    # styles' images only) as adaptation datasets "<group>/<style>": about twice A_KA's test images (issue 48's lever)
+    # styles' images only) as adaptation datasets "<group>/<style>": about twice A_KA's test images (a power lever)
     adapt_unseen: bool = False
     state_memory: str = "offloaded"  # the MAFs memory of what a method keeps across tasks (EWC's F and θ*, SI's Ω and θ*, a merge's θ0):
     #   offloaded = on the CPU as the paper's implementation keeps it, not counted; device = counted (vlcp.run.accounting.step_cost)
