@@ -1,6 +1,7 @@
 """LwF, Learning without Forgetting (Li & Hoiem 2017), in the CTP code's form of the CTP paper's
-baseline (supp. B.1). A frozen copy of the model as it entered the task is the teacher; from
-task 1 on the loss adds
+baseline (supp. B.1): distillation from a frozen copy of the model as it entered the task.
+
+From task 1 on the loss adds
 
 - "lwf": per sample, the teacher's unnormalised projected image (and text) feature as a
   distribution over the feature dimensions, softmax(feature/τ) (`lwf_temperature`), distilled
