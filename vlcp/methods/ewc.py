@@ -3,9 +3,9 @@ towards the parameters after the previous task, weighted by the diagonal empiric
 
 - F: the mean over batches of the squared gradient of the method's base loss (the next method's
   in the MRO, so it works for any model), at the end of each task, over the trainable parameters
-  (rows that grew, token embeddings, zero-padded); under DDP the global batch's. Samples:
-  `fisher_batches` random batches of `fisher_batch_size`, or with `fisher_samples` > 0 one pass
-  over min(`fisher_samples`, the task's pairs) in full batches (the last wraps around).
+  (a parameter that grew rows, a token embedding, is zero-padded); under DDP the global batch's.
+  Samples: `fisher_batches` random batches of `fisher_batch_size`, or with `fisher_samples` > 0
+  one pass over min(`fisher_samples`, the task's pairs) in full batches (the last wraps around).
 - Merge across tasks (`fisher_merge`): "online" F ← γ F_old + F_new; "average"
   F ← α F_old + (1 − α) F_new, α = t/(t+1), the mean of the per-task Fishers.
 - Penalty: λ Σ F (θ − θ*)², or (λ/2) Σ F (θ − θ*)² with `half` (Kirkpatrick et al.'s Eq. 3;
