@@ -1,28 +1,19 @@
 """Typed, validated experiment configs.
 
-An experiment is resolved from `params.yaml` as `defaults` < `profiles[profile]` <
-`experiments[name]` < CLI `--set key=value` overrides. A profile's `model_aliases` map a model
-name an experiment uses (e.g. `resnet`) to that profile's model (a tiny config on CPU, RN50 at
-paper scale), so one experiment definition serves every profile; an alias may also carry `train:`
-`data:` (and `eval:`, `fomo:`) settings for that model in that profile (they sit under the
-experiment's own settings and `--set`): the `paper` profile's CTP model brings P9D with it, its
-CLL-CLIP model CLFM's MSCOCO36 corpus, its FoMo-in-Flux model FoMo's datasets, its IncCLIP model
-CC2M and the downstream suite. An alias's `method:` holds method settings that follow the profile's
-scale (the CTP study's buffer and queue sizes): each applies only where the experiment's method
-has that Config field (a memory-free method takes no buffer_size; `alias_method_defaults`), under
-the experiment's own `method:` and `--set`; it cannot pick the method (`name`).
-`model: {arch_of: fomo, pretrained: null}` names only an alias's architecture (what a pretraining
-stage trains from random init for the alias's `pretrained` file). Every field is typed; an unknown field,
-a wrong type or an out-of-range value raises `ConfigError` naming the field (`train.lr: ...`).
-Method-specific fields live under `method:` and are validated by the method's own `Config`.
+An experiment resolves from `params.yaml` as `defaults` < `profiles[profile]` < `experiments[name]`
+< CLI `--set key=value`; a profile's `model_aliases` map an experiment's model name to that
+profile's model, with the alias's own `train:` / `data:` / `eval:` / `fomo:` settings and its
+`method:` settings that follow the profile's scale (`alias_method_defaults`: only where the
+method's Config has the field; never `name`). docs/architecture.md, "Experiments and
+configuration", states the rules.
 
-Numbers: a float field takes every usual notation (`1e-3`, `5E+2`, `.5`, `1_000`; YAML 1.1 reads
-`1e-3` as a string, `_check_type` converts a number literal for a numeric field), an int field an
-integral value; bools are no numbers, and NaN or infinity is rejected everywhere. Ranges: every
-numeric field declares its range with `ranged(default, ge=/gt=/le=/lt=)` (the range sits in the
-field's metadata, `field_range(f)`); `build` checks it for every dataclass (a method's `Config`
-too) and `check_ranges(self)` in a `__post_init__` checks it on direct construction. Cross-field
-rules stay in each `__post_init__`.
+Every field is typed; an unknown field, a wrong type or an out-of-range value raises
+`ConfigError` naming the field (`train.lr: ...`). A float field takes every usual number
+notation (`_check_type` converts YAML 1.1's string `1e-3`), an int field an integral value; bools
+are no numbers; NaN and infinity are rejected. Each numeric field declares its range with
+`ranged(default, ge=/gt=/le=/lt=)` (read by `field_range`), checked by `build` and by
+`check_ranges(self)` in a `__post_init__`; cross-field rules stay in each `__post_init__`.
+Method-specific fields live under `method:`, validated by the method's own `Config`.
 """
 from __future__ import annotations
 
@@ -253,7 +244,7 @@ class FomoCfg:
     shapes_per_class: int = ranged(6, ge=2)   # training images per colour-shape class
     pool: str = "full"               # the replayed pool P: full | one-style | half | noisy (see vlcp.data.fomo.with_pool)
     # also score each adaptation group in data.unseen_styles (every item: the stream trains on the training
-    # styles' images only) as adaptation datasets "<group>/<style>": about twice A_KA's test images (issue 48's lever)
+    # styles' images only) as adaptation datasets "<group>/<style>": about twice A_KA's test images (a power lever)
     adapt_unseen: bool = False
     state_memory: str = "offloaded"  # the MAFs memory of what a method keeps across tasks (EWC's F and θ*, SI's Ω and θ*, a merge's θ0):
     #   offloaded = on the CPU as the paper's implementation keeps it, not counted; device = counted (vlcp.run.accounting.step_cost)

@@ -4,17 +4,15 @@
 - "ctp": CTP's train transform (ALBEF's): RandomResizedCrop(S, scale 0.2-1, bicubic), horizontal
   flip, then ALBEF's RandomAugment(2, 5): two ops drawn with replacement from {Identity,
   AutoContrast, Equalize, Brightness, Sharpness, ShearX/Y, TranslateX/Y, Rotate}, each applied with
-  probability 0.5 at ALBEF's level-5 arguments (enhance factor 5/10 x 1.8 + 0.1 = 1.0, as ALBEF's;
-  shear 0.15; translate 5 px; rotate 15 degrees; signs random; fill grey 128).
-  Its evaluation images are the whole photo resized to S x S (CTP's test transform), not a centre crop.
+  probability 0.5 at ALBEF's level-5 arguments (enhance factor 1.0, shear 0.15, translate 5 px,
+  rotate 15 degrees, signs random, fill grey 128). Its evaluation images are the whole photo
+  resized to S x S (CTP's test transform).
 - "fomo": FoMo-in-Flux's train transform: RandomResizedCrop(S, scale 0.9-1, ratio 3/4-4/3, bicubic).
 
-The crop comes from the decoded original (not the evaluation's centre crop). Every image has its
-own generator seeded from the batch's draw (`TrainTransform.seeds`), so the augmentation is the
-same under any world size and any number of decoding threads. The ops are torchvision's
-(`transforms.v2.functional`); only the parameter draws are ours, to take a generator. torchvision is
-imported on a transform's first use, not with this module (its transforms pull in torch._dynamo:
-seconds of start-up that runs without an augmentation never need).
+The crop comes from the decoded original. Every image has its own generator seeded from the
+batch's draw (`TrainTransform.seeds`), so the augmentation is the same under any world size and
+number of decoding threads. The ops are torchvision's (`transforms.v2.functional`), imported on a
+transform's first use.
 """
 from __future__ import annotations
 

@@ -1,30 +1,20 @@
-"""A mini FoMo-in-Flux on the embedded benchmark (design §4, issue 5).
+"""A mini FoMo-in-Flux on the embedded benchmark: the pretraining pool, the adaptation and
+retention datasets, and the concepts' side information.
 
-FoMo-in-Flux starts from a CLIP pretrained on a pool P and adapts it, concept by concept, to
-datasets P covers poorly, while zero-shot retention is measured on general held-out datasets.
-Here, at the scale of the emoji benchmark:
+- **Pretraining pool P**: the training items of `pool_groups` in the training styles; θ0 is
+  pretrained on exactly these pairs (`vlcp pretrain fomo-base`) and λP replays them.
+- **Adaptation datasets** (A_KA): every other group, one dataset per (group, training style),
+  classes = the group's subgroups; `shapes` (classes: the 36 colour-shape pairs) and `scenes`
+  (the 12 (object count, background colour) pairs). A concept is one (dataset, class).
+- **Retention datasets** (A_ZS, never trained on after θ0): each pool group's held-out items
+  (subgroup classification), every pool item in the unseen style (group classification), and
+  image–text retrieval (R@5, both directions averaged) on the pool's test items.
+- **Adaptation retrieval**: R@5 on the adaptation groups' test items.
 
-- **Pretraining pool P**: the training items of `pool_groups` (default: Smileys & Emotion,
-  People & Body, Animals & Nature, Food & Drink, Flags) in the training styles. The base CLIP
-  θ0 is pretrained on exactly these pairs (`vlcp pretrain fomo-base`), and they are the pool
-  that λP replays.
-- **Adaptation datasets** (A_KA): every other group, one dataset per (group, training style)
-  ("objects/twemoji", …), classes = the group's subgroups; `shapes`, the procedural
-  coloured shapes with procedural captions ("a red star"), classes = the 36 colour-shape pairs;
-  and `scenes`, the procedural coloured scenes ("two red stars on a pink background"), classes =
-  the 12 (object count, background colour) pairs.
-  A concept is one (dataset, class); its training images are the stream's unit.
-- **Retention datasets** (A_ZS, never trained on after θ0): the held-out items of each
-  pool group (subgroup classification), every pool item in the unseen style (group
-  classification), and image–text retrieval (R@5, both directions averaged) on the pool's test
-  items — the roles of ImageNet-style sets and MSCOCO/Flickr in the paper.
-- **Adaptation retrieval**: R@5 on the adaptation groups' test items (FSCOCO's role).
-
-Concept side information for the orderings (`vlcp.data.concepts`): the **time** of a concept is
-the median Unicode emoji release year of its subgroup's emoji (the procedural sets are dated
-after the newest emoji); its **frequency** is the mean count, over the words of its class name, of that
-word in P's captions; **difficulty** and **similarity** come from the base model
-(`concept_difficulty`, `class_embeddings`).
+Side information for the orderings (`vlcp.data.concepts`): a concept's **time** is the median
+Unicode release year of its subgroup's emoji (procedural sets after the newest), its
+**frequency** the mean count in P's captions of the words of its class name; **difficulty** and
+**similarity** come from the base model (`concept_difficulty`, `class_embeddings`).
 """
 from __future__ import annotations
 

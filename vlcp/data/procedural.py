@@ -1,4 +1,4 @@
-"""Procedural sets rendered with PIL at run time (design §4): deterministic, offline. Both are
+"""Procedural sets rendered with PIL at run time: deterministic, offline. Both are
 held-out zero-shot classification sets (`PROCEDURAL_TASKS`) and FoMo-in-Flux adaptation datasets.
 
 `shapes`: coloured geometric shapes (6 shapes × 6 colours) at random position, size and

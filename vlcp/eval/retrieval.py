@@ -1,20 +1,16 @@
-"""Retrieval metrics as pure functions over features (design §8).
+"""Retrieval metrics as pure functions over features.
 
-A query and a gallery item match when their *labels* are equal. For cross-modal retrieval the
-label is the pair id (an emoji item, a COCO image), so an image may have several captions and a
-caption several images; for multi-modal retrieval it is the class.
+A query and a gallery item match when their *labels* are equal: the pair id for cross-modal
+retrieval (an image may have several captions, a caption several images), the class for
+multi-modal retrieval.
 
 - Cross-modal: TR@K (image→text), IR@K (text→image), Rm = mean of the six (K = 1, 5, 10).
 - Multi-modal: mAP@N with the CTP code's `hits` normaliser or the standard `min(N, |relevant|)`.
 
-Scores are computed in query chunks with top-k, so a 50k × 50k gallery never materialises. On a
-small gallery (CLL-CLIP's per-language test sets: 282 captions) recall counts the rank of each
-query's best match instead (`match_ranks`), about twice as fast there: top-k's cost per row
-dominates below ~700 items, its single pass wins above.
-
-Ties never reward a query: a non-match that scores as high as a match ranks before it (both
-paths order ties this way, so they agree), and a non-finite score (NaN/inf features) ranks
-below every finite one, so a collapsed or blown-up encoder scores chance or worse, never 100.
+Scores are computed in query chunks with top-k, so a large gallery never materialises; a small
+gallery ranks each query's best match instead (`match_ranks`). Ties never reward a query: a
+non-match that scores as high as a match ranks before it (both paths agree), and a non-finite
+score ranks below every finite one, so a collapsed encoder scores chance or worse, never 100.
 """
 from __future__ import annotations
 

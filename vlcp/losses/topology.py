@@ -1,12 +1,10 @@
-"""CTP's losses as pure functions (anchors-ctp-clfm.md A3), gather-aware like `clip_loss`.
+"""CTP's losses as pure functions, gather-aware like `clip_loss`.
 
 - `momentum_contrast`: each current feature against [the momentum model's features of the
   (global) batch ; a queue of older momentum features], one-hot target on its own momentum
-  feature (MoCo-style, τ = 0.07), symmetric over the two modalities. Given the item of each
-  row and of each queue entry, the queue entries of a row's own item are left out of its
-  negatives (`queue_own_item`): at the paper's scale (K = 1,024 of ~100K pairs per task) a
-  queue never holds the anchor's own pair; on a task of a few hundred pairs drawn with
-  replacement it mostly does.
+  feature (MoCo-style, τ = 0.07), symmetric over the two modalities. Given each row's and each
+  queue entry's item, the entries of a row's own item are left out of its negatives
+  (`queue_own_item`).
 - `topology_kl`: KL(reference ‖ current) between the rows of a similarity matrix (local rows ×
   global columns), the reference side from the previous-task model. Same-modal matrices mask
   the self-similarity (the global diagonal) with −1000 before the softmax, on both sides.

@@ -1,30 +1,16 @@
 """AFEC, Active Forgetting with synaptic Expansion-Convergence (Wang et al. 2021), as the CTP
-code's baseline (train_AFEC.py).
+code's baseline.
 
-At the start of every task t ≥ 1 a copy of the model (the "expanded" model θ_e) is trained on
-the current task alone, without any penalty, for `expand_steps` steps; its empirical Fisher F_e
-is taken on the current task. The main model then trains with EWC's penalty towards the previous
-tasks' parameters plus the expansion's penalty towards θ_e:
+At the start of every task t ≥ 1 a copy θ_e of the model is trained on the current task alone,
+without penalty, and its empirical Fisher F_e taken; the main model then trains with
+
     λ/2 · Σ F (θ − θ*)²  +  λ_e/2 · Σ F_e (θ − θ_e)²      (terms "ewc" and "afec")
-F is EWC's empirical Fisher at each task end, merged by the CTP code's running average
-(α = t/(t+1)), reduced across DDP ranks.
 
-Paper constants (CTP code): λ = 5000, λ_e = 1, with the ½ of the CTP code's penalty.
-
-The expanded model's length: `expand_steps` if > 0, else round(`expand_fraction` × the task's
-step budget) (the task's steps as the loop gives them, `ctx.steps`; outside a run
-`budget.allocate_steps` over `train.steps`); the default fraction 1.0 trains θ_e as long as the main model, the cost of the
-CTP code's forward model. It uses the loop's schedule (cosine with warmup, clipping, AdamW from
-the train config) on the same batches the main model will then see (the task's generator is
-rewound afterwards, so the main run's batches are those of every other method); its gradients
-are averaged across DDP ranks. `extra_cost()` reports (expansion steps + F_e batches) per main
-step.
-
-Differences from the CTP code: the CTP code interleaves per epoch (train the forward model one
-more epoch, a full Fisher pass, then one epoch of the main model against the forward model so
-far); here θ_e is trained once, up front, as in Wang et al.; Fishers use `fisher_batches`
-batches and are reduced across ranks. θ_e and F_e are derived state (rebuilt when the task
-starts), so they are not saved.
+F being EWC's Fisher at each task end, merged by the running average α = t/(t+1), reduced across
+DDP ranks. θ_e trains for `expand_steps` if > 0, else round(`expand_fraction` × the task's step
+budget), on the loop's schedule and the batches the main model then sees (the task's generator
+is rewound). `extra_cost()` reports (expansion steps + F_e batches) per main step. θ_e and F_e
+are rebuilt when a task starts, never saved.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The hook base every continual method builds on (design §6).
+"""The hook base every continual method builds on.
 
 The loop (vlcp.run) calls `prepare_model` once, before a resume loads the checkpoint and before DDP
 wraps the model (adapters, frozen towers: anything that changes the parameter set or which

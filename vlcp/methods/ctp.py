@@ -1,34 +1,21 @@
 """CTP (Zhu et al., ICCV 2023): compatible momentum contrast + topology preservation.
 
-Per task the method keeps a momentum model θc, re-initialised from θ(t−1) (the model as it
-enters the task), and a frozen reference copy of θ(t−1). After every optimizer step
+Per task the method keeps a momentum model θc, re-initialised from θ(t−1) (the model entering
+the task), and a frozen copy of θ(t−1). After every optimizer step
 
-    θc ← m·θc + (1−m)·[w·θ(t−1) + (1−w)·θt]        (w = `prev_weight`)
+    θc ← m·θc + (1−m)·[w·θ(t−1) + (1−w)·θt]        (w = `prev_weight`; at task 0 an EMA of θt
+                                                      with `momentum_task0`)
 
-— the compatible update with w = ½ and m = 0.9 (Table 3's single-way updates: w = 1, only
-θ(t−1), which keeps θc = θ(t−1); w = 0, only θt, a plain EMA). At task 0 there is no θ(t−1):
-θc is an EMA of θt with `momentum_task0` = 0.995 (supplement E.1; "the same for all ablations").
-
-Loss = base (ITA + MLM) + L_CMC + L_c + L_s, every weight 1 as in the CTP code:
-- L_CMC (`cmc`): compatible momentum contrast — current features against θc's features of the
-  batch and a queue of `queue_size` older θc features per modality (never reset between
-  tasks), τ = 0.07; plus, for models with an MLM head, soft distillation of the MLM logits to
-  θc's (T = 1). Both come from θc, so the Table 2 switch covers both (the CTP code adds both in
-  CTP mode; at task 0 as well, where only these apply).
+Loss = base (ITA + MLM) + L_CMC + L_c + L_s, every weight 1:
+- L_CMC (`cmc`): current features against θc's features of the batch and a queue of
+  `queue_size` older θc features per modality (never reset; `queue: false`: the batch only),
+  τ = 0.07; plus soft distillation of MLM logits to θc's (T = 1) for models with an MLM head.
 - L_c (`cross_topology`): KL(θ(t−1) ‖ θt) of the image→text and text→image similarity rows.
-- L_s (`same_topology`): the same for image→image and text→text, with the self-similarity
-  masked to −1000 on both sides (`self_mask`; Table 3's "w/o P̂i2i & P̂t2t" turns it off).
-`queue: false` is Table 3's "w/o Q" (momentum contrast against the batch only).
-
-Queue: paper K = 1024 at a global batch of 512 (the `paper` profile's `albef` alias); the emoji
-study's profiles set `queue_size` 256 at batch 64 (their `albef` alias; default 256). Each entry
-carries the item id of its pair (`item_ids`: the same emoji in either style is one item), and a
-row's own item's entries are left out of its negatives (`vlcp.losses.topology.queue_own_item`):
-at the paper's scale the queue never holds the anchor's pair, while on an emoji task of 108-498
-pairs, batches drawn with replacement, it mostly does. (The CTP code targets the diagonal one-hot
-and has no item ids; ALBEF's retrieval fine-tuning makes same-id queue entries positives. Masking
-keeps CTP's one-hot target.) Queues and their item ids are part of the method's state
-(checkpointed); θc and θ(t−1) are rebuilt from the checkpointed model at `before_task`.
+- L_s (`same_topology`): the same for image→image and text→text, the self-similarity masked to
+  −1000 on both sides (`self_mask`).
+Queue entries carry their pair's item id; a row's own item is left out of its negatives
+(`vlcp.losses.topology.queue_own_item`). The queues are checkpointed; θc and θ(t−1) are rebuilt
+at `before_task`.
 """
 from __future__ import annotations
 

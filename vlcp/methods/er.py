@@ -1,19 +1,13 @@
 """ER: experience replay from a reservoir buffer of past pairs.
 
-Compute-matched: whenever the buffer holds pairs, a fraction `replay_fraction` of every batch
-is drawn from it instead of the current task, so ER sees as many samples per step as SeqF.
-`memory_update` says when pairs enter the reservoir (reservoir sampling, Vitter's algorithm R,
-either way):
+Compute-matched: whenever the buffer holds pairs, a fraction `replay_fraction` of every batch is
+drawn from it instead of the current task. `memory_update` says when pairs are offered to the
+reservoir (Vitter's algorithm R):
 
-- `online` (default; CTP's ER, CTP supp. B.2): every current sample of a step is offered after
-  that step, so replay starts at task 0's second step and replayed rows include pairs of the
-  current task.
-- `after_task` (IncCLIP §3.3: "After the training of step t, we follow the practices [1, 9] to
-  update the memory by adopting reservoir sampling to select samples from the available data to
-  save"; §3.1: its comparison methods share the rehearsal setting): the buffer is frozen during a
-  task and, at the task's end, each of the task's training pairs (the step's available data, in
-  dataset order, each offered once, however often training drew it) is offered to the reservoir.
-  So task t replays only pairs of tasks < t, and task 0 replays nothing.
+- `online` (default; CTP's ER): every current sample of a step, after that step, so replayed
+  rows include pairs of the current task.
+- `after_task` (IncCLIP §3.3): at the task's end, each of the task's training pairs once, in
+  dataset order; the buffer is frozen during a task, so task t replays only tasks < t.
 """
 from dataclasses import dataclass
 

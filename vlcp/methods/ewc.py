@@ -1,43 +1,18 @@
-"""EWC (Kirkpatrick et al. 2017), online (Schwarz et al. 2018, oEWC): a quadratic penalty
-λ Σ F (θ − θ*)² towards the parameters after the previous task, with F the diagonal empirical
-Fisher (mean squared gradient of the method's base loss over `fisher_batches` training batches
-of `fisher_batch_size` at the end of each task). Over the trainable parameters only; parameters
-that grew rows (token embeddings) are zero-padded. Under DDP the squared gradient is the global
-batch's, so N processes compute one process's Fisher (the CTP code computes it per rank and
-never reduces it). Works for any model: the base loss is the next
-method's in the MRO (CLIP's contrastive loss, ALBEF's ITA + MLM, or CLL-CLIP's objectives for
-`cll-oewc`).
+"""EWC (Kirkpatrick et al. 2017) and online EWC (Schwarz et al. 2018): a quadratic penalty
+towards the parameters after the previous task, weighted by the diagonal empirical Fisher F.
 
-Fisher merge across tasks (`fisher_merge`):
-- "online" (default, oEWC / CLFM): F ← γ F_old + F_new;
-- "average" (the CTP code's EWC/MAS/RWalk/AFEC): F ← α F_old + (1 − α) F_new, α = t/(t+1) with
-  t the index of the task just finished, i.e. the mean of the per-task Fishers.
+- F: the mean over batches of the squared gradient of the method's base loss (the next method's
+  in the MRO, so it works for any model), at the end of each task, over the trainable parameters
+  (a parameter that grew rows, a token embedding, is zero-padded); under DDP the global batch's.
+  Samples: `fisher_batches` random batches of `fisher_batch_size`, or with `fisher_samples` > 0
+  one pass over min(`fisher_samples`, the task's pairs) in full batches (the last wraps around).
+- Merge across tasks (`fisher_merge`): "online" F ← γ F_old + F_new; "average"
+  F ← α F_old + (1 − α) F_new, α = t/(t+1), the mean of the per-task Fishers.
+- Penalty: λ Σ F (θ − θ*)², or (λ/2) Σ F (θ − θ*)² with `half` (Kirkpatrick et al.'s Eq. 3;
+  a subclass may set `penalty_factor`).
 
-Penalty: λ Σ F (θ − θ*)² (no ½, as CLFM), or (λ/2) Σ F (θ − θ*)² with `half` (Kirkpatrick
-et al.'s Eq. 3; a subclass may also set `penalty_factor`: AFEC's ½). Fisher samples: by default
-`fisher_batches` random batches of `fisher_batch_size`; with `fisher_samples` > 0 one pass over
-min(`fisher_samples`, the task's pairs) of the task's pairs in a random order, in full batches of
-`fisher_batch_size` (the last one wraps around to the order's start, as FoMo's looped task data
-does), `fisher_batches` then unused. F is always the mean over batches of the squared batch
-gradient (not per-sample squares).
-
-Settings of the studies (params.yaml):
-- CTP (`ctp-ewc`; KevinLight831/CTP train/train_EWC.py): λ = 5000 on Σ F (θ−θ*)²/2, written as
-  `ewc_lambda: 2500` without `half` (the same number); F averaged across tasks
-  (`fisher_merge: average`); the CTP code's F is a full pass over the (augmented) training
-  loader, here `fisher_batches` (8) batches of 128.
-- FoMo-in-Flux (`fomo-ewc`; ExplainableML/fomo_in_flux continual_lib/ewc.py, mammoth-derived):
-  λ = 1 with `half`, F from up to 50,000 samples of the current task (`fisher_samples: 50000`:
-  at our scale every pair of the task) in training-size batches. Across tasks F is "estimated
-  through a rolling average" (the paper's text, App. A.2): `fisher_merge: average`; its code
-  sums, F ← F + F_new (online, γ = 1; a deviation entry lists it, still `fisher_merge: online`).
-  Not reproduced: its Fisher pass scores the contrastive loss at temperature 1/logit_scale instead
-  of the training's 1/exp(logit_scale) (anchors-fomo-style.md §A6); here the training loss.
-  The pass's FLOPs are paid from the task's MAFs budget once per task (vlcp.run.accounting.step_cost,
-  measured on task 0's pass), where FoMo's Table 4 charges it on every step.
-
-`gradient_importance` / `empirical_fisher` are the shared importance loops (EWC, MAS, RWalk,
-AFEC): mean over batches of the current task of a statistic of the gradient.
+`gradient_importance` / `empirical_fisher` are the importance loops EWC, MAS, RWalk and AFEC
+share: the mean over batches of the current task of a statistic of the gradient.
 """
 from __future__ import annotations
 

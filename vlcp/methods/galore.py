@@ -1,18 +1,12 @@
-"""GaLore (Zhao et al. 2024) as in FoMo-in-Flux: full fine-tuning whose optimizer is
-galore-torch's `GaLoreAdamW`. Every trainable 2-D weight matrix (the matrices of vlcp's
-weight-decay group: Linear / attention projections, token embedding, the towers' output
-projections) gets a GaLore group: its gradient is projected to rank `rank` (the projector,
-from an SVD of the gradient, is refreshed every `update_proj_gap` steps), Adam runs in the
-low-rank space and the update is projected back and scaled by `scale`. The rest (biases,
-gains, positional embeddings, logit scale, conv patch embedding) keep vlcp's plain AdamW
-groups (decay split as `vlcp.train.optim.param_groups`). FoMo-in-Flux's defaults: rank 8,
-update_proj_gap 200, scale 2, proj_type "std".
-
-Like the loop's AdamW, the optimizer (and so every projector) is re-created at each task.
-galore-torch's AdamW applies decoupled weight decay after the update (to every parameter with
-`train.decay_all`, as FoMo's code), uses its own default eps 1e-6 (FoMo's code: the same; not
-`train.adam_eps`) and betas (0.9, train.beta2) here; `import galore_torch` also imports bitsandbytes
-(lazily, here, without its import-time warning: `quiet_bitsandbytes`).
+"""GaLore (Zhao et al. 2024) as in FoMo-in-Flux: full fine-tuning with galore-torch's
+`GaLoreAdamW`. Every trainable 2-D weight matrix (vlcp's weight-decay group) gets a GaLore group:
+its gradient is projected to rank `rank` (the projector, from an SVD of the gradient, refreshed
+every `update_proj_gap` steps), Adam runs in the low-rank space and the update is projected back
+and scaled by `scale`; the other parameters keep vlcp's plain AdamW groups
+(`vlcp.train.optim.param_groups`). The optimizer is re-created at each task; weight decay is
+decoupled (to every parameter with `train.decay_all`), eps is galore-torch's 1e-6, betas
+(0.9, `train.beta2`). bitsandbytes, which `import galore_torch` pulls in, is imported quietly
+(`quiet_bitsandbytes`).
 """
 from __future__ import annotations
 

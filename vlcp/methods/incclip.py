@@ -4,33 +4,16 @@ Pretraining", ECCV 2022): ER's reservoir replay plus
 (a) pseudo negative texts, generated for every batch by inverting the previous-step model in
     token-embedding space: each replayed pair's text embedding is mixed with another replayed
     text's (ratio ~ U[mix_low, mix_high]) and optimised by SGD for `pseudo_iters` steps under the
-    margin loss that keeps its cosine with the replayed image inside [s_min, s_max] (hard, but
-    negative);
+    margin loss that keeps its cosine with the replayed image inside [s_min, s_max];
 (b) the pseudo texts as extra negatives in the image→text direction of the contrastive loss;
-(c) multi-modal knowledge distillation: KL between the previous and current model's image→text
-    (pseudo texts included) and text→image distributions, weight `kd_weight`;
+(c) multi-modal distillation: KL between the previous and current model's image→text (pseudo
+    texts included) and text→image distributions, weight `kd_weight` (teacher scale `kd_scale`);
 (d) weight-norm clipping after every step: a weight matrix whose norm exceeds `wnc_ratio` × its
-    reference norm is scaled back onto that bound, keeping its direction;
-(e) the reservoir memory of ER (compute-matched: `replay_fraction` of each batch is replayed),
-    updated after each step's training as §3.3 says with `memory_update: after_task` (the study's
-    setting for IncCLIP and its baselines, params.yaml `incclip_study.memory`; ER's default is online).
+    reference norm (the model entering the second task) is scaled back onto that bound;
+(e) ER's compute-matched reservoir memory (`replay_fraction`, `memory_update`).
 
-Choices the paper leaves open (its formulas did not survive in our copy of the text), all
-config fields: pseudo texts are conditioned on the batch's replayed pairs (up to `pseudo_batch`
-of them, so generation adds no image forward passes); a mixed text is pooled at the end-of-text
-position of its dominant source text; the distillation teacher uses its own learned logit scale unless
-`kd_scale` is set; the weight-norm reference is the model as it enters the second task (the first
-task trains from scratch, where norms grow by design), over every parameter with ≥ 2 dims; the
-bound is 1.0 × that norm: with AdamW's decoupled weight decay our norms grow by at most ~10 %
-over a stream (measured), so the 1.2 we first chose never clipped anything.
-Cost: `pseudo_every: k` reuses a generation for k steps (the previous-step model is fixed within
-a task, so the texts stay hard negatives for their memory images), cutting the generation's cost
-by k; the paper generates for every batch (k = 1, the default) and names the generator's
-efficiency as future work.
-Ablations: `kd_weight: 0` (no distillation), `pseudo: false` (no pseudo texts),
-`pseudo_iters: 0` (pseudo texts left as the initial mixtures, not optimised), `s_min: -1,
-s_max: -1` (naive inversion: minimise the cosine instead of a hard band), `wnc_ratio: null`
-(no clipping).
+`pseudo_every: k` reuses a generation for k steps. Ablations: `kd_weight: 0`, `pseudo: false`,
+`pseudo_iters: 0`, `s_min: -1, s_max: -1` (naive inversion), `wnc_ratio: null`.
 """
 from __future__ import annotations
 

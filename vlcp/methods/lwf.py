@@ -1,22 +1,15 @@
-"""LwF, Learning without Forgetting (Li & Hoiem 2017), as the CTP paper's baseline (supplement
-B.1: "align the image and text representation of the reference and current model") in the CTP
-code's form (KevinLight831/CTP: train/train_LWF.py, models/clip_pretrain.py `LWF_forward`).
+"""LwF, Learning without Forgetting (Li & Hoiem 2017), in the CTP code's form of the CTP paper's
+baseline (supp. B.1): distillation from a frozen copy of the model as it entered the task.
 
-A frozen copy of the model as it entered the task is the teacher. From task 1 on the loss adds
-- "lwf": for each sample, the teacher's *unnormalised* projected image (and text) feature, as a
-  distribution over the feature dimensions, softmax(feature/τ), distilled into the student's by
-  KL, (KL_image + KL_text)/2 (`lwf_feature_kd`), weight `lwf_weight`; the raw features come from
-  the same forward as the base loss (`vlcp.models.raw_features`);
-- "lwf_mlm" (only for batches with MLM inputs, i.e. ALBEF): soft distillation of the teacher's
-  MLM logits at the masked positions, −Σ softmax(teacher/T)·log_softmax(student/T), T = 1
-  (`soft_distill`), weight `lwf_mlm_weight`.
+From task 1 on the loss adds
 
-Paper constants (CTP code): both weights 1, τ = 0.07 (the model's fixed ITA temperature,
-`lwf_temperature`), T = 1.
+- "lwf": per sample, the teacher's unnormalised projected image (and text) feature as a
+  distribution over the feature dimensions, softmax(feature/τ) (`lwf_temperature`), distilled
+  into the student's by KL, (KL_image + KL_text)/2 (`lwf_feature_kd`), weight `lwf_weight`;
+- "lwf_mlm" (batches with MLM inputs, i.e. ALBEF): soft distillation of the teacher's MLM logits
+  at the masked positions, T = 1 (`soft_distill`), weight `lwf_mlm_weight`.
 
-Differences from the CTP code: its LwF writes no checkpoint after task 0 (a logging guard); no
-such quirk here. The teacher is derived state, rebuilt at `before_task` from the (checkpointed)
-model, so it is not saved. One extra forward per step (`extra_cost` 1/3 of a forward+backward).
+The teacher is rebuilt at `before_task`, never saved; one extra forward per step.
 """
 from __future__ import annotations
 

@@ -1,23 +1,10 @@
-"""MAS, Memory Aware Synapses (Aljundi et al. 2018), as the CTP code's baseline (train_MAS.py).
+"""MAS, Memory Aware Synapses (Aljundi et al. 2018), as the CTP code's baseline.
 
-At the end of each task the importance of each parameter is the mean over `importance_batches`
-training batches of |∂E/∂θ|, where E is the sum of the L2 norms (not squared) of the model's
-unnormalised outputs, each averaged over the batch: ‖image feature‖₂ + ‖text feature‖₂
-(+ ‖multi-modal feature‖₂ for models with a fusion encoder, `encode_multimodal`: ALBEF's fused
-[CLS]) — the CTP code's `get_Memory_Aware_Synapses` (train_MAS.py: `torch.norm(feat, p=2,
-dim=1).mean()` of `get_raw_VL_feature`'s three features; supplement B.1: "we sum the norm of the
-visual, textual, and multi-modal features"). It is merged across tasks as
-the CTP code's EWC, Ω ← α Ω_old + (1 − α) Ω_new with α = t/(t+1), and reduced across DDP
-ranks. From task 1 on the loss adds the CTP code's penalty λ/2 · Σ Ω (θ − θ*)².
-
-Paper constants (CTP code): λ = 1, on Σ Ω(θ−θ*)²/2 (the ½ is kept so that λ means what it
-means there).
-
-Differences from the CTP code: the importance is reduced across ranks (the gradient of the
-global batch); `importance_batches` batches instead of a full pass over the loader (as our EWC).
-Aljundi et al. differentiate the *squared* norm; the CTP code (with its λ = 1) the plain norm,
-and so does this one. The CTP code, like most MAS implementations, takes |gradient| of the
-batch-mean E, not the mean of per-sample |gradients| of Aljundi et al.; so does this one.
+At the end of each task a parameter's importance is the mean over `importance_batches` training
+batches of |∂E/∂θ|, E the sum of the batch-mean L2 norms (not squared) of the model's
+unnormalised image, text (and, with a fusion encoder, multi-modal) features. It is merged across
+tasks as Ω ← α Ω_old + (1 − α) Ω_new, α = t/(t+1), reduced across DDP ranks; from task 1 on the
+loss adds λ/2 · Σ Ω (θ − θ*)².
 """
 from __future__ import annotations
 

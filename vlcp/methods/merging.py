@@ -1,33 +1,20 @@
 """Model merging for continual pretraining (FoMo-in-Flux, Roth et al. 2024, §5.2 and Fig. 8):
-pure functions on state dicts plus `WeightMerge`, the shared base of the three merge methods.
+pure functions on state dicts plus `WeightMerge`, the base of the merge methods.
 
-Notation (tasks numbered from 0): θ0 = the weights before the first task, θ'_t = the weights
-at the end of training on task t, θ_t = the merge after task t (the evaluated and checkpointed
-model), θ_{-1} = θ0. After every task
+After every task t, θ_t = w · old + (1 − w) · θ'_t (θ'_t: the weights trained on task t, θ_t the
+evaluated and checkpointed merge, θ_{-1} = θ0; w the weight of the old side). A method sets
 
-    θ_t = w · old + (1 − w) · θ'_t,
-
-with w the old-new mixing coefficient (the weight of the old side: larger w retains more;
-the paper ablates w ∈ {0.85, 0.9, 0.95}; its released code used 0.5). A method says two things:
-
-- `merge_with`: the merge's old side, "merge" (the running merge θ_{t−1}) or "init" (θ0), or None: no merge;
-- `train_from`: where task t+1 starts, "merge" (θ_t, the evaluated model: training simply
-  continues from it) or "init" (the model is reset to θ0 before every task after the first).
+- `merge_with`: the old side, "merge" (θ_{t−1}), "init" (θ0) or None (no merge);
+- `train_from`: where task t+1 starts, "merge" (θ_t) or "init" (θ0).
 
     EMA-Merge  merge_with="merge"  train_from="merge"
     FT-Merge   merge_with="init"   train_from="merge"
     ZS-Merge   merge_with="merge"  train_from="init"
-    isolated   merge_with=None     train_from="init"   (no merge: θ_t = θ'_t, each task fine-tuned
-                                                         alone from θ0: FoMo-in-Flux App. D.1, Table 5)
+    isolated   merge_with=None     train_from="init"
 
-Merging is per tensor over the model's whole `state_dict()`: every floating-point entry
-(trainable and frozen parameters, float buffers) is interpolated; every other entry (integer
-counters, index buffers) is taken from the just-trained model. Frozen entries are equal on both
-sides and `interpolate` computes new + w·(old − new), so they come back bit for bit unchanged:
-in effect only trainable parameters and float buffers that moved are merged.
-
-The merge costs one pass over the weights per task, not per step, so `extra_cost` stays 0
-(as in the released code, where merges are free in the compute budget).
+Every floating-point `state_dict()` entry is interpolated (new + w·(old − new), so frozen entries
+come back bit for bit); other entries come from the just-trained model. A merge runs once per
+task, so `extra_cost` is 0.
 """
 from __future__ import annotations
 

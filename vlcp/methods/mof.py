@@ -1,31 +1,15 @@
-"""MoF (mean-of-feature) replay, as the CTP paper compares it (Zhu et al., ICCV 2023, Table 1;
-iCaRL's exemplar selection, Rebuffi et al. 2017), and `ExemplarReplay`, the task-end exemplar
-logic it shares with Kmeans (`kmeans.py`), LUCIR (`lucir.py`) and iCaRL.
+"""MoF (mean-of-feature) replay as the CTP paper compares it (Zhu et al., ICCV 2023, Table 1;
+iCaRL's herding, Rebuffi et al. 2017), and `ExemplarReplay`, the task-end exemplar logic it
+shares with Kmeans, LUCIR and iCaRL.
 
-At the end of every task the task's training items are embedded by the model just trained
-(normalised multi-modal features, `vlcp.models.multimodal_features`: ALBEF's fused [CLS],
-CTP's `get_VL_feature`; for CLIP the normalised sum of the image and text features), without
-augmentation, in eval mode and no_grad batches of `feature_batch_size`; a selection function
-ranks them (MoF: iCaRL herding towards the task's mean feature, `vlcp.data.buffer.herding`) and
-a `TaskQuotaBuffer` keeps each task's first quota_i = round(|task_i| / Σ|tasks| · buffer_size).
-During the next tasks, ER's compute-matched replay draws `replay_fraction` of every batch from
-the buffer.
-
-Paper constants: a 10,000-pair buffer of P9D's 1,014,599 training pairs (≈1%); quotas ∝ task
-size. Our default `buffer_size` is 200 (ER's), for the small benchmark.
-
-What differs from the CTP code (train_MoF.py, models/exemplar.py), and why:
-- Replay: CTP appended the buffer to the next task's dataset (buffer items then make up
-  ≈ buffer/(buffer + |task|) of the batches, varying by task); we use ER's fixed replay fraction
-  per batch so every buffer method costs the same per step and differs only in what it stores.
-- Reduce keeps each old task's best-ranked exemplars (herding order); CTP's `update_memory`
-  returned the picks in dataset order, so its reduce kept the lowest ids, not the best.
-- Quotas never sum past the capacity (CTP's per-task `round` can overshoot by a few items).
-- Features come from the loop's un-augmented materializer when it provides one
-  (`ctx.materialize_plain`, ids -> Batch); otherwise from `ctx.materialize` (the
-  training augmentation: random caption variant, ±2 px shift). CTP used the test transform.
-- Selection runs on every DDP rank on all-gathered features (deterministic, so every rank
-  holds the same buffer); CTP selected on rank 0 and broadcast.
+At the end of every task its training items are embedded by the model just trained (normalised
+multi-modal features, `vlcp.models.multimodal_features`; un-augmented via
+`ctx.materialize_plain` when the loop provides it, in batches of `feature_batch_size`), a
+selection function ranks them (MoF: herding towards the task's mean feature,
+`vlcp.data.buffer.herding`) and a `TaskQuotaBuffer` keeps each task's best-ranked
+quota_i = round(|task_i| / Σ|tasks| · buffer_size), never past the capacity. ER's compute-matched
+replay then draws `replay_fraction` of every batch from the buffer. Under DDP every rank selects
+on all-gathered features, so all hold the same buffer.
 """
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
-"""The shared part of FoMo-in-Flux's adapter methods (LoRA, DoRA, VeRA): inject one peft
-adapter into every targeted layer of both towers once per run (`prepare_model`, so checkpoints
-hold the adapter tensors and a resume loads them), freeze everything else, then train as plain
-fine-tuning (the loop's AdamW over the trainable parameters, re-created every task). As in
-FoMo-in-Flux, the adapters persist across tasks and are never merged into the base weights.
+"""The shared part of FoMo-in-Flux's adapter methods (LoRA, DoRA, VeRA): inject one peft adapter
+into every targeted layer of both towers once per run (`prepare_model`, so checkpoints hold the
+adapter tensors), freeze everything else, then train as plain fine-tuning. The adapters persist
+across tasks and are never merged into the base weights.
 
-Targets (`PEFT_TARGETS`, the one list all three use): every projection of open_clip's residual
-blocks, i.e. the attention's packed q/k/v in-projection (`attn.qkv`) and out-projection
-(`attn.proj`) and the MLP's `c_fc`, `c_proj`. FoMo-in-Flux's paper does not say which layers
-its adapters target; its code gives LoRA, DoRA and VeRA one placement: the attention's q/k/v
-in-projection and `c_proj` (its `c_fc` was skipped by a substring filter on "fc" and its
-`out_proj` adapter was dead). peft's DoRA and VeRA cannot wrap an `nn.MultiheadAttention`, and
-MHA never calls its `out_proj`, so `prepare_model` first rebuilds each block's MHA as
-`ProjectedAttention` (`vlcp.models.adapters`: the same weights and the same computation, with the
-two projections as called `nn.Linear` layers); then every method adapts the same Linear layers.
+Targets (`PEFT_TARGETS`): every projection of open_clip's residual blocks (`attn.qkv`,
+`attn.proj`, `c_fc`, `c_proj`). `prepare_model` first rebuilds each block's MHA as
+`vlcp.models.adapters.ProjectedAttention` (the same weights and computation, its projections as
+called `nn.Linear` layers), which peft's DoRA and VeRA can wrap.
 
 A subclass names the method, its Config (an `AdapterConfig` subclass) and `peft_config()`.
 """

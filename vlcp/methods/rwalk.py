@@ -1,22 +1,12 @@
-"""RWalk (Chaudhry et al. 2018), as the CTP code's baseline (train_RWalk.py): EWC's Fisher plus
-an SI-style path score.
+"""RWalk (Chaudhry et al. 2018), as the CTP code's baseline: EWC's Fisher plus an SI-style path
+score.
 
-- F: the empirical Fisher at the end of each task (`EWC`'s, reduced across ranks), merged by
-  the CTP code's running average F ← α F_old + (1 − α) F_new, α = t/(t+1).
-- s: during each task (task 0 included) the path integral ω = −Σ g_unreg·δθ (SI's
-  `PathIntegral`); at the task end s_new = relu(ω / (F·Δ² + ξ)) with the merged F and the
-  task's change Δ, and s ← (s_old + s_new)/2 (s_old = 0 before the first task, as in the CTP
-  code and Chaudhry et al.'s averaging).
-- penalty: λ Σ (F + s)(θ − θ*)² (no ½, as the CTP code), reported as the terms "ewc"
-  (λ Σ F(θ−θ*)²) and "rwalk" (λ Σ s(θ−θ*)²).
-
-Paper constants (CTP code): λ = 1000, ξ = 0.1.
-
-Differences from the CTP code: one backward per step (the unregularised gradient is
-θ.grad minus the analytic gradient 2λ(F + s)(θ − θ*), as in `SI`); the Fisher is reduced
-across DDP ranks and uses `fisher_batches` batches instead of a full pass over the loader.
-Chaudhry et al. weight F·Δ² by ½ in the score's denominator; the CTP code (followed here)
-does not.
+- F: EWC's empirical Fisher at each task end, reduced across ranks, merged by
+  F ← α F_old + (1 − α) F_new, α = t/(t+1).
+- s: during each task the path integral ω = −Σ g_unreg·δθ (SI's `PathIntegral`); at the task end
+  s_new = relu(ω / (F·Δ² + ξ)) and s ← (s_old + s_new)/2 (s_old = 0 before the first task).
+- penalty: λ Σ (F + s)(θ − θ*)² (no ½), reported as the terms "ewc" (λ Σ F(θ−θ*)²) and "rwalk"
+  (λ Σ s(θ−θ*)²). One backward per step, as `SI`.
 """
 from __future__ import annotations
 

@@ -1,37 +1,16 @@
-"""SI, Synaptic Intelligence (Zenke et al. 2017), in the two forms this project's papers run,
-one method with documented settings (`path` and the constants):
+"""SI, Synaptic Intelligence (Zenke et al. 2017): a path-integral importance Ω and the penalty
+λ Σ Ω (θ − θ*)² (no ½) from task 1 on, θ* the parameters at the end of the previous task.
 
-- the CTP study (`path: exact`, the default; KevinLight831/CTP train/train_SI.py): during every
-  task (task 0 included) each parameter accumulates the path integral ω ← ω − g·δθ, with g the
-  gradient of the *unregularised* loss at the step and δθ the step's actual update (after
-  clipping, weight decay and the optimizer). Constants: λ = 1, ξ = 0.1.
-- the FoMo-in-Flux study (params.yaml `fomo-si`): its paper's text (App. A.2: ω "the running
-  sum of the product between gradient g_k(s) and parameter update θ'_k(s)") is the path
-  integral, `path: exact`; its code (`path: lr_grad2`; ExplainableML/fomo_in_flux
-  continual_lib/si.py, mammoth-derived) accumulates ω ← ω + lr·g² each step, g the gradient of
-  the *total* (regularised) loss after clipping, lr the step's learning rate. The text wins (a
-  deviation entry lists the code's form, still `path: lr_grad2`). Constants, which the text does
-  not give, from the code: c = 0.5 (`si_lambda`), ξ = 1 (`si_xi`).
+During every task each parameter accumulates ω, by `path`:
+- `exact` (default): the path integral ω ← ω − g·δθ, g the gradient of the unregularised loss
+  (one backward: `after_backward` subtracts the penalty's gradient 2λΩ(θ − θ*) before clipping),
+  δθ the step's actual update;
+- `lr_grad2`: ω ← ω + lr·g², g the total loss's clipped gradient (equals −g·δθ for plain SGD).
+At the task's end Ω ← Ω + ω / (Δ² + ξ), Δ the task's change of the parameter, and ω is reset.
+Constants: `si_lambda` (λ), `si_xi` (ξ).
 
-Both: at the end of the task Ω ← Ω + ω / (Δ² + ξ), Δ the task's total change of the parameter,
-and ω is reset; from task 1 on the loss adds λ Σ Ω (θ − θ*)² (no ½, as both codes), θ* the
-parameters at the end of the previous task.
-
-Differences from the CTP code (`exact`):
-- the unregularised gradient comes from one backward: the loop's backward includes the
-  penalty, and `after_backward` subtracts its analytic gradient 2λΩ(θ − θ*) before clipping
-  (the CTP code runs a second forward and backward per step for t ≥ 1: 2× the cost; here
-  `extra_cost()` is 0);
-- Ω is not clamped at zero (neither is it in the CTP code nor in Zenke et al.'s code).
-Differences from the FoMo code (`lr_grad2`): its penalty and Ω live on the CPU over one flat
-parameter vector; here per parameter on the model's device. It skips a step's ω update when the
-gradient has a NaN; the loop here stops on a non-finite loss instead. FoMo's paper text (its
-App. A.2) describes ω as the running sum of gradient × parameter update (the `exact` path, which
-the FoMo study runs); its code accumulates lr·g², which equals −g·δθ only for plain SGD.
-
-`PathIntegral` is the running ω shared with RWalk. ω, the task's start parameters and the
-per-step snapshots are transient within a task (checkpoints are taken at task boundaries, where
-ω is zero); Ω and θ* are saved.
+`PathIntegral` is the running ω shared with RWalk. ω and the per-step snapshots live within a
+task (checkpoints fall at task boundaries, where ω is zero); Ω and θ* are saved.
 """
 from __future__ import annotations
 

@@ -2,19 +2,14 @@
 LoRA / DoRA / VeRA / BitFit / LNFit / locked towers), as small pure helpers.
 
 - `inject_peft(model, config)`: put peft adapters (LoRA, DoRA, VeRA) into the model, in place;
-  the model stays a plain open_clip CLIP (no PeftModel wrapper), so its forward, its
-  `state_dict` (now with the adapter tensors) and everything that calls it are unchanged.
+  it stays a plain open_clip CLIP (no PeftModel wrapper), its `state_dict` now with the adapters.
 - Selections: `adapter_names`, `bias_names` (BitFit), `layernorm_names` (LNFit),
   `image_tower_names` / `text_tower_names` (locked towers); `freeze_all_but(model, names)` makes
   exactly those parameters trainable.
-
-open_clip's default residual blocks hold `attn` (an `nn.MultiheadAttention`; peft's LoRA
-adapts its packed in-projection and its out-projection by merging before each forward) and
-`mlp.c_fc` / `mlp.c_proj` (`nn.Linear`). `attn.out_proj` is never *called* (MHA reads its
-weight directly), so an adapter targeted at it alone is a silent no-op: `check_targets`
-rejects it. peft's DoRA and VeRA do not support `nn.MultiheadAttention`: `project_attention`
-rebuilds each block's as `ProjectedAttention` (the same weights and computation, its two
-projections called Linear layers; `vlcp.models.export.restore_attention` undoes it).
+- `check_targets` rejects an adapter aimed at `attn.out_proj` alone (MHA never calls it: a silent
+  no-op); `project_attention` rebuilds each block's `nn.MultiheadAttention` as
+  `ProjectedAttention` (the same weights and computation, its two projections called Linear
+  layers, which DoRA and VeRA need; `vlcp.models.export.restore_attention` undoes it).
 """
 from __future__ import annotations
 

@@ -1,26 +1,20 @@
-"""ALBEF without ITM, the model CTP trains (design §5; anchors-ctp-clfm.md A3).
+"""ALBEF without ITM, the model CTP trains.
 
 - Image encoder: a timm ViT; the [CLS] token goes through `vision_proj` to the ITA space.
-- Text encoder: the first `fusion_layer` BERT layers (transformers' `BertLayer`, bidirectional);
-  its [CLS] goes through `text_proj`.
-- Fusion encoder: the remaining BERT layers with cross-attention to all image tokens. transformers
-  only builds cross-attention in a layer whose config says `is_decoder=True`, which would also
-  make its self-attention causal; we build those layers as decoder layers and switch their
-  self-attention back to bidirectional (`is_causal = False`; tested).
-- MLM head: BERT's prediction head (tied to the word embeddings), scored on masked positions
-  only. ITA temperature 0.07, fixed (a non-trainable `logit_scale`, as in the CTP code).
+- Text encoder: the first `fusion_layer` BERT layers (bidirectional); its [CLS] through `text_proj`.
+- Fusion encoder: the remaining BERT layers with cross-attention to all image tokens, built as
+  transformers decoder layers with their self-attention switched back to bidirectional
+  (`is_causal = False`).
+- MLM head: BERT's prediction head (tied to the word embeddings), scored on masked positions only.
+  ITA temperature 0.07, fixed (a non-trainable `logit_scale`).
 
-`forward(images, tokens, mlm_input, mlm_mask)` returns `ALBEFOutput` — (image features, text
-features, logit scale, MLM logits [M, V]) — whose first three entries are what a CLIP returns,
-so every method's contrastive code works on both model families. The multi-modal retrieval
-feature is the fused [CLS] of (image, unmasked text) (`encode_multimodal`).
-
-Tokenizer: a WordPiece vocab built from the training captions (the tiny profile: characters +
-the most frequent whole words, deterministic; tokenized by `tokenizers`), or a BERT directory's vocab (the paper profile: bert-base-*).
-Pretrained weights (`pretrained=` a directory): `bert/` (a transformers BERT directory: config,
-weights, vocab.txt; its first half of the layers become the text encoder, the second half the
-fusion encoder, as ALBEF splits BERT-base 6/6) and optionally `vit.pth` (a timm ViT/DeiT checkpoint, e.g. DeiT-base as in
-CTP). Nothing is downloaded.
+`forward(images, tokens, mlm_input, mlm_mask)` returns `ALBEFOutput` (image features, text
+features, logit scale, MLM logits [M, V]), whose first three entries are what a CLIP returns.
+The multi-modal retrieval feature is the fused [CLS] of (image, unmasked text)
+(`encode_multimodal`). Tokenizer: a WordPiece vocab built from the training captions, or a BERT
+directory's. Pretrained weights (`pretrained=` a directory): `bert/` (its first half of the
+layers become the text encoder, the second the fusion encoder) and optionally `vit.pth` (a timm
+ViT/DeiT checkpoint). Nothing is downloaded.
 """
 from __future__ import annotations
 

@@ -93,9 +93,8 @@ class CLLText(nn.Module):
     def forward(self, tokens: torch.Tensor, eot: torch.Tensor, prefixes=None, adapters=None) -> torch.Tensor:
         """Text features [B, D]. In eval mode the rows are sorted by length and run in up to
         `EVAL_BUCKETS` groups, each padded to its own longest row: the same features (the padding
-        after EOT never reaches them) for about two thirds of the padded positions (measured on
-        the emoji captions: 30 against 44 ms a language's test set, one thread). Training batches
-        run whole (split, their backward cost more than the padding saved)."""
+        after EOT never reaches them) for about two thirds of the padded positions. Training
+        batches run whole."""
         buckets = min(EVAL_BUCKETS, len(eot) // EVAL_BUCKET_ROWS)
         if self.training or buckets < 2:
             return self._forward(tokens, eot, prefixes, adapters)

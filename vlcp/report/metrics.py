@@ -1,21 +1,14 @@
-"""The studies' headline numbers and per-task curves as DVC metrics and plots.
-
-`vlcp report metrics [--study NAME]` (run by each study's report stage of dvc.yaml, right after
-its notebook, so `dvc metrics show` works after that one study) reads every run of a study and the
-claims its notebook wrote, and writes
+"""The studies' headline numbers and per-task curves as DVC metrics and plots
+(`vlcp report metrics [--study NAME]`, run by each study's report stage after its notebook).
 
 - `metrics/<study>.json`: per experiment, the final model's headline numbers (mean over the
-  study's seeds found: a seed subset's extra seeds, `report.<study>.spread`, are left out) and the claims ledger's verdict counts. `dvc metrics show`, `dvc metrics diff` and
-  `dvc exp show` read them;
-- `plots/<study>.csv`: the per-task curve of each experiment (one column each), and
-  `plots/fomo/<experiment>.csv`: FoMo-in-Flux's accumulation–retention trajectory (A_KA, A_ZS after
-  every task, θ0 first). `dvc plots show` / `dvc plots diff` draw them (dvc.yaml's `plots:`).
+  study's seeds, a seed subset's extra seeds left out) and the claims ledger's verdict counts;
+- `plots/<study>.csv`: each experiment's per-task curve, and `plots/fomo/<experiment>.csv`:
+  FoMo-in-Flux's accumulation–retention trajectory (A_KA, A_ZS after every task, θ0 first).
 
-What a headline is depends on the stream a run trained on (its results.json says which):
-group/class/instance streams: the final cumulative Rm on the test pool (and mAP@1 where the
-benchmark has a query set), IncCLIP's held-out zero-shot Average where the run has it; the
-language stream: AR and F of in-domain text-to-image R@1 (CLL-CLIP's Table 2 cell); the concept
-stream: FoMo's endpoint A_KA, A_ZS and GM.
+A headline depends on the run's stream: group/class/instance streams the final cumulative Rm on
+the test pool (and mAP@1 with a query set; IncCLIP's zero-shot Average where present), the
+language stream AR and F of in-domain text-to-image R@1, the concept stream A_KA, A_ZS and GM.
 """
 from __future__ import annotations
 

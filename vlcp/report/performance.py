@@ -199,8 +199,8 @@ def eval_memory_frame(bench: dict) -> pd.DataFrame:
 
 
 def resumed_attempts(pipeline: dict) -> list[dict]:
-    """The attempts of a repro stopped and resumed whose stages are listed per attempt (`stage_names`,
-    since 2026-11-29), each to be read at its own pace; [] for one attempt or an older file."""
+    """The attempts of a repro stopped and resumed whose stages are listed per attempt (`stage_names`),
+    each to be read at its own pace; [] for one attempt or a file without them."""
     attempts = pipeline.get("attempts") or []
     return attempts if len(attempts) > 1 and all("stage_names" in a for a in attempts) else []
 

@@ -1,30 +1,20 @@
-"""Power: can a study see an effect of the paper's size? The numbers every ledger row and every
-report's power table carry, and the verdicts they allow.
+"""Power: can a study see an effect of the paper's size? The numbers every power table carries
+(headroom H, noise σ_d, H/σ_d, MDE, seeds to decide) and `power_verdict`.
 
-A study's headline metric has a *headroom* H: the upper bound minus the lower bound (e.g. JointT −
-SeqF on final Rm, or a fine-tuned model's gain over θ0), and a noise σ_d: the sd of the difference
-of two single runs (√2 × the pooled seed std, or the sd of per-seed paired differences). H/σ_d is
-how many single-comparison noises fit in the room a method has to show anything.
+H is the headline metric's upper bound minus its lower bound (e.g. JointT − SeqF on final Rm); σ_d
+the sd of the difference of two single runs. A paper's effect is carried over as its share of the
+paper's headroom times ours (`scaled_effect`). The MDE is the smallest true effect that the confirm
+rule (the 95 % interval's low end above 0: a one-sided test at 2.5 % per comparison) confirms with
+80 % power at the seeds used: noncentral t on the seeds' degrees of freedom (paired by seed), or the
+normal with a known σ_d for one run each. A claim of k comparisons that must all hold ("beats every
+baseline") is confirmed when every interval clears 0 (an intersection-union test: its false-confirm
+rate stays at most 2.5 % one-sided, with no correction), so each comparison needs power 0.8^(1/k)
+(`mde(comparisons=k)`); it is refuted when one comparison's Bonferroni interval (level 1 − 0.05/k)
+lies below the scaled effect (at most 2.5 % one-sided over the k).
 
-A paper's effect is carried over by one rule, stated per study and fixed before the runs: the
-effect as a share of the paper's own headroom, times ours (`scaled_effect`). The *minimum
-detectable effect* (`mde`) is the smallest true effect that the ledger's rule (the 95 % interval's
-low end above 0) confirms with 80 % power at the seeds used: from the noncentral t on the seeds'
-degrees of freedom (paired by seed), or the normal with a known σ_d for one run each. A claim made
-of k comparisons that must all hold (an intersection-union test: "beats every baseline") is
-confirmed when every one of its intervals clears 0, which keeps the 5 % error without correction;
-its power is the product of the k powers, so each comparison needs power 0.8^(1/k) (`mde` with
-`comparisons=k`); it is refuted when one comparison's Bonferroni interval (level 1 − 0.05/k)
-excludes the scaled effect.
-
-`power_verdict` turns these into the ledger's verdicts:
-
-- **confirmed**: the interval clears the claim (every interval, for k comparisons);
-- **refuted**: the interval (Bonferroni for k) excludes the scaled paper effect: the effect here is
-  clearly smaller, or of the other sign;
-- **underpowered**: the MDE at these seeds is above the scaled effect: this study could not have
-  seen it; `seeds_to_decide` says how many seeds would;
-- **inconclusive**: otherwise.
+`power_verdict`: **confirmed** (every interval clears 0); **refuted** (the refuting interval's high
+end is below the scaled effect); **underpowered** (the MDE at these seeds exceeds the scaled effect;
+`seeds_to_decide` says how many seeds would); **inconclusive** otherwise.
 """
 from __future__ import annotations
 

@@ -1,28 +1,13 @@
-"""Does the stream teach? Per task t, the gain of training on task t on task t's own evaluation
-pool: the score of the model after task t minus the model before it (after task t−1; before
-task 0, the starting model: the run's `zero_shot` row), shown against noise.
+"""Does the stream teach? Per task t, the gain of training on task t on its own evaluation pool:
+the score after task t minus the score before it (after task t−1; before task 0, the starting
+model's `zero_shot` row), against noise. A task *teaches* when its mean gain exceeds 2 × noise.
 
-Every study's results hold these numbers in their own shape, read by `pool_scores`:
-
-- CTP, IncCLIP (and the spine): `matrix[eval_set][metric][i][j]` (the model after task i on task
-  j's pool) and `zero_shot[eval_set][metric][j]`. Before task t: a[t−1][t], before task 0: the
-  zero-shot row. Pool sizes are not in the results (`pool_sizes` below reads them from the data).
-- CLL-CLIP (`stream: language`): columns are languages (`languages`), a task is one or more of
-  them (`task_languages`); a language is evaluated only once learned (None before), so the model
-  before a language's task is never scored on it: its "before" is the base model's (`zero_shot`),
-  the model before task 0. A task's score is the mean over its languages.
-- FoMo-in-Flux (`trajectory`, one row per task after the `zero_shot` row): task t's pool is its
-  concepts' own test images, each concept a part of weight 1/|task| scored by its class's top-1
-  accuracy in its dataset's zero-shot classifier (rows' `classes`, sizes in `datasets[d]
-  ["class_n"]`). Runs written before per-class scores were recorded (and a concept without test
-  images) fall back to the dataset's score, each dataset weighted by its share of the task's
-  concepts: a proxy that dilutes a concept's gain by its share of the dataset's classes. The
-  metric is the adaptation accuracy (`A_KA`'s datasets).
-
-Noise: with ≥ 2 seeds, the seed std of the gain; with one seed, the test-set sampling SE of a
-difference of two proportions on the pool's size (scores in %, read as proportions; Rm, a mean
-of six recalls, is read as one proportion over the pool's images: an approximation). A task
-*teaches* when its mean gain exceeds 2 × noise.
+`pool_scores` reads each study's results shape: `matrix[eval_set][metric][i][j]` (CTP, IncCLIP,
+the spine); the language stream's columns of languages, a language's "before" being the base
+model's (a task scores the mean over its languages); FoMo-in-Flux's `trajectory`, task t's pool
+its concepts' test images scored by per-class top-1 (older runs without per-class scores: the
+dataset's score, weighted by the task's share of concepts). Noise: with ≥ 2 seeds the seed std
+of the gain; with one seed the sampling SE of a difference of two proportions on the pool's size.
 """
 from __future__ import annotations
 

@@ -1,26 +1,16 @@
 """Checkpoints that are only data, verified on load, and the run's hold on its folders.
 
-A checkpoint is one file written by `torch.save` (atomic: `vlcp.utils.atomic_path`) holding a
-dict of tensors and plain data only (dict, list, tuple, str, int, float, bool, None: what
-`torch.load(..., weights_only=True)` accepts), so loading one never runs code, plus
+A checkpoint is one `torch.save` file (atomic) of tensors and plain data only (what
+`torch.load(..., weights_only=True)` accepts), with `format` `"vlcp-checkpoint/1"` and a
+`checksum` `"sha256:<hex>"` over every other entry's structure, plain values and tensors' dtype,
+shape and bytes, in key order. `load_checkpoint` verifies it, so a damaged or planted file is a
+`CheckpointError` naming the file. `save_checkpoint` keeps the file it replaces as
+`checkpoint.prev.pt`; `resume_state` applies `--bad-checkpoint`: `error`, `restart` (the bad file
+moved aside to `checkpoint.pt.bad`) or `previous` (resume from `checkpoint.prev.pt`).
 
-- `format`: `"vlcp-checkpoint/1"`;
-- `checksum`: `"sha256:<hex>"` over every other entry: the structure (types, dict keys in order,
-  plain values) and every tensor's dtype, shape and bytes, walked in key order (`checksum`).
-
-`load_checkpoint` loads with `weights_only=True` and recomputes the checksum, so a truncated,
-empty, partly overwritten or planted file gives a `CheckpointError` (a `VlcpError`) naming the
-file, never a traceback, a code execution or silently corrupted weights. `save_checkpoint` keeps
-the checkpoint it replaces as `checkpoint.prev.pt` (a hard link, swapped in atomically before the
-new file is), and `resume_state` applies the run's `--bad-checkpoint` policy: `error` (one line
-saying what to do), `restart` (the bad file is moved aside to `checkpoint.pt.bad`, the run
-starts over) or `previous` (the bad file is moved aside, the run resumes from
-`checkpoint.prev.pt`).
-
-`run_lock` makes a run the only one using its folders (`<folder>/.lock`, made with
-O_CREAT|O_EXCL, holding the holder's pid and host; a lock whose pid is dead on this host is
-taken over with a message; under torchrun only rank 0 holds it) and, while holding it, removes
-the temporary folders that an interrupted (killed) atomic write of the run's own outputs left.
+`run_lock` makes a run the only one using its folders (`<folder>/.lock`, O_CREAT|O_EXCL, the
+holder's pid and host; a dead holder's lock on this host is taken over; under torchrun rank 0
+holds it) and removes the temporary folders an interrupted atomic write of the run left.
 """
 from __future__ import annotations
 

@@ -1,42 +1,14 @@
 """Learning-rate schedules as pure functions of the step (open_clip / nanoGPT shape), and
-FoMo-in-Flux's meta-schedules over a stream of tasks (its Sec. 6.1, Fig. 10).
+FoMo-in-Flux's meta-schedules over a stream of tasks (its Sec. 6.1, Fig. 10), named as the paper's
+text names them.
 
-Per-task schedules restart at every task:
-- `cosine_with_warmup`: linear warmup to the peak, cosine down to the floor;
-- `rsqrt_with_cooldown`: linear warmup, reciprocal-square-root decay η_min + √(W/s)(η − η_min),
-  and a linear cooldown to 0 over the last C steps (Zhai et al.'s "infinite" schedule).
-
-Meta-schedules derive each task's schedule from a *hypothetical* schedule that spans every task
-seen so far (tasks 0..t, N' = Σ N_k steps, warmup W' = the same fraction of N' as the task's own
-warmup is of its steps, so with equal tasks and 10% warmup W' = 0.1·(t+1)·N). With p = the steps
-of earlier tasks, the task warms up to the hypothetical schedule's value at n' = p + W_t (paper
-eq. 3), then:
-- `autoregressive-cosine`: cosine from that peak to η_min within the task;
-- `continued-cosine` ("continued dynamic"): follows the hypothetical cosine at g = p + s;
-- `autoregressive-rsqrt` (paper (iii)): rsqrt (with cooldown) from that peak within the task;
-  = the original code's `rsqrt_with_recovery`, `recovery_mode: autoregressive`;
-- `continued-rsqrt` (paper (iv), "Continued Dynamic": "continues the dynamics of a
-  hypothetically extended base schedule"): the base rsqrt extended over the stream, a global
-  rsqrt clock that counts only the decay steps of earlier tasks (not their warmups and
-  cooldowns): after warmup LR = η_min + √(W/(s + k_t))·(η − η_min), k_t = Σ_{j<t}(N_j − W_j − C_j),
-  cooling down at the task's end; each task warms up to the clock's value at s = W.
-  = the original code's `recovery_mode: recovered` after the warmup;
-- `peaks-match-rsqrt` (paper (v), "η_max matches the continued dynamics while continuing with a
-  standard rsqrt schedule"): the task's peak is the continued dynamic's value at the end of its
-  warmup, b_t = η_min + √(W/(W + k_t))·(η − η_min), then a standard per-task rsqrt from b_t:
-  η_min + √(W/s)·(b_t − η_min), with the cooldown. = the original code's `recovery_mode: continued`.
-Labels: the paper's text is followed. The original code (ExplainableML/fomo_in_flux,
-continual_lib/utils/base_continual_learner.py, `rsqrt_recovered`) calls the paper's "Peaks match
-Rsqrt" `continued` and the paper's "Continued Dynamic" `recovered`; its `autoregressive` is the
-paper's (iii). Its `recovered` warmup target counts the clock offset twice
-(η_min + √(W/(2k_t))·(η − η_min)), so the LR jumps up at s = W (anchors-fomo-style.md §A4);
-here the warmup ends at the clock's value — not reproduced. With equal tasks and W = C = 0.1·N
-the mean LR of a task is 0.467·η at t = 0 for every rsqrt schedule, then (t = 1, 5, 19):
-peaks-match 0.156/0.073/0.038·η, continued 0.25/0.13/0.07·η, autoregressive 0.20/0.16/0.15·η
-(tests/test_fomo_schedules.py checks all three against the original code's formula).
-For t = 0 every meta-schedule equals its base schedule. With equal tasks and 10% warmup the
-autoregressive cosine peaks are η·½(1 + cos(π·t/(t+1))) (0.5, 0.25, 0.146 … of η), as in the
-original code.
+Per task (restarting at every task): `cosine_with_warmup` and `rsqrt_with_cooldown` (Zhai et al.'s
+"infinite" schedule: warmup, η_min + √(W/s)(η − η_min), a linear cooldown over the last C steps).
+A meta-schedule derives each task's schedule from a hypothetical one spanning tasks 0..t
+(`Plan.horizon`: N' = Σ N_k steps, warmup W' the same fraction of N' as the task's own); with p the
+steps of earlier tasks, a task warms up to the hypothetical schedule's value at p + W_t (paper
+eq. 3). For t = 0 every meta-schedule equals its base schedule. `SCHEDULES` maps the config names
+(`train.schedule`) to functions (plan, task, step) -> LR.
 """
 from __future__ import annotations
 
@@ -128,11 +100,14 @@ def _rsqrt_peak(plan: Plan, task: int) -> float:
 
 
 def autoregressive_cosine(plan: Plan, task: int, step: int) -> float:
+    """Cosine from the hypothetical schedule's value at p + W_t down to η_min within the task (with equal
+    tasks and 10 % warmup the peaks are η·½(1 + cos(π·t/(t+1))), as the original code's)."""
     peak = _cosine_peak(plan, task)
     return cosine_with_warmup(step, plan.steps[task], peak, plan.warmup[task], plan.min_lr)
 
 
 def continued_cosine(plan: Plan, task: int, step: int) -> float:
+    """"Continued dynamic" cosine: warmup to the hypothetical peak, then the hypothetical cosine at p + s."""
     if step < plan.warmup[task]:
         return _warm(plan, task, step, _cosine_peak(plan, task))
     total, warm = plan.horizon(task)
@@ -140,6 +115,8 @@ def continued_cosine(plan: Plan, task: int, step: int) -> float:
 
 
 def autoregressive_rsqrt(plan: Plan, task: int, step: int) -> float:
+    """The paper's (iii): rsqrt with cooldown from the hypothetical schedule's value at p + W_t, within the
+    task (the original code's `recovery_mode: autoregressive`)."""
     return rsqrt_with_cooldown(step, plan.steps[task], _rsqrt_peak(plan, task), plan.warmup[task],
                                plan.cooldown[task], plan.min_lr)
 
@@ -155,7 +132,9 @@ def _rsqrt_clock(plan: Plan, task: int) -> int:
 
 
 def continued_rsqrt(plan: Plan, task: int, step: int) -> float:
-    """The paper's "Continued Dynamic" rsqrt (the original code's `recovered`; see the module doc)."""
+    """The paper's (iv), "Continued Dynamic" (the original code's `recovered`): the base rsqrt on a clock
+    of the earlier tasks' decay steps, η_min + √(W/(s + k_t))·(η − η_min) with k_t = `_rsqrt_clock`,
+    cooling down at the task's end; each task warms up to the clock's value at s = W."""
     clock, w = _rsqrt_clock(plan, task), plan.warmup[task]
     if step < w:
         return _warm(plan, task, step, rsqrt_decay(w + clock, plan.base_lr, w, plan.min_lr))
@@ -163,7 +142,9 @@ def continued_rsqrt(plan: Plan, task: int, step: int) -> float:
 
 
 def peaks_match_rsqrt(plan: Plan, task: int, step: int) -> float:
-    """The paper's "Peaks match Rsqrt" (the original code's `continued`; see the module doc)."""
+    """The paper's (v), "Peaks match Rsqrt" (the original code's `continued`): peak
+    b_t = η_min + √(W/(W + k_t))·(η − η_min), the continued dynamic's value at the end of the warmup,
+    then a per-task rsqrt from b_t with the cooldown."""
     w = plan.warmup[task]
     peak = rsqrt_decay(w + _rsqrt_clock(plan, task), plan.base_lr, w, plan.min_lr)
     return rsqrt_with_cooldown(step, plan.steps[task], peak, w, plan.cooldown[task], plan.min_lr)

@@ -1,24 +1,14 @@
 """Keep your own CLIP current: `vlcp update` (train on new chunks of your data, see what the model
-kept) and `vlcp eval` (score a model on your sets), on the one continual loop's user stream
+kept) and `vlcp eval` (score a model on your sets), on the continual loop's user stream
 (`vlcp.run.streams.user`).
 
-An update folder `DIR` holds:
-- `model.pt`: the latest model as an open_clip weights file
-  (`open_clip.create_model(name, pretrained="DIR/model.pt")`);
-- `history.json`: every update so far (`vlcp.update.history`), appended to by each later update;
-- `report.html`: before/after per set, the accumulation–retention trajectory, the recipe trial, the
-  cost (`notebooks/update_report.ipynb`, rendered by papermill);
-- `runs/NNN/`: each update's run (results.json, and while it runs its checkpoints) and the model
-  it made (`model.pt`, the same file as the folder's `model.pt`, hard-linked where the file system
-  allows); `runs/NNN/trial/<recipe>/` the runs of `--recipe auto`'s trial;
-- `pending.json` while an update has not finished: an interrupted, stopped or failed update (the
-  first one too) resumes from its last checkpoint when the same command runs again; `history.json`
-  never holds an update that did not finish.
-
-An update starts from `--model NAME [--pretrained FILE]` (a new folder), from the folder's own
-latest model (`--out DIR` where DIR is an update folder), or from another update folder
-(`--from PREV --out NEW`: NEW gets PREV's history plus this update; PREV is left as it is, which is
-what a DVC stage per chunk wants).
+An update folder `DIR` holds `model.pt` (the latest model, an open_clip weights file),
+`history.json` (`vlcp.update.history`), `report.html`, `runs/NNN/` (each update's run and model,
+`runs/NNN/trial/<recipe>/` for `--recipe auto`) and, while an update has not finished,
+`pending.json`: the same command resumes it; `history.json` never holds an unfinished update
+(docs/update.md, "The update folder"). An update starts from `--model NAME [--pretrained FILE]`,
+from the folder's own latest model (`--out DIR`), or from another folder (`--from PREV --out NEW`:
+NEW gets PREV's history plus this update; PREV is left as it is).
 """
 from __future__ import annotations
 

@@ -9,21 +9,13 @@
                                             a continued update and `vlcp eval DIR` use them unless given others
      "updates": [one entry per chunk: see `entries`]}
 
-Each entry's `data` is what reading its chunk kept and skipped, with the chunk's `fingerprint`
-(`vlcp.data.formats.layouts.fingerprint`): a later update or `vlcp eval DIR` refuses a chunk that
-no longer holds what its update read (`fingerprints`; an entry without one is read as before).
-
-PATHs in `keep` and `chunks` are absolute; a source inside the folder's project (the nearest
-folder above it holding `.git`, `.dvc` or `dvc.yaml`, else the folder's parent) is also kept
-relative to the folder, so a folder moved with its project, or alone, still finds its inputs
-(`resolve`: the absolute path, then the relative one). A folder whose update has not finished
-holds `pending.json` (`begin`, `finish`): the same command resumes it.
-
-Each update's `before`/`after` hold every set's score and the averages over the sets that count at
-that point: A_KA over the held-out slices of the chunks seen so far (this one included), A_ZS over
-the keep-sets, GM = √(A_KA·A_ZS), and under `halfwidth` their 95 % sampling half-widths
-(`continual.trade_off_halfwidths`, from each set's size in `sizes`). The first update's `before` is
-θ0, the start of the trajectory.
+PATHs are absolute; a source inside the folder's project (the nearest folder above it holding
+`.git`, `.dvc` or `dvc.yaml`, else the folder's parent) is also kept relative to the folder
+(`resolve` tries both). Each entry's `data` holds its chunk's `fingerprint`: a later read refuses
+a chunk that changed (`fingerprints`). Each entry's `before`/`after` hold every set's score and
+A_KA (the held-out slices of the chunks so far), A_ZS (the keep-sets), GM = √(A_KA·A_ZS), with
+their 95 % sampling half-widths under `halfwidth`; the first `before` is θ0. An unfinished update
+leaves `pending.json` (`begin`, `finish`).
 """
 from __future__ import annotations
 

@@ -8,18 +8,13 @@
 | `coco`     | COCO captions JSON: `images` [{id, file_name}], `annotations` [{image_id, caption}] | `file_name`  |
 | `karpathy` | a Karpathy split JSON (`karpathy.read_karpathy`, all splits)       | `filepath/filename`         |
 
-`detect_layout` picks the layout from the path; `read_source` streams the records (paths and
-captions only: no image is decoded, so a chunk of millions of pairs costs only its captions);
-`read_checked` decodes every image once and drops the unreadable ones. Bad items of the user's
-data (an image without a caption, an empty caption, a corrupt file) are skipped and counted in a
-`SourceStats`, not fatal: the update goes on and its report says what was left out. A missing
+`detect_layout` picks the layout; `read_source` streams the records (paths and captions only, no
+image decoded); `read_checked` also drops the records whose image does not decode. Bad items (no
+caption, an empty caption, a corrupt file) are skipped and counted in a `SourceStats`; a missing
 source, a CSV without the named column or a JSON of another kind is a `VlcpError` naming the file.
-
-`holdout_mask` cuts a stable held-out slice by key hash (the same keys give the same slice
-whenever the chunk is read again, later updates included). `fingerprint` sums up what a source holds (keys,
-image sizes, captions) so a later read can tell it changed; `byte_twins` finds held-out images
-whose bytes are also a training image's. `read_image_folder` reads a
-torchvision-style ImageFolder (one subfolder per class) as a zero-shot keep-set.
+`holdout_mask` cuts a stable held-out slice by key hash, `fingerprint` sums up what a source holds
+so a later read can tell it changed, `byte_twins` finds held-out images whose bytes are also a
+training image's, and `read_image_folder` reads a torchvision-style ImageFolder as a keep-set.
 """
 from __future__ import annotations
 

@@ -1,23 +1,18 @@
 """The language stream (CLL-CLIP's continual language learning).
 
-The model is `CLLText` over a frozen base CLIP and training never
-touches pixels: the base CLIP's image features (every training image, in every training style,
-and every test image) and English text features (every English source caption) are computed once
-(cached teacher features, as CLFM's .npy caches; memoised per process, with the corpus and the
-vocabs, for the next run of the same data and base model: `stream_inputs`), and a batch is (image feature, English
-feature, foreign caption tokens). The data come from `vlcp.data.languages.load_language_data`: the
-emoji benchmark's CLDR captions, or CLFM's MSCOCO36 corpus and XM3600 (`data.benchmark: mscoco36`). Each
-task's languages come from `method.plan` (one per task; joint training: all in one). After every
-task, every learned language is evaluated (`vlcp.eval.language`); methods that need the task
-identity (†) are evaluated with the oracle language and, as `<set>_no_id`, with the latest
-task's modules. Checkpoints (the model's state dict, the run's vocabs as JSON, method state,
-results: tensors and plain data, `vlcp.train.checkpoint`) are atomic, per task, resumable: a
-resume rebuilds the grown model (vocab, embedding rows, per-language modules and prompts) by
-replaying the finished tasks' `before_task` (`rebuild_model`) and loads the state dict into it.
+The model is `CLLText` over a frozen base CLIP and training never touches pixels: the base CLIP's
+image features and English text features are computed once (cached teacher features, memoised
+per process for the next run of the same data and base model: `stream_inputs`), and a batch is
+(image feature, English feature, foreign caption tokens). Data: `vlcp.data.languages`
+(the emoji benchmark's CLDR captions, or MSCOCO36 and XM3600). Each task's languages come from
+`method.plan`. After every task every learned language is evaluated (`vlcp.eval.language`);
+methods that need the task identity (†) are evaluated with the oracle language and, as
+`<set>_no_id`, with the latest task's modules. Checkpoints are atomic and per task; a resume
+rebuilds the grown model by replaying the finished tasks' `before_task` (`rebuild_model`).
 
 Under torchrun every rank keeps its slice of each global batch; the model is not wrapped in DDP
-(its embedding grows at every task), the loop averages the gradients itself; the vocabs are
-trained on rank 0 and broadcast; rank 0 evaluates and writes.
+(its embedding grows at every task): the loop averages the gradients; the vocabs are trained on
+rank 0 and broadcast; rank 0 evaluates and writes.
 """
 from __future__ import annotations
 
