@@ -368,3 +368,21 @@ def test_the_ledger_cell_evaluates_the_claims_file(tmp_path):
     exec(cell, ns)
     written = json.loads((tmp_path / "incclip_ablations_claims.json").read_text())
     assert written["report"] == "IncCLIP" and [c["claim"] for c in written["claims"]] == [r.claim for r in inc.claims.rows]
+
+
+def test_the_ledger_reads_the_runs_folder_and_the_seed_subsets_floor(tmp_path):
+    """`ic.ledger` as a report stage calls it: the main seed's runs and the subset's, the subset's
+    spread as the single-run rows' floor."""
+    from vlcp.report.study import load_study
+    from vlcp.utils import write_json
+
+    runs = ledger_runs()
+    for e, by_seed in runs.items():
+        for s, r in by_seed.items():
+            write_json(tmp_path / (f"stream-seed{s}" if s == 0 else f"spread-seed{s}") / e / f"seed{s}" / "results.json", r)
+    subset = sorted(e for e, by_seed in runs.items() if len(by_seed) == 3)
+    block = {"experiments": list(runs), "seeds": [0], "noise_floor": 3.4, "spread": {"experiments": subset, "seeds": [1, 2]}}
+    rows = {r.claim_id: r for r in ic.ledger(load_study("incclip"), {"report": {"incclip": block}}, tmp_path)}
+    assert len(rows) == 16 and rows["beats-all-ic4-average"].verdict == "confirmed" and rows["beats-all-ic4-average"].seeds == 3
+    floor = rows["beats-all-ic8-average"].comparisons[0]
+    assert floor["dof"] == 2 * len(subset) and "seed spread of this study's subset" in floor["how"]

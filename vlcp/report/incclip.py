@@ -20,10 +20,11 @@ from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report import stats as st
 from vlcp.report.claims import Noise, engineering_targets, runs_where, seed_spread, spread_frame  # noqa: F401  (ic.engineering_targets, ic.spread_frame)
-from vlcp.report.ledger import Comparison, Context, Row, greater, not_testable
+from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, not_testable
 from vlcp.report.ledger import comparisons as row_comparisons
+from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import complete, load_subset, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
-from vlcp.report.study import ClaimSpec, Runs
+from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -251,3 +252,22 @@ def above_at_every_step(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
 
 
 KINDS = MappingProxyType({"gain grows": gain_grows, "above at every step": above_at_every_step})
+
+
+def ledger_runs(block: dict, runs_dir, seeds: list[int]) -> Runs:
+    """The ledger's runs, {experiment: {seed: results}}: the study's experiments (`block`, its
+    `report.incclip`) at `seeds` and at every seed of the seed subset (`subset_seeds`), under
+    `runs_dir` (a folder, or several: the long profile's beside the default's)."""
+    return load_runs(runs_dir, block["experiments"], subset_seeds(seeds, block.get("spread") or {}))
+
+
+def ledger(study: Study, params: dict, runs_dir) -> list[Row]:
+    """IncCLIP's ledger on its runs under `runs_dir`, as its default report renders it: the ledger's
+    runs, the seed subset's floors (`noise_sds`, else `noise_floor`), the calibrated headrooms where
+    the claims file's calibration applies to these runs."""
+    block = params["report"][study.params]
+    spread_, _, _ = subset_spread(runs_dir, block)
+    runs = ledger_runs(block, runs_dir, block["seeds"])
+    stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
+    return evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale,
+                    floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
