@@ -1,5 +1,6 @@
 """IncCLIP's tables from our runs (pure functions of results dicts; the notebook
-`incclip_ablations` lays them out beside the paper's numbers).
+`incclip_ablations` lays them out beside the paper's numbers), and its ledger's measures and own
+claim kinds (the rows: `vlcp/report/studies/incclip/claims.yaml`).
 
 Our stand-ins for the paper's evaluation sets (held-out suite, `Evaluator.heldout`):
 zero-shot classification (prompt ensembles) by subgroup and by group on the unseen items in the
