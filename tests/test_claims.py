@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from vlcp.report.claims import (VERDICTS, Claim, budget_verdict, claim_from, combine, effect, equivalent_verdict,
-                                greater_verdict, interval_target_verdict, not_testable, ordered_verdict, target_verdict)
+                                greater_verdict, interval_target_verdict, not_testable, target_verdict)
 
 
 def test_paired_effect_is_the_t_interval_of_the_per_seed_differences():
@@ -69,16 +69,6 @@ def test_equivalence_under_a_true_gap_of_two_standard_errors_is_rarely_confirmed
         b = np.zeros(n)
         confirmed += equivalent_verdict(a, b, margin=margin, sd=sd)[0] == "confirmed"
     assert confirmed / 400 < 0.05
-
-
-@pytest.mark.parametrize("values,verdict", [
-    ({"x": [9.0, 9.1, 8.9], "y": [5.0, 5.1, 4.9], "z": [1.0, 1.1, 0.9]}, "confirmed"),
-    ({"x": [9.0, 9.1, 8.9], "y": [1.0, 1.1, 0.9], "z": [5.0, 5.1, 4.9]}, "not confirmed"),
-    ({"x": [9.0, 9.1, 8.9], "y": [5.0, 8.0, 2.0], "z": [1.0, 1.1, 0.9]}, "inconclusive"),
-])
-def test_ordered_returns_each_verdict(values, verdict):
-    got, effects = ordered_verdict(values, ["x", "y", "z"])
-    assert got == verdict and len(effects) == 2
 
 
 def test_combine_and_not_testable():
@@ -246,13 +236,10 @@ def test_effect_uses_students_t_when_the_sd_has_few_degrees_of_freedom():
     assert narrow.high - narrow.low == pytest.approx(2 * 1.960, abs=1e-3)
 
 
-def test_equivalence_and_order_pass_the_sds_degrees_of_freedom_on():
-    from vlcp.report.claims import ordered_verdict
+def test_equivalence_passes_the_sds_degrees_of_freedom_on():
     # |diff| 0.5, sd 0.5, margin 1.5: the 90 % normal interval ±0.82 fits, Student's t on 2 dof (±1.46) does not
     assert equivalent_verdict([0.5], [0.0], 1.5, sd=0.5)[0] == "confirmed"
     assert equivalent_verdict([0.5], [0.0], 1.5, sd=0.5, sd_dof=2)[0] == "inconclusive"
-    assert ordered_verdict({"a": [2.0], "b": [0.0]}, ["a", "b"], sd=0.8)[0] == "confirmed"
-    assert ordered_verdict({"a": [2.0], "b": [0.0]}, ["a", "b"], sd=0.8, sd_dof=2)[0] == "inconclusive"
 
 
 def test_one_run_against_a_mean_of_three_uses_the_variance_of_that_difference():

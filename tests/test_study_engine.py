@@ -170,3 +170,12 @@ def test_single_run_rows_read_the_named_floor_and_a_seed_subset():
     bare = KINDS["greater"](ClaimSpec("x", "a > b", "greater", measure="v", scale="h", comparisons=spec.comparisons,
                                       options={"floor": "w"}), runs, ctx)
     assert bare.verdict == "not testable" and "no noise floor 'w'" in bare.notes[0]
+
+
+def test_a_paper_effect_may_be_the_mean_of_a_rows_cells():
+    """`{table, row, columns}`: the mean of those cells (e.g. a method's mean R@1 over four columns)."""
+    from vlcp.report.study import paper_number
+
+    cols = ["Flickr30K I2T R@1", "Flickr30K T2I R@1", "MSCOCO I2T R@1", "MSCOCO T2I R@1"]
+    ref = {"table": "incclip_table2", "row": {"steps": "4", "method": "er"}, "columns": cols}
+    assert paper_number("x", ref) == pytest.approx((17.5 + 11.18 + 9.6 + 6.41) / 4)

@@ -384,14 +384,6 @@ def equivalent_verdict(a, b, margin: float, *, sd: float | None = None, sd_sourc
     return "inconclusive", e
 
 
-def ordered_verdict(values: dict[str, list[float]], order: list[str], *, sd: float | None = None,
-                    sd_source: str = "given sd", sd_dof: int | None = None) -> tuple[str, list[Effect]]:
-    """"order[0] > order[1] > ...": each adjacent pair by `greater_verdict`, combined."""
-    effects = [effect(values[order[i]], values[order[i + 1]], sd=sd, sd_source=sd_source, sd_dof=sd_dof)
-               for i in range(len(order) - 1)]
-    return combine([greater_verdict(e) for e in effects]), effects
-
-
 def not_testable(claim: str, why: str, source: str = "") -> Claim:
     """A claim this study cannot test, with the reason shown in the ledger."""
     return Claim(claim, "not testable", why, source)

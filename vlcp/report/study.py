@@ -94,12 +94,15 @@ def _need(where: str, entry: Mapping, key: str, kind: type | tuple[type, ...]):
 
 def paper_number(where: str, value: Any, root=None) -> float:
     """A paper number as a claims file gives it: a number, a reference into a transcribed table
-    (`{table, row, column}`, as paper.yaml's), or `{a: …, b: …}`, the difference a − b of two."""
+    (`{table, row, column}`, as paper.yaml's; `{table, row, columns}`: the mean of those cells), or
+    `{a: …, b: …}`, the difference a − b of two."""
     if isinstance(value, Mapping) and set(value) == {"a", "b"}:
         return paper_number(f"{where}.a", value["a"], root) - paper_number(f"{where}.b", value["b"], root)
     if isinstance(value, Mapping) and "table" in value:
         label, _, field_ = where.partition(": ")
         value = _value(label, field_ or where, dict(value), root)
+        if isinstance(value, tuple) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            value = sum(value) / len(value)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise VlcpError(f"{where}: expected a number, a table reference {{table, row, column}} or {{a, b}}, got {value!r}")
     return float(value)
