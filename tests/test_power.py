@@ -409,7 +409,7 @@ def test_every_calibration_in_params_matches_the_default_configuration():
 
     params = load_params(str(Path(__file__).resolve().parents[1] / "params.yaml"))
     studies = {k: v["power"] for k, v in params["report"].items() if isinstance(v, dict) and "headroom" in (v.get("power") or {})}
-    studies |= {s: load_study(s).claims.calibration for s in registered() if load_study(s).claims.calibration}   # claims files
+    studies |= {s: c.calibration for s in registered() if (c := load_study(s).claims) is not None and c.calibration}   # claims files
     assert set(studies) == {"overview", "incclip", "cllclip", "ctp", "fomo"}
     for study, power in studies.items():
         for e, fp in power["calibrated_on"].items():
