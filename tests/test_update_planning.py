@@ -125,17 +125,17 @@ PROBE = """
 import torch
 from vlcp.config import TrainCfg
 from vlcp.methods import get_method
-import vlcp.methods.{0}  # noqa
-method = get_method("{0}")(get_method("{0}").Config(), seed=0)
-method.peft_config() if "{0}" == "lora" else method.make_optimizer(torch.nn.Linear(4, 4), TrainCfg())
-print("built {0}")
+import vlcp.methods.lora, vlcp.methods.galore  # noqa
+for name in ("lora", "galore"):
+    method = get_method(name)(get_method(name).Config(), seed=0)
+    method.peft_config() if name == "lora" else method.make_optimizer(torch.nn.Linear(4, 4), TrainCfg())
+    print("built", name)
 """
 
 
-@pytest.mark.parametrize("method", ["lora", "galore"])
-def test_vlcps_peft_and_galore_imports_print_no_bitsandbytes_warning(method):
-    r = subprocess.run([sys.executable, "-c", PROBE.format(method)], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
+def test_vlcps_peft_and_galore_imports_print_no_bitsandbytes_warning():
+    """One fresh process imports both (what they print at import time is the point) and builds each."""
+    r = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert f"built {method}" in r.stdout
+    assert "built lora" in r.stdout and "built galore" in r.stdout
     assert "kernels" not in r.stdout + r.stderr, r.stderr
