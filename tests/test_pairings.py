@@ -87,16 +87,25 @@ def test_where_a_method_runs_follows_its_needs(emoji_root):
         check_config(config(emoji_root, "cllclip", "group"))
 
 
+def concept_budget(root, out, name: str) -> dict:
+    """The MAFs budget a run of `name` on the concept stream (10 steps per task) reports."""
+    cfg = config(root, name, "concepts")
+    cfg.fomo.steps_per_task = 10
+    return run_experiment(cfg, out / name)["budget"]
+
+
+@pytest.fixture(scope="module")
+def full_ft_budget(emoji_root, tmp_path_factory):
+    """Full fine-tuning's budget on the concept stream, run once for the teacher methods below."""
+    return concept_budget(emoji_root, tmp_path_factory.mktemp("budget"), "seqf")
+
+
 @pytest.mark.parametrize("method", ["lwf", "ucir"])
-def test_teacher_methods_pay_for_their_teacher_in_the_mafs_budget(emoji_root, tmp_path, method):
+def test_teacher_methods_pay_for_their_teacher_in_the_mafs_budget(emoji_root, tmp_path, method, full_ft_budget):
     """On the concept stream a method's steps are measured where they cost what they cost: a
     teacher's forward exists from the second task on (Method.budget_probe_task), so the step
     counts it and the method gets fewer steps than full fine-tuning."""
-    def budget(name):
-        cfg = config(emoji_root, name, "concepts")
-        cfg.fomo.steps_per_task = 10
-        return run_experiment(cfg, tmp_path / name)["budget"]
-    own, ft = budget(method), budget("seqf")
+    own, ft = concept_budget(emoji_root, tmp_path, method), full_ft_budget
     assert own["method"]["flops"] >= 1.2 * own["full_ft"]["flops"]
     assert own["steps_per_task"] < ft["steps_per_task"] == 10
 
