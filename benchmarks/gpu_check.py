@@ -13,7 +13,8 @@ picks how many seeds of the `small` profile's JointT − SeqF pair fit the rest 
 2, with fewer steps if it must), runs each seed's pair as `vlcp run seqf jointt --jobs 2` (the two
 share the GPU) and reads the power row (H/σ_d of final Rm, paired by seed) as the reports do.
 `--dry` runs it on CPU at the `tiny` profile and writes the same JSON, marked "dry": true (the tests
-run it): one unwarmed probe step per distinct stand-in model at batch 4; 2 seeds of the pair at 2 steps,
+run it): one unwarmed probe step per distinct stand-in model at batch 4 (compiled: the spine's stand-in
+only); 2 seeds of the pair at 2 steps,
 batch 8, one thread, one zero-shot template, no unseen-style set and the last task's FLOPs counted
 (`DRY_SETS`), run in this process
 one after the other (--jobs 1: no worker processes to start).
@@ -50,6 +51,14 @@ def compile_modes() -> list[str]:
 
     modes = TrainCfg.__dataclass_fields__.get("compile")
     return ["none", "reduce-overhead"] if modes is not None and modes.default == "none" else ["none"]
+
+
+def probe_modes(models: dict[str, tuple[str, int]], modes: list[str], dry: bool) -> dict[str, list[str]]:
+    """{model name: the train.compile modes its probe times}: every mode for every model; with `dry`,
+    the compiled modes for the spine's stand-in only (one compile covers the path; an inductor
+    compile on CPU costs more than the rest of the dry check)."""
+    spine = models["vlcp-small"][0]
+    return {name: modes if not dry or name == spine else modes[:1] for name, _ in models.values()}
 
 
 def probe(name: str, image_size: int, batch: int, steps: int, device: str, precision: str, compile: str,
@@ -158,9 +167,10 @@ def main() -> None:
     batch, steps, warmup = (4, 1, 0) if args.dry else (256, 20, 2)
     models = DRY_MODELS if args.dry else {k: (k, v) for k, v in MODELS.items()}
     modes = compile_modes()
+    modes_of = probe_modes(models, modes, args.dry)
     probed = {(name, size, mode): probe(name, size, batch, steps, device, precision, mode, warmup)
-              for name, size in dict.fromkeys(models.values()) for mode in modes}   # a stand-in shared once
-    throughput = {key: {mode: probed[name, size, mode] for mode in modes} for key, (name, size) in models.items()}
+              for name, size in dict.fromkeys(models.values()) for mode in modes_of[name]}   # a stand-in shared once
+    throughput = {key: {mode: probed[name, size, mode] for mode in modes_of[name]} for key, (name, size) in models.items()}
     params = load_params(args.params)
     params["profile"] = profile
     spine = resolve_experiment(params, PAIR[0], 0, args.set)

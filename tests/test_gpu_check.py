@@ -109,6 +109,7 @@ def test_gpu_check_dry_writes_the_json_on_cpu(emoji_root, tmp_path):
     r = json.loads(out.read_text())
     assert r["dry"] is True and r["device"] == "cpu"
     assert set(r["throughput"]) == {"vlcp-small", "albef-small", "RN50", "ViT-B-32"}
+    assert set(r["throughput"]["vlcp-small"]) == set(r["compile_modes"])   # the spine's stand-in: compiled too
     eager = r["throughput"]["vlcp-small"]["none"]
     assert eager["samples_per_second"] > 0 and 0 < eager["mfu"] and eager["ops_per_step"] > 100
     p = r["power"]
