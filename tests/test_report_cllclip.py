@@ -170,3 +170,154 @@ def test_table_cells_show_mean_and_std_over_the_long_profiles_seeds(tmp_path):
     assert t2.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == "4.0 ± 2.0"     # 2, 4, 6: paired by seed
     assert ns["t3"].loc["(2) init", ("in", "I2T", "AR")] == "42.0 ± 1.0"
     assert cl.convergence_over({"(1)": seeded_runs["cll-clip"]}).loc["(1)", "loss"] == "1.01 ± 0.01"
+
+
+# -- the ledger: vlcp/report/studies/cllclip/claims.yaml judged by the report engine --
+
+from vlcp.report.ledger import evaluate, evidence          # noqa: E402
+from vlcp.report.study import load_study                   # noqa: E402
+
+METHODS = ["clip", "oewc", "er", "der", "mla", "ptuning", "lora", "dualprompt", "codaprompt"]
+ABLATIONS = ["cll-abl-init", "cll-abl-grad", "cll-abl-decay", "cll-abl-graddecay", "cll-abl-oracle",
+             "cll-fullmodel", "cll-only-cm", "cll-only-cl"]
+
+
+def at_seeds(final, f=0.0, seeds=(0,), jitter=0.1, loss=1.0):
+    """{seed: results}: every cell's AR `final` + jitter × seed, F `f` + jitter × seed², Fig. 3's
+    loss and trace `loss` + jitter × seed / 10 (arms of different jitters differ by seed)."""
+    def one(s):
+        ar = final + jitter * s
+        return run([ar] * 3, before=[ar + f + jitter * s * s] * 2 + [ar], loss=loss + jitter * s / 10)
+    return {s: one(s) for s in seeds}
+
+
+def ledger_runs(seeds=(0,), teir=60.0, teir_f=10.0):
+    """Every experiment the ledger reads: plain runs at AR 50, F 20; with TEIR at AR `teir`, F
+    `teir_f`; the ablations' settings near AR 55, F 15; every setting's loss 0.5 against (1)'s 1.0."""
+    runs = {f"cll36-{m}": at_seeds(50.0, 20.0, seeds) for m in METHODS}
+    runs |= {f"cll36-{m}-teir": at_seeds(teir, teir_f, seeds, jitter=0.3) for m in METHODS}
+    runs |= {"cll-clip": at_seeds(50.0, 20.0, seeds), "cll-clip-teir": at_seeds(teir, teir_f, seeds, jitter=0.3, loss=0.5)}
+    runs |= {e: at_seeds(55.0 + i, 15.0 - i, seeds, jitter=0.2 + i / 20, loss=0.5) for i, e in enumerate(ABLATIONS)}
+    return runs
+
+
+def judged(runs, spread=None, n_test=100_000):
+    rows = evaluate(load_study("cllclip"), runs, {}, calibrated=True, floors=cl.floors(runs, n_test, spread))
+    return {r.claim_id: r for r in rows}
+
+
+def test_the_claims_file_holds_todays_rows_with_the_papers_numbers_from_its_tables():
+    st = load_study("cllclip")
+    assert st.title == "CLL-CLIP + TEIR" and st.claims_file == "cllclip_teir_claims.json" and st.params == "cllclip"
+    rows = {r.id: r for r in st.claims.rows}
+    assert len(rows) == 12 and rows["teir-every-method"].claim == "TEIR improves AR and F of every method"
+    assert len(rows["teir-every-method"].comparisons) == 9 * 8 and len(rows["regularisers"].comparisons) == 8
+    main = rows["teir-main"].comparisons
+    assert main[0].effect == pytest.approx(38.3 - 29.6) and main[0].measure == "AR in I2T"   # Table 3 (6) − (1)
+    assert main[4].a == "cll-clip" and main[4].effect == pytest.approx(23.2 - 14.7)          # F: (1)'s F − (6)'s
+    sc = st.claims.scales
+    assert sc["AR in I2T"].paper_headroom == pytest.approx(53.3 - 29.6) and sc["AR in I2T"].calibrated == 0.92
+    assert sc["F out T2I"].paper_headroom == pytest.approx(18.4) and sc["F out T2I"].upper == "cll-clip"
+    assert set(st.claims.calibration["calibrated_on"]) == {"cll-joint", "cll-clip", "cll-base"}
+
+
+def test_a_clear_effect_at_every_seed_confirms_and_the_reverse_refutes():
+    rows = judged(ledger_runs(seeds=(0, 1, 2)))
+    for cid in ("teir-main", "teir-every-method", "init", "regularisers", "fig4-cross-lingual"):
+        assert rows[cid].verdict == "confirmed", (cid, evidence(rows[cid]))
+    assert rows["teir-main"].seeds == 3 and rows["teir-main"].comparisons[0]["how"] == "paired by seed, n=3"
+    assert judged(ledger_runs(seeds=(0, 1, 2), teir=40.0, teir_f=30.0))["teir-main"].verdict == "refuted"
+
+
+def test_a_missing_arm_is_not_testable():
+    runs = ledger_runs()
+    del runs["cll-abl-oracle"], runs["cll-only-cl"]
+    rows = judged(runs)
+    assert rows["oracle"].verdict == "not testable" and "cll-abl-oracle" in rows["oracle"].notes[0]
+    assert rows["fig4-both"].verdict == "not testable" and rows["fig3-loss"].verdict == "not testable"
+
+
+def test_floors_add_the_test_set_noise_and_the_seed_spread():
+    runs = ledger_runs()
+    se = cl.value_se(runs["cll-clip"][0], 200, "in", "I2T", "AR")[1]
+    plain = cl.floors(runs, 200, None)
+    assert plain["AR in I2T"].sd == pytest.approx(np.sqrt(2) * se) and plain["AR in I2T"].dof is None
+    assert plain["AR in I2T, one run"].sd == pytest.approx(se) and "loss" not in plain
+    se36 = cl.value_se(runs["cll36-clip"][0], 200, "out", "T2I", "F")[1]
+    assert plain["F out T2I, 36 languages"].sd == pytest.approx(np.sqrt(2) * se36)
+    sp = cl.seed_spread(subset(spread_ar=5.0, spread_loss=0.01), SUBSET_SEEDS)
+    seeded = cl.floors(runs, 200, sp)
+    m = sp["metrics"]["AR in I2T"]
+    assert seeded["AR in I2T"].sd == pytest.approx(np.hypot(np.sqrt(2) * se, m["difference_spread"]))
+    assert seeded["AR in I2T"].dof == 4 and seeded["loss"].sd == pytest.approx(sp["metrics"]["loss"]["difference_spread"])
+
+
+def test_a_single_seed_row_reads_its_floor():
+    runs = ledger_runs()
+    fl = cl.floors(runs, 1000, None)
+    row = judged(runs, n_test=1000)["init"]
+    c = row.comparisons[0]
+    assert c["seeds"] == 1 and c["sigma_d"] == pytest.approx(fl["AR in I2T"].sd) and "floor sd" in c["how"]
+    assert row.verdict in ("underpowered", "inconclusive") and "exploratory" in " ".join(row.notes)
+    t2 = judged(runs, n_test=1000)["teir-every-method"].comparisons[0]
+    assert t2["sigma_d"] == pytest.approx(fl["AR in I2T, 36 languages"].sd)
+
+
+@pytest.mark.parametrize("six_f, six_ar, verdict", [
+    (15.0, 60.0, "confirmed"),    # AR up 5, F as (5)'s: inside the margin
+    (30.0, 60.0, "refuted"),      # F up 15, far beyond the margin (0.125 × plain F ≈ 2.5)
+    (15.0, 50.0, "refuted"),      # AR down 5
+])
+def test_improves_without_forgetting_more_by_hand(six_f, six_ar, verdict):
+    runs = ledger_runs(seeds=(0, 1, 2))
+    runs["cll-abl-graddecay"] = at_seeds(55.0, 15.0, (0, 1, 2), jitter=0.2)      # (5)
+    runs["cll-clip-teir"] = at_seeds(six_ar, six_f, (0, 1, 2), jitter=0.3)        # (6)
+    row = judged(runs)["init-without-forgetting"]
+    assert row.verdict == verdict, evidence(row)
+    f = next(c for c in row.comparisons if c["label"].startswith("(6) vs (5) in I2T F"))
+    share = (23.2 - 20.3) / 23.2                                   # Table 3: (3)'s F reduction, a share of (1)'s
+    margin = share * np.mean([20.0 + 0.1 * s * s for s in (0, 1, 2)])   # × plain CLL-CLIP's F here (mean over seeds)
+    assert f["label"].endswith(f"+ margin {margin:.2f}")
+    assert f["effect"] == pytest.approx(np.mean([(15.0 + 0.2 * s * s) - (six_f + 0.3 * s * s) for s in (0, 1, 2)]) + margin)
+    # F's target: the margin + the paper's (5) − (6) F reduction carried by F's scale (H 0.73 / 23.2)
+    assert f["scaled_effect"] == pytest.approx((14.9 - 14.7) / 23.2 * 0.73 + margin)
+
+
+def test_improves_without_forgetting_more_needs_a_forgetting_plain_model():
+    runs = ledger_runs(seeds=(0, 1, 2))
+    runs["cll-clip"] = at_seeds(50.0, 0.0, (0, 1, 2), jitter=0.0)
+    row = judged(runs)["init-without-forgetting"]
+    assert row.verdict == "not testable" and "does not forget" in row.notes[0]
+
+
+def test_fig3_reads_its_effect_in_units_of_its_floor():
+    sp = cl.seed_spread(subset(spread_loss=0.01), SUBSET_SEEDS)
+    sd = sp["metrics"]["loss"]["difference_spread"]
+    rows = judged(ledger_runs(seeds=(0, 1, 2)), spread=sp)
+    assert rows["fig3-loss"].verdict == "confirmed" and rows["fig3-loss"].scaled_effect == pytest.approx(sd)
+    up = ledger_runs(seeds=(0, 1, 2))
+    up["cll-abl-init"] = at_seeds(55.0, 15.0, (0, 1, 2), jitter=0.3, loss=1.5)   # (2) above (1) at every seed
+    assert judged(up, spread=sp)["fig3-loss"].verdict == "refuted"
+    one = judged(ledger_runs())["fig3-loss"]                             # one run each, no spread: no σ_d
+    assert one.verdict == "underpowered" and one.scaled_effect is None and "no seed spread" in one.needs
+
+
+def test_ledger_runs_join_the_subsets_seeds_and_the_long_profiles(tmp_path):
+    study = {"seeds": [0], "experiments": ["cll-clip", "cll-abl-init"], "spread": {"experiments": ["cll-clip"], "seeds": [1, 2]},
+             "long": {"runs": str(tmp_path.parent / (tmp_path.name + "-long")), "seeds": [1, 2]}}
+    _write(tmp_path / "stream-seed0", "cll-clip", 0, run([50.0] * 3))
+    _write(tmp_path / "stream-seed0", "cll-abl-init", 0, run([51.0] * 3))
+    for s in (1, 2):
+        _write(tmp_path / f"spread-seed{s}", "cll-clip", s, run([50.0 + s] * 3))
+        _write(tmp_path.parent / (tmp_path.name + "-long"), "cll-abl-init", s, run([51.0 + s] * 3))
+    short = cl.ledger_runs(tmp_path, study)
+    assert sorted(short["cll-clip"]) == [0, 1, 2] and sorted(short["cll-abl-init"]) == [0]
+    assert sorted(cl.ledger_runs(tmp_path, study, long=True)["cll-abl-init"]) == [0, 1, 2]
+
+
+def test_the_notebooks_ledger_cell_only_evaluates_the_study():
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "cllclip_teir.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if "ledger_json(" in "".join(c["source"]))
+    compile(cell, "ledger cell", "exec")
+    assert 'load_study("cllclip")' in cell and "evaluate(" in cell and "cl.floors(" in cell
+    assert not any(f in cell for f in ("cl.improves", "lower_than", "study_scales", "write_claims"))
