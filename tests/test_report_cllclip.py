@@ -242,7 +242,7 @@ def test_floors_add_the_test_set_noise_and_the_seed_spread():
     se = cl.value_se(runs["cll-clip"][0], 200, "in", "I2T", "AR")[1]
     plain = cl.floors(runs, 200, None)
     assert plain["AR in I2T"].sd == pytest.approx(np.sqrt(2) * se) and plain["AR in I2T"].dof is None
-    assert plain["AR in I2T, one run"].sd == pytest.approx(se) and "loss" not in plain
+    assert "AR in I2T, seed spread" not in plain and "loss" not in plain
     se36 = cl.value_se(runs["cll36-clip"][0], 200, "out", "T2I", "F")[1]
     assert plain["F out T2I, 36 languages"].sd == pytest.approx(np.sqrt(2) * se36)
     sp = cl.seed_spread(subset(spread_ar=5.0, spread_loss=0.01), SUBSET_SEEDS)
@@ -250,6 +250,8 @@ def test_floors_add_the_test_set_noise_and_the_seed_spread():
     m = sp["metrics"]["AR in I2T"]
     assert seeded["AR in I2T"].sd == pytest.approx(np.hypot(np.sqrt(2) * se, m["difference_spread"]))
     assert seeded["AR in I2T"].dof == 4 and seeded["loss"].sd == pytest.approx(sp["metrics"]["loss"]["difference_spread"])
+    assert seeded["AR in I2T, seed spread"].sd == pytest.approx(m["difference_spread"])
+    assert seeded["F in I2T, one run"].sd == pytest.approx(sp["metrics"]["F in I2T"]["pooled_std"])
 
 
 def test_a_single_seed_row_reads_its_floor():

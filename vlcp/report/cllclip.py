@@ -280,33 +280,34 @@ STREAMS = {"": "cll-clip", ", 36 languages": "cll36-clip"}   # floor-name suffix
 
 
 def floors(runs: Runs, n_test: int, spread: dict | None) -> dict[str, Noise]:
-    """The ledger's noise floors, {name: Noise}, for its single-run comparisons: per cell and metric
-    ("AR in I2T" on the 12-language stream, "AR in I2T, 36 languages" on Table 2's) the sd of one
+    """The ledger's noise floors, {name: Noise}. For its single-run comparisons, per cell and metric
+    ("AR in I2T" on the 12-language stream, "AR in I2T, 36 languages" on Table 2's): the sd of one
     difference of two runs, √2 × plain CLL-CLIP's test-set SE (`value_se`, at its first seed), with
-    the seed subset's difference spread added where it measured the cell (Student's t on its dof);
-    "<cell>, one run": the same for one run (a scale's pair of one run); Fig. 3's `CONVERGENCE`
-    measurements, the subset's difference spread alone (none without a spread)."""
+    the seed subset's difference spread added where it measured the cell (Student's t on its dof).
+    For a scale's pair (scored on the same test captions, so without the test-set term), where the
+    subset measured the cell: "<cell>, seed spread", its difference spread (two runs), and
+    "<cell>, one run", its pooled seed std. Fig. 3's `CONVERGENCE` measurements: the difference spread."""
     metrics = (spread or {}).get("metrics") or {}
     where = (spread or {}).get("where", "")
     out = {}
+    for key, m in metrics.items():
+        seed = f"seed spread of {where}"
+        if key in CONVERGENCE:
+            out[key] = Noise(float(m["difference_spread"]), int(m["dof"]), seed)
+        else:
+            out[f"{key}, seed spread"] = Noise(float(m["difference_spread"]), int(m["dof"]), seed)
+            out[f"{key}, one run"] = Noise(float(m["pooled_std"]), int(m["dof"]), seed)
     for suffix, exp in STREAMS.items():
         if not runs.get(exp):
             continue
         r = runs[exp][min(runs[exp])]
         for s, d in CELLS:
-            for m in ("AR", "F"):
-                key, se = spread_key(m, s, d), value_se(r, n_test, s, d, m)[1]
-                sp = metrics.get(key)
-                for name, test, seed in ((key + suffix, math.sqrt(2) * se, "difference_spread"),
-                                         (f"{key}{suffix}, one run", se, "pooled_std")):
-                    if sp is None:
-                        out[name] = Noise(test, None, f"test-set noise of {exp}")
-                    else:
-                        out[name] = Noise(float(math.hypot(test, sp[seed])), int(sp["dof"]),
-                                          f"test-set noise of {exp} + seed spread of {where}")
-    for k in CONVERGENCE:
-        if k in metrics:
-            out[k] = Noise(float(metrics[k]["difference_spread"]), int(metrics[k]["dof"]), f"seed spread of {where}")
+            for metric in ("AR", "F"):
+                key = spread_key(metric, s, d)
+                test, sp = math.sqrt(2) * value_se(r, n_test, s, d, metric)[1], metrics.get(key)
+                out[key + suffix] = (Noise(test, None, f"test-set noise of {exp}") if sp is None else
+                                     Noise(float(math.hypot(test, sp["difference_spread"])), int(sp["dof"]),
+                                           f"test-set noise of {exp} + seed spread of {where}"))
     return out
 
 
