@@ -9,12 +9,12 @@ the held-out style (XM3600's role).
 """
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-
 import math
 from dataclasses import dataclass
 from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
 
 from vlcp.report import claims, ledger
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
