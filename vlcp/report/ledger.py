@@ -244,14 +244,17 @@ def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibra
 def comparisons(spec: ClaimSpec, runs: Runs, measure: Callable | None, scale: Scale | None, floor: Noise | None = None,
                 ctx: "Context | None" = None) -> list[Comparison]:
     """The claim's comparisons as per-seed values of its measure (b absent: 0 at a's seeds), at
-    the row's `seeds` option where it has one; `floor`: the noise of its single-run comparisons. A
-    comparison naming its own measure, scale or floor reads it from `ctx`."""
+    the row's `seeds` option where it has one (a list, or `common`: each comparison at the seeds
+    both its arms ran, never one run against the mean of several); `floor`: the noise of its
+    single-run comparisons. A comparison naming its own measure, scale or floor reads it from `ctx`."""
     keep = spec.options.get("seeds")
     out = []
     for c in spec.comparisons:
         m = ctx.measures[c.measure] if c.measure else measure
         a, b = (values(runs, e, m) if e else None for e in (c.a, c.b))
-        if keep is not None:
+        if keep == "common" and b is not None:
+            a, b = ({s: v for s, v in x.items() if s in a and s in b} for x in (a, b))
+        elif keep is not None:
             a, b = ({s: v for s, v in x.items() if s in keep} if x is not None else None for x in (a, b))
         out.append(Comparison(c.label, a, b if b is not None else {s: 0.0 for s in a}, c.effect,
                               ctx.scales[c.scale] if c.scale else scale, ctx.floors.get(c.floor) if c.floor else floor))
