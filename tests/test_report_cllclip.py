@@ -323,3 +323,15 @@ def test_the_notebooks_ledger_cell_only_evaluates_the_study():
     compile(cell, "ledger cell", "exec")
     assert 'load_study("cllclip")' in cell and "evaluate(" in cell and "cl.floors(" in cell
     assert not any(f in cell for f in ("cl.improves", "lower_than", "study_scales", "write_claims"))
+
+
+def test_a_row_compares_at_the_seeds_both_arms_ran():
+    """The seed subset's arms at seeds 0-2 beside a one-seed ablation: TEIR on and off pair at
+    three seeds; (2) vs (1) compares the main seed's runs, never one run against three."""
+    runs = ledger_runs()
+    runs["cll-clip"] = at_seeds(50.0, 20.0, (0, 1, 2))
+    runs["cll-clip-teir"] = at_seeds(60.0, 10.0, (0, 1, 2), jitter=0.3)
+    rows = judged(runs)
+    assert rows["teir-main"].comparisons[0]["seeds"] == 3
+    init = rows["init"].comparisons[0]
+    assert init["seeds"] == 1 and init["how"].startswith("one run each") and init["effect"] == pytest.approx(55.0 - 50.0)
