@@ -1,5 +1,6 @@
-"""The CLL-CLIP report's claim functions (vlcp.report.cllclip) on hand-made results: the per-language
-sampling noise of AR and F, and each claim function fed data for each verdict it can return."""
+"""The CLL-CLIP report (vlcp.report.cllclip) on hand-made results: the per-language sampling noise
+of AR and F, the seed spread, its tables, and its ledger (vlcp/report/studies/cllclip/claims.yaml
+judged by the report engine): each kind of row fed data for the verdicts it can return."""
 import json
 from pathlib import Path
 
@@ -63,196 +64,10 @@ def test_f_se_adds_both_ends_of_each_forgetting_term():
     assert cl.f_se(a[:1], np.array([100.0, 100.0])) is None
 
 
-def test_better_signs_forgetting_as_a_reduction():
-    a, b = run([50, 50, 50], before=[60, 60, 50]), run([50, 50, 50], before=[70, 70, 50])   # F 10 vs 20
-    e = cl.better(a, b, 1000, "in", "T2I", "F")
-    assert e.diff == pytest.approx(10.0) and "test-set noise of F" in e.how
-    assert cl.better(a, b, 1000, "out", "I2T", "AR").diff == pytest.approx(0.0)
-    with pytest.raises(ValueError, match="metric must be 'AR' or 'F'"):
-        cl.better(a, b, 1000, "in", "T2I", "R@1")
-    with pytest.raises(ValueError, match="same seeds expected on both sides, got 3 and 2"):
-        cl.better([a, a, a], [b, b], 1000, "in", "T2I", "F")      # never silently the first run of each
-
-
-@pytest.mark.parametrize("teir_final, n_test, verdict", [(60.0, 10_000, "confirmed"), (51.0, 20, "inconclusive"),
-                                                        (45.0, 10_000, "not confirmed")])
-def test_improves_every_verdict_over_all_four_cells(teir_final, n_test, verdict):
-    plain = run([50, 50, 50], before=[70, 70, 50])                   # F 20
-    teir = run([teir_final] * 3, before=[teir_final + 5, teir_final + 5, teir_final])   # F 5
-    c = cl.improves("TEIR improves AR and F of every method", [("clip", teir, plain)], n_test, source="Table 2")
-    assert c.verdict == verdict
-    assert c.evidence.startswith(("8/8", "0/8", "4/8")) and "in I2T/in T2I/out I2T/out T2I" in c.evidence
-    assert "seed spread not measured" in c.evidence
-
-
-def test_improves_checks_only_the_named_metric():
-    a, b = run([60, 60, 60], before=[90, 90, 60]), run([50, 50, 50])    # a: higher AR, more forgetting
-    assert cl.improves("c", [("a vs b", a, b)], 10_000, metrics=("AR",)).verdict == "confirmed"
-    assert cl.improves("c", [("a vs b", a, b)], 10_000, metrics=("F",)).verdict == "not confirmed"
-
-
-def test_f_margin_is_the_smallest_regulariser_effect_in_table3():
-    rel, how = cl.f_margin(paper_table("cllclip_table3"))
-    assert rel == pytest.approx((18.4 - 16.1) / 18.4)            # (3) vs (1), out-of-domain T2I
-    assert "(3) vs (1)" in how
-
-
-@pytest.mark.parametrize("six_final, six_f, n_test, verdict", [
-    (60.0, 10.0, 10_000, "confirmed"),         # AR up, F equal: inside the margin
-    (52.0, 10.0, 30, "inconclusive"),          # too few captions to tell
-    (60.0, 20.0, 10_000, "not confirmed"),     # F up by 10 > margin 0.125 × 20 = 2.5
-    (45.0, 10.0, 10_000, "not confirmed"),     # AR down
-])
-def test_improves_without_forgetting_more_every_verdict(six_final, six_f, n_test, verdict):
-    one = run([40, 40, 40], before=[60, 60, 40])          # (1): F 20
-    five = run([50, 50, 50], before=[60, 60, 50])         # (5): F 10
-    six = run([six_final] * 3, before=[six_final + six_f, six_final + six_f, six_final])
-    c = cl.improves_without_forgetting_more(six, five, one, n_test, 0.125, "paper")
-    assert c.verdict == verdict and c.source == "Table 3 (6) vs (5)"
-
-
-def test_improves_without_forgetting_more_needs_a_forgetting_plain_model():
-    flat = run([50, 50, 50])                              # (1) does not forget: F 0
-    c = cl.improves_without_forgetting_more(run([60, 60, 60]), run([50, 50, 50]), flat, 1000, 0.125, "paper")
-    assert c.verdict == "not testable" and "does not forget" in c.evidence
-
-
-@pytest.mark.parametrize("values, sd, verdict, reads", [
-    ({"(1)": 2.0, "(2)": 1.0, "(3)": 1.2}, 0.1, "inconclusive", "would read confirmed"),   # one run a setting
-    ({"(1)": 2.0, "(2)": 1.0, "(3)": 1.2}, None, "inconclusive", "no spread measured"),    # never confirmed
-    ({"(1)": 2.0, "(2)": 1.0, "(3)": 2.5}, 0.1, "inconclusive", "would read refuted"),
-    ({"(1)": 2.0, "(2)": 2.0, "(3)": 1.99}, 0.1, "underpowered", "seeds per arm"),
-])
-def test_lower_than_every_verdict(values, sd, verdict, reads):
-    c = cl.lower_than("lower training loss than (1)", values, "(1)", sd=sd, sd_source="x")
-    assert c.verdict == verdict and reads in c.evidence
-
-
-def test_lower_than_without_the_reference_is_not_testable():
-    assert cl.lower_than("c", {"(2)": 1.0}, "(1)").verdict == "not testable"
-
-
 def test_engineering_targets_table_is_shared():
     t = cl.engineering_targets([{"target": "TEIR costs at most 1.05× CLL-CLIP's training time", "ratio": 1.02,
                                  "slowest": 1.08, "goal": 1.05, "source": "bench"}])
     assert t.loc["TEIR costs at most 1.05× CLL-CLIP's training time", "result"] == "met by the median only"
-
-
-def ledger_ns(tmp_path, spread_ar, study=None):
-    """The ledger cell's namespace on fake runs: TEIR 10 AR points above and 5 F points below its
-    plain run; the seed subset (at `spread_ar`; None: missing) at seeds 0, 1, 2."""
-    from vlcp.report.claims import claims_frame, ledger_style, write_claims
-
-    methods = ["clip", "er"]
-    runs = {f"cll36-{m}{t}": run([60.0 if t else 50.0] * 3, before=[65.0 if t else 70.0] * 2 + [60.0 if t else 50.0])
-            for m in methods for t in ("", "-teir")}
-    abl = {"(1) CLL-CLIP": "cll-clip", "(2) init": "cll-abl-init", "(3) grad": "cll-abl-grad", "(4) decay": "cll-abl-decay",
-           "(5) grad + decay": "cll-abl-graddecay", "(6) = (1) + TEIR": "cll-clip-teir", "(7) TEIR + oracle vocab": "cll-abl-oracle"}
-    for i, e in enumerate([*abl.values(), "cll-fullmodel", "cll-only-cm", "cll-only-cl"]):
-        runs[e] = run([40.0 + i] * 3, before=[60.0, 60.0, 40.0 + i], loss=2.0 - i / 10)
-    ns = {"report": True, "runs": runs, "methods": methods, "n_test": 200, "abl": abl, "cl": cl, "pd": pd, "Path": Path,
-          "paper_table": paper_table, "claims_frame": claims_frame, "ledger_style": ledger_style, "write_claims": write_claims,
-          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "Markdown": str,
-          "spread": None if spread_ar is None else cl.seed_spread(subset(spread_ar), SUBSET_SEEDS),
-          "subset_missing": ["cll-clip seed 1"] if spread_ar is None else [], "spread_exps": ["cll-clip", "cll-clip-teir"],
-          "spread_seeds": SUBSET_SEEDS, "study_power_table": None, "unresolved": None,   # (the power cell, earlier in the notebook)
-          "subset": {} if spread_ar is None else subset(spread_ar), "study": study or {},
-          "seeded_runs": None}   # the long profile's runs at every seed (setup cell; None by default)
-    return ns
-
-
-@pytest.mark.parametrize("spread_ar", [None, 20.0])
-def test_ledger_cell_runs_on_fake_runs_and_keeps_the_cost_target_out(tmp_path, spread_ar):
-    ns = ledger_ns(tmp_path, spread_ar)
-    exec(_cell("fed0ab5d"), ns)
-    texts = [c.claim for c in ns["claims"]]
-    every = ns["claims"][texts.index("TEIR improves AR and F of every method")]
-    if spread_ar is None:       # the subset missing: test-set noise only, as before
-        assert every.verdict == "confirmed" and "seed spread not measured" in every.evidence
-    else:                       # a 10-point gap inside a seed spread of 20: the ledger's verdict follows the spread
-        assert every.verdict == "inconclusive"
-        assert all("at seeds 0, 1, 2" in c.evidence for c in ns["claims"] if c.verdict != "not testable")
-    assert not any("1.05" in t or "training time" in t for t in texts)
-    assert any("both objectives" in t for t in texts) and any("Fisher" in t for t in texts)
-    assert json.loads((tmp_path / "cllclip_teir_claims.json").read_text())["claims"][0]["claim"] == texts[0]
-
-
-CALIBRATED = {"calibrated": "test", "headroom": {cl.spread_key(m, s, d): (10.0 if m == "AR" else 5.0)
-                                                 for s, d in cl.CELLS for m in ("AR", "F")}}
-
-
-def test_the_main_teir_claim_reads_every_seed_of_the_subset_paired_and_judges_power(tmp_path):
-    """TEIR on and off at seeds 0-2 (10 AR points apart at every seed, seed std 1): decided, paired
-    by seed, against the paper's (6) − (1) carried by our H 10 / the paper's joint − CLL-CLIP.
-    The 36-language and ablation rows (one run each) are exploratory."""
-    ns = ledger_ns(tmp_path, 1.0, study={"power": CALIBRATED})
-    ns["subset"] = {e: [run([v + k] * 3, before=[v + k + f] * 2 + [v + k]) for k in (0, 1, -1)]
-                    for e, v, f in (("cll-clip", 50.0, 20.0), ("cll-clip-teir", 60.0, 10.0))}
-    exec(_cell("fed0ab5d"), ns)
-    rows = {c.claim.split(" (")[0]: c for c in ns["claims"]}
-    main = rows["TEIR improves plain CLL-CLIP's AR and F"]
-    assert main.verdict == "confirmed" and main.seeds == 3 and main.comparisons == 8
-    assert "paired" in main.evidence and "calibrated test" in main.paper_effect
-    # the weakest cell's scaled effect: in-domain T2I AR, (20.5 − 15.2) / (31.4 − 15.2) × 10
-    assert main.scaled_effect == pytest.approx(min((38.3 - 29.6) / (53.3 - 29.6) * 10, (20.5 - 15.2) / (31.4 - 15.2) * 10,
-                                                   (35.0 - 26.4) / (50.7 - 26.4) * 10, (24.3 - 17.6) / (37.1 - 17.6) * 10,
-                                                   (23.2 - 14.7) / 23.2 * 5, (15.6 - 10.5) / 15.6 * 5,
-                                                   (23.1 - 15.3) / 23.1 * 5, (18.4 - 12.5) / 18.4 * 5))
-    every = rows["TEIR improves AR and F of every method"]
-    assert every.seeds == 1 and every.verdict in ("underpowered", "inconclusive") and every.scaled_effect is not None
-    assert every.verdict == "underpowered" or "exploratory" in every.evidence
-
-
-def test_main_teir_claim_is_refuted_when_teir_hurts_at_every_seed(tmp_path):
-    ns = ledger_ns(tmp_path, 1.0, study={"power": CALIBRATED})
-    ns["subset"] = {e: [run([v + k] * 3, before=[v + k + 10] * 2 + [v + k]) for k in (0, 1, -1)]
-                    for e, v in (("cll-clip", 60.0), ("cll-clip-teir", 50.0))}
-    exec(_cell("fed0ab5d"), ns)
-    assert ns["claims"][0].verdict == "refuted"
-
-
-def test_paper_rows_and_headrooms_read_tables_2_and_3():
-    assert cl.paper_row("clip", teir=True)[("in", "I2T", "AR")] == pytest.approx(38.3)
-    assert cl.paper_row("der", teir=False)[("out", "T2I", "F")] == pytest.approx(14.4)
-    assert cl.paper_row("(5)")[("in", "T2I", "F")] == pytest.approx(10.6)
-    assert ("in", "I2T", "F") not in cl.paper_row("joint", teir=False)
-    assert cl.paper_headroom("in", "I2T", "AR") == pytest.approx(53.3 - 29.6)
-    assert cl.paper_headroom("out", "T2I", "F") == pytest.approx(18.4)
-    with pytest.raises(ValueError, match="no row"):
-        cl.paper_row("(9)")
-    assert cl.study_scales({}, {}) == {}
-    sc = cl.study_scales({"power": CALIBRATED}, {})[("in", "I2T", "AR")]
-    assert sc(8.7) == pytest.approx(8.7 / 23.7 * 10.0) and sc.how == "calibrated test"
-
-
-
-def test_a_calibration_of_another_configuration_gives_way_to_the_ledgers_own_headroom():
-    """report.cllclip.power.calibrated_on records the configuration the calibration ran (cll-clip);
-    runs of another one scale by their own joint − plain CLL-CLIP: the 12-language pair, else (it is
-    not in the default) the 36-language one, read from the main seed's runs."""
-    cfg = lambda steps: {"name": "cll-clip", "train": {"steps": steps}}  # noqa: E731
-    subset = {"cll-clip": [dict(run([40.0] * 3), config=cfg(12))]}
-    main = {"cll36-joint": run([55.0] * 3), "cll36-clip": run([45.0] * 3)}
-    study = {"power": CALIBRATED | {"calibrated_on": {"cll-clip": "0" * 12}}}
-    quiet = {"metrics": {"AR in I2T": {"difference_spread": 1.0, "pooled_std": 0.71, "dof": 4}}}   # the seed subset's
-    sc = cl.study_scales(study, subset, main, spread=quiet)[("in", "I2T", "AR")]
-    assert sc.headroom == pytest.approx(10.0) and sc.how.startswith("measured on this ledger's own cll36-joint and cll36-clip runs")
-    assert "calibrated on another configuration of cll-clip" in sc.how
-    main["cll-joint"] = run([43.0] * 3)
-    assert cl.study_scales(study, subset, main, spread=quiet)[("in", "I2T", "AR")].headroom == pytest.approx(3.0)   # 43 − 40
-    # the power table's pair is the 36-language T2I AR: each cell must resolve its own headroom on the subset's noise
-    loud = {"metrics": {"AR in I2T": {"difference_spread": 2.0, "pooled_std": 1.41, "dof": 4}}}
-    murky = cl.study_scales(study, subset, main, spread=loud)
-    assert murky[("in", "I2T", "AR")].headroom == 0.0 and "cll-joint − cll-clip on AR in I2T does not resolve its headroom " \
-        "(H/σ_d 1.5 ≤ 2: H 3.00, σ_d 2.00, seed subset's √2 × pooled seed std, 4 dof)" in murky[("in", "I2T", "AR")].how
-    assert "no σ_d of cll-clip's F in I2T to check it against" in murky[("in", "I2T", "F")].how   # not measured
-    assert cl.study_scales(study, subset, main)[("in", "I2T", "AR")].headroom == 0.0   # no seed subset: no σ_d
-    from vlcp.report.claims import calibration_fingerprint
-    kept = {"power": CALIBRATED | {"calibrated_on": {"cll-clip": calibration_fingerprint(cfg(12))}}}
-    assert cl.study_scales(kept, subset, main)[("in", "I2T", "AR")].headroom == 10.0   # the calibrated 10
-    blind = cl.study_scales(study, subset, main, "its own runs do not resolve it")[("in", "I2T", "AR")]
-    assert blind.headroom == 0.0 and "it measures 3.00, but its own runs do not resolve it: carried to 0" in blind.how
-    assert cl.study_scales(kept, subset, main, "x")[("in", "I2T", "AR")].headroom == 10.0   # calibrated: no gate
 
 
 # -- the seed spread of the subset (report.cllclip.spread) joining the single-seed verdicts' noise --
@@ -270,105 +85,6 @@ def test_seed_spread_pools_every_cell_and_fig3_over_the_subset():
                                                "difference spread"}
     assert cl.seed_spread({}, SUBSET_SEEDS) is None                          # no subset: no spread
     assert cl.seed_spread({"cll-clip": [run([50.0] * 3)]}, [0]) is None       # one seed: no spread
-
-
-def test_better_adds_the_seed_spread_to_the_test_noise_with_t_on_its_dof():
-    from scipy import stats
-
-    a, b, sp = run([60.0] * 3), run([50.0] * 3), cl.seed_spread(subset(spread_ar=5.0), SUBSET_SEEDS)
-    test_sd = float(np.hypot(cl.value_se(a, 1000, "in", "I2T", "AR")[1], cl.value_se(b, 1000, "in", "I2T", "AR")[1]))
-    plain, seeded = cl.better(a, b, 1000, "in", "I2T", "AR"), cl.better(a, b, 1000, "in", "I2T", "AR", sp)
-    assert plain.high - plain.diff == pytest.approx(stats.norm.ppf(0.975) * test_sd)
-    assert seeded.high - seeded.diff == pytest.approx(stats.t.ppf(0.975, 4) * np.hypot(test_sd, 5 * np.sqrt(2)))
-    assert "test-set noise of AR + seed spread of cll-clip, cll-clip-teir at seeds 0, 1, 2" in seeded.how
-    sp_no_f = {**sp, "metrics": {k: v for k, v in sp["metrics"].items() if not k.startswith("F")}}
-    e = cl.better(a, b, 1000, "in", "I2T", "F", sp_no_f)      # a spread without the metric: test noise only, said
-    assert "the seed spread has no F in I2T" in e.how and e.high - e.diff == pytest.approx(stats.norm.ppf(0.975) * (
-        np.hypot(cl.value_se(a, 1000, "in", "I2T", "F")[1], cl.value_se(b, 1000, "in", "I2T", "F")[1])))
-
-
-@pytest.mark.parametrize("spread_ar, verdict", [(0.1, "confirmed"), (5.0, "inconclusive")])
-def test_improves_a_gap_confirmed_under_test_noise_is_inconclusive_with_a_large_seed_spread(spread_ar, verdict):
-    plain = run([50, 50, 50], before=[70, 70, 50])
-    teir = run([55.0] * 3, before=[60, 60, 55])
-    pairs = [("clip", teir, plain)]
-    assert cl.improves("TEIR improves AR and F", pairs, 10_000).verdict == "confirmed"      # test-set noise alone
-    c = cl.improves("TEIR improves AR and F", pairs, 10_000, spread=cl.seed_spread(subset(spread_ar), SUBSET_SEEDS))
-    assert c.verdict == verdict
-    assert "seed spread of cll-clip, cll-clip-teir at seeds 0, 1, 2" in c.evidence
-    assert "seed spread not measured" not in c.evidence
-
-
-def test_improves_without_forgetting_more_takes_the_seed_spread():
-    one = run([40, 40, 40], before=[60, 60, 40])
-    five, six = run([50, 50, 50], before=[60, 60, 50]), run([54.0] * 3, before=[64, 64, 54])
-    assert cl.improves_without_forgetting_more(six, five, one, 10_000, 0.125, "paper").verdict == "confirmed"
-    c = cl.improves_without_forgetting_more(six, five, one, 10_000, 0.125, "paper",
-                                            spread=cl.seed_spread(subset(5.0), SUBSET_SEEDS))
-    assert c.verdict == "inconclusive" and "at seeds 0, 1, 2" in c.evidence and "not measured" not in c.evidence
-
-
-@pytest.mark.parametrize("values, spread_loss, verdict, reads", [
-    ({"(1)": 2.0, "(2)": 1.0, "(3)": 1.2}, 0.01, "inconclusive", "would read confirmed"),   # lower by ≫ σ_d
-    ({"(1)": 1.0, "(2)": 2.0, "(3)": 1.2}, 0.01, "inconclusive", "would read refuted"),     # (2) higher
-    ({"(1)": 1.0, "(2)": 0.99, "(3)": 0.98}, 1.0, "underpowered", ""),                    # one run: MDE ≈ 3 σ_d
-])
-def test_lower_than_judges_fig3_against_one_comparisons_noise(values, spread_loss, verdict, reads):
-    """Fig. 3 gives no numbers: the stand-in effect is σ_d itself; one run a setting, so exploratory."""
-    assert cl.lower_than("c", values, "(1)").verdict in ("inconclusive", "not confirmed")   # no spread: never confirmed
-    sp = cl.seed_spread(subset(spread_loss=spread_loss), SUBSET_SEEDS)
-    c = cl.lower_than("c", values, "(1)", spread=sp, metric="loss")
-    assert c.verdict == verdict and reads in c.evidence
-    assert c.scaled_effect == pytest.approx(sp["metrics"]["loss"]["difference_spread"]) and c.comparisons == 2
-    assert "seed spread of cll-clip, cll-clip-teir at seeds 0, 1, 2" in c.evidence and "stand-in" in c.paper_effect
-    assert c.mde > c.scaled_effect or verdict != "underpowered"
-    with pytest.raises(ValueError, match="not both"):
-        cl.lower_than("c", values, "(1)", sd=0.1, spread=sp, metric="loss")
-
-
-def test_stand_in_is_the_smallest_gain_table3_credits_per_cell():
-    gains, cite = cl.stand_in()
-    assert gains[("in", "T2I", "AR")] == pytest.approx(20.5 - 19.7)        # (6) vs (5)
-    assert gains[("out", "T2I", "F")] == pytest.approx(18.4 - 18.2)        # (2) vs (1)
-    assert gains[("in", "I2T", "F")] == pytest.approx(23.2 - 21.9)
-    assert "(6) = (1) + TEIR vs (5)" in cite and "stand-in" in cite
-    assert set(cl.stand_in(("F",))[0]) == {(s, d, "F") for s, d in cl.CELLS}
-
-
-def seeded(final, f, n=3, jitter=0.2):
-    """Runs at n seeds: every cell's AR `final` (± jitter by seed), F `f`."""
-    return [run([final + k * jitter] * 3, before=[final + k * jitter + f] * 2 + [final + k * jitter]) for k in range(n)]
-
-
-SCALES = cl.study_scales({"power": CALIBRATED}, {})
-
-
-@pytest.mark.parametrize("a_final, verdict", [(70.0, "confirmed"), (40.0, "refuted"), (50.0, "underpowered")])
-def test_improves_with_a_stand_in_reaches_every_verdict(a_final, verdict):
-    a, b = seeded(a_final, 10.0, jitter=0.2 if verdict != "underpowered" else 3.0), seeded(50.0, 10.0, jitter=0.1)
-    c = cl.improves("embeddings forget less", [("x", a, b)], 10_000, metrics=("AR",), scales=SCALES,
-                    stand_in=cl.stand_in(("AR",)), source="Fig. 4")
-    assert c.verdict == verdict and c.comparisons == 4 and "stand-in" in c.paper_effect
-    assert c.scaled_effect == pytest.approx(min(SCALES[k](g) for k, g in cl.stand_in(("AR",))[0].items()))
-    one = cl.improves("c", [("x", a[0], b[0])], 10_000, metrics=("AR",), scales=SCALES, stand_in=cl.stand_in(("AR",)))
-    assert one.verdict in ("underpowered", "inconclusive") and one.seeds == 1        # one run each: exploratory
-
-
-@pytest.mark.parametrize("six, six_f, verdict", [
-    (60.0, 10.0, "confirmed"),      # AR up, F as (5)'s: inside the non-inferiority margin
-    (60.0, 20.0, "refuted"),        # F up by 10, far beyond the margin
-    (40.0, 10.0, "refuted"),        # AR down
-])
-def test_improves_without_forgetting_more_judged_for_power(six, six_f, verdict):
-    one = run([40, 40, 40], before=[60, 60, 40])          # (1): F 20, margin 0.125 × 20 = 2.5
-    paper = (cl.paper_row("(6) = (1) + TEIR"), cl.paper_row("(5)"))
-    c = cl.improves_without_forgetting_more(seeded(six, six_f), seeded(50.0, 10.0), one, 10_000, 0.125, "paper",
-                                            paper=paper, scales=SCALES)
-    assert c.verdict == verdict and c.comparisons == 8 and c.source == "Table 3 (6) vs (5)"
-    assert "non-inferiority margin" in c.evidence and "paired by seed" in c.evidence
-    single = cl.improves_without_forgetting_more(run([60.0] * 3, before=[70, 70, 60]), run([50.0] * 3, before=[60, 60, 50]),
-                                                 one, 10_000, 0.125, "paper", paper=paper, scales=SCALES)
-    assert single.verdict in ("underpowered", "inconclusive") and single.mde is not None
 
 
 def _write(root, exp, seed, r):
@@ -425,35 +141,6 @@ def test_teach_cell_passes_every_subset_seed_to_task_gains(with_spread):
         assert "sub_gains" not in ns and any("No seed spread" in str(x) for x in shown)
 
 
-def test_lower_than_a_paired_pair_at_depth_refutes_the_row():
-    """(1) and (6) at three seeds, paired: (6) higher at every seed refutes "every setting lower",
-    although the single-run settings keep the row from ever being confirmed."""
-    sp = cl.seed_spread(subset(spread_loss=0.01), SUBSET_SEEDS)
-    up = {"(1)": [1.0, 1.02, 0.98], "(6)": [1.5, 1.51, 1.49], "(2)": 0.5}
-    c = cl.lower_than("c", up, "(1)", spread=sp, metric="loss")
-    assert c.verdict == "refuted" and "refuted by (1) − (6), at the study's depth" in c.evidence
-    assert c.effect == pytest.approx(-0.5) and c.seeds == 3 and "(seeds)" in c.evidence
-    down = {"(1)": [1.5, 1.51, 1.49], "(6)": [1.0, 1.02, 0.98], "(2)": 0.5}
-    c = cl.lower_than("c", down, "(1)", spread=sp, metric="loss")
-    assert c.verdict in ("inconclusive", "underpowered") and "exploratory" in c.evidence   # (2) is one run
-    both = cl.lower_than("c", {"(1)": [1.5, 1.51, 1.49], "(6)": [1.0, 1.02, 0.98]}, "(1)", spread=sp, metric="loss")
-    assert both.verdict == "confirmed"                                    # every comparison at depth
-
-
-def test_the_long_profiles_ledger_pairs_every_row_by_seed(tmp_path):
-    """The long profile (`long = True`): every row at seeds 0-2 (`seeded_runs`), so no row is
-    exploratory; TEIR 10 AR points above its plain run at every seed decides Table 2's claim."""
-    ns = ledger_ns(tmp_path, 1.0, study={"power": CALIBRATED})
-    ns["seeded_runs"] = {e: [r, r, r] for e, r in ns["runs"].items()}
-    ns["subset"] = {e: ns["seeded_runs"][e] for e in ("cll-clip", "cll-clip-teir")}
-    exec(_cell("fed0ab5d"), ns)
-    assert not any("exploratory" in c.evidence for c in ns["claims"])
-    every = next(c for c in ns["claims"] if c.claim == "TEIR improves AR and F of every method")
-    assert every.seeds == 3 and "paired by seed" in every.evidence and every.verdict == "confirmed"
-    fisher = next(c for c in ns["claims"] if "Fisher" in c.claim)
-    assert fisher.seeds == 3
-
-
 def test_table_cells_show_mean_and_std_over_the_long_profiles_seeds(tmp_path):
     """The long profile (`seeded_runs`: every row at seeds 0-2): Table 2, Table 3 and Fig. 3 read
     mean ± std over the seeds, Table 2's Δ paired by seed; the bar chart draws the means."""
@@ -483,3 +170,168 @@ def test_table_cells_show_mean_and_std_over_the_long_profiles_seeds(tmp_path):
     assert t2.loc[("clip", "Δ (TEIR − plain)"), ("in", "T2I", "AR")] == "4.0 ± 2.0"     # 2, 4, 6: paired by seed
     assert ns["t3"].loc["(2) init", ("in", "I2T", "AR")] == "42.0 ± 1.0"
     assert cl.convergence_over({"(1)": seeded_runs["cll-clip"]}).loc["(1)", "loss"] == "1.01 ± 0.01"
+
+
+# -- the ledger: vlcp/report/studies/cllclip/claims.yaml judged by the report engine --
+
+from vlcp.report.ledger import evaluate, evidence          # noqa: E402
+from vlcp.report.study import load_study                   # noqa: E402
+
+METHODS = ["clip", "oewc", "er", "der", "mla", "ptuning", "lora", "dualprompt", "codaprompt"]
+ABLATIONS = ["cll-abl-init", "cll-abl-grad", "cll-abl-decay", "cll-abl-graddecay", "cll-abl-oracle",
+             "cll-fullmodel", "cll-only-cm", "cll-only-cl"]
+
+
+def at_seeds(final, f=0.0, seeds=(0,), jitter=0.1, loss=1.0):
+    """{seed: results}: every cell's AR `final` + jitter × seed, F `f` + jitter × seed², Fig. 3's
+    loss and trace `loss` + jitter × seed / 10 (arms of different jitters differ by seed)."""
+    def one(s):
+        ar = final + jitter * s
+        return run([ar] * 3, before=[ar + f + jitter * s * s] * 2 + [ar], loss=loss + jitter * s / 10)
+    return {s: one(s) for s in seeds}
+
+
+def ledger_runs(seeds=(0,), teir=60.0, teir_f=10.0):
+    """Every experiment the ledger reads: plain runs at AR 50, F 20; with TEIR at AR `teir`, F
+    `teir_f`; the ablations' settings near AR 55, F 15; every setting's loss 0.5 against (1)'s 1.0."""
+    runs = {f"cll36-{m}": at_seeds(50.0, 20.0, seeds) for m in METHODS}
+    runs |= {f"cll36-{m}-teir": at_seeds(teir, teir_f, seeds, jitter=0.3) for m in METHODS}
+    runs |= {"cll-clip": at_seeds(50.0, 20.0, seeds), "cll-clip-teir": at_seeds(teir, teir_f, seeds, jitter=0.3, loss=0.5)}
+    runs |= {e: at_seeds(55.0 + i, 15.0 - i, seeds, jitter=0.2 + i / 20, loss=0.5) for i, e in enumerate(ABLATIONS)}
+    return runs
+
+
+def judged(runs, spread=None, n_test=100_000):
+    rows = evaluate(load_study("cllclip"), runs, {}, calibrated=True, floors=cl.floors(runs, n_test, spread))
+    return {r.claim_id: r for r in rows}
+
+
+def test_the_claims_file_holds_todays_rows_with_the_papers_numbers_from_its_tables():
+    st = load_study("cllclip")
+    assert st.title == "CLL-CLIP + TEIR" and st.claims_file == "cllclip_teir_claims.json" and st.params == "cllclip"
+    rows = {r.id: r for r in st.claims.rows}
+    assert len(rows) == 12 and rows["teir-every-method"].claim == "TEIR improves AR and F of every method"
+    assert len(rows["teir-every-method"].comparisons) == 9 * 8 and len(rows["regularisers"].comparisons) == 8
+    main = rows["teir-main"].comparisons
+    assert main[0].effect == pytest.approx(38.3 - 29.6) and main[0].measure == "AR in I2T"   # Table 3 (6) − (1)
+    assert main[4].a == "cll-clip" and main[4].effect == pytest.approx(23.2 - 14.7)          # F: (1)'s F − (6)'s
+    sc = st.claims.scales
+    assert sc["AR in I2T"].paper_headroom == pytest.approx(53.3 - 29.6) and sc["AR in I2T"].calibrated == 0.92
+    assert sc["F out T2I"].paper_headroom == pytest.approx(18.4) and sc["F out T2I"].upper == "cll-clip"
+    assert set(st.claims.calibration["calibrated_on"]) == {"cll-joint", "cll-clip", "cll-base"}
+
+
+def test_a_clear_effect_at_every_seed_confirms_and_the_reverse_refutes():
+    rows = judged(ledger_runs(seeds=(0, 1, 2)))
+    for cid in ("teir-main", "teir-every-method", "init", "regularisers", "fig4-cross-lingual"):
+        assert rows[cid].verdict == "confirmed", (cid, evidence(rows[cid]))
+    assert rows["teir-main"].seeds == 3 and rows["teir-main"].comparisons[0]["how"] == "paired by seed, n=3"
+    assert judged(ledger_runs(seeds=(0, 1, 2), teir=40.0, teir_f=30.0))["teir-main"].verdict == "refuted"
+
+
+def test_a_missing_arm_is_not_testable():
+    runs = ledger_runs()
+    del runs["cll-abl-oracle"], runs["cll-only-cl"]
+    rows = judged(runs)
+    assert rows["oracle"].verdict == "not testable" and "cll-abl-oracle" in rows["oracle"].notes[0]
+    assert rows["fig4-both"].verdict == "not testable" and rows["fig3-loss"].verdict == "not testable"
+
+
+def test_floors_add_the_test_set_noise_and_the_seed_spread():
+    runs = ledger_runs()
+    se = cl.value_se(runs["cll-clip"][0], 200, "in", "I2T", "AR")[1]
+    plain = cl.floors(runs, 200, None)
+    assert plain["AR in I2T"].sd == pytest.approx(np.sqrt(2) * se) and plain["AR in I2T"].dof is None
+    assert "AR in I2T, seed spread" not in plain and "loss" not in plain
+    se36 = cl.value_se(runs["cll36-clip"][0], 200, "out", "T2I", "F")[1]
+    assert plain["F out T2I, 36 languages"].sd == pytest.approx(np.sqrt(2) * se36)
+    sp = cl.seed_spread(subset(spread_ar=5.0, spread_loss=0.01), SUBSET_SEEDS)
+    seeded = cl.floors(runs, 200, sp)
+    m = sp["metrics"]["AR in I2T"]
+    assert seeded["AR in I2T"].sd == pytest.approx(np.hypot(np.sqrt(2) * se, m["difference_spread"]))
+    assert seeded["AR in I2T"].dof == 4 and seeded["loss"].sd == pytest.approx(sp["metrics"]["loss"]["difference_spread"])
+    assert seeded["AR in I2T, seed spread"].sd == pytest.approx(m["difference_spread"])
+    assert seeded["F in I2T, one run"].sd == pytest.approx(sp["metrics"]["F in I2T"]["pooled_std"])
+
+
+def test_a_single_seed_row_reads_its_floor():
+    runs = ledger_runs()
+    fl = cl.floors(runs, 1000, None)
+    row = judged(runs, n_test=1000)["init"]
+    c = row.comparisons[0]
+    assert c["seeds"] == 1 and c["sigma_d"] == pytest.approx(fl["AR in I2T"].sd) and "floor sd" in c["how"]
+    assert row.verdict in ("underpowered", "inconclusive") and "exploratory" in " ".join(row.notes)
+    t2 = judged(runs, n_test=1000)["teir-every-method"].comparisons[0]
+    assert t2["sigma_d"] == pytest.approx(fl["AR in I2T, 36 languages"].sd)
+
+
+@pytest.mark.parametrize("six_f, six_ar, verdict", [
+    (15.0, 60.0, "confirmed"),    # AR up 5, F as (5)'s: inside the margin
+    (30.0, 60.0, "refuted"),      # F up 15, far beyond the margin (0.125 × plain F ≈ 2.5)
+    (15.0, 50.0, "refuted"),      # AR down 5
+])
+def test_improves_without_forgetting_more_by_hand(six_f, six_ar, verdict):
+    runs = ledger_runs(seeds=(0, 1, 2))
+    runs["cll-abl-graddecay"] = at_seeds(55.0, 15.0, (0, 1, 2), jitter=0.2)      # (5)
+    runs["cll-clip-teir"] = at_seeds(six_ar, six_f, (0, 1, 2), jitter=0.3)        # (6)
+    row = judged(runs)["init-without-forgetting"]
+    assert row.verdict == verdict, evidence(row)
+    f = next(c for c in row.comparisons if c["label"].startswith("(6) vs (5) in I2T F"))
+    share = (23.2 - 20.3) / 23.2                                   # Table 3: (3)'s F reduction, a share of (1)'s
+    margin = share * 20.0                                          # × plain CLL-CLIP's F at its first seed
+    assert f["label"].endswith(f"+ margin {margin:.2f}")
+    assert f["effect"] == pytest.approx(np.mean([(15.0 + 0.2 * s * s) - (six_f + 0.3 * s * s) for s in (0, 1, 2)]) + margin)
+    # F's target: the margin + the paper's (5) − (6) F reduction carried by F's scale (H 0.73 / 23.2)
+    assert f["scaled_effect"] == pytest.approx((14.9 - 14.7) / 23.2 * 0.73 + margin)
+
+
+def test_improves_without_forgetting_more_needs_a_forgetting_plain_model():
+    runs = ledger_runs(seeds=(0, 1, 2))
+    runs["cll-clip"] = at_seeds(50.0, 0.0, (0, 1, 2), jitter=0.0)
+    row = judged(runs)["init-without-forgetting"]
+    assert row.verdict == "not testable" and "does not forget" in row.notes[0]
+
+
+def test_fig3_reads_its_effect_in_units_of_its_floor():
+    sp = cl.seed_spread(subset(spread_loss=0.01), SUBSET_SEEDS)
+    sd = sp["metrics"]["loss"]["difference_spread"]
+    rows = judged(ledger_runs(seeds=(0, 1, 2)), spread=sp)
+    assert rows["fig3-loss"].verdict == "confirmed" and rows["fig3-loss"].scaled_effect == pytest.approx(sd)
+    up = ledger_runs(seeds=(0, 1, 2))
+    up["cll-abl-init"] = at_seeds(55.0, 15.0, (0, 1, 2), jitter=0.3, loss=1.5)   # (2) above (1) at every seed
+    assert judged(up, spread=sp)["fig3-loss"].verdict == "refuted"
+    one = judged(ledger_runs())["fig3-loss"]                             # one run each, no spread: no σ_d
+    assert one.verdict == "underpowered" and one.scaled_effect is None and "no seed spread" in one.needs
+
+
+def test_ledger_runs_join_the_subsets_seeds_and_the_long_profiles(tmp_path):
+    study = {"seeds": [0], "experiments": ["cll-clip", "cll-abl-init"], "spread": {"experiments": ["cll-clip"], "seeds": [1, 2]},
+             "long": {"runs": str(tmp_path.parent / (tmp_path.name + "-long")), "seeds": [1, 2]}}
+    _write(tmp_path / "stream-seed0", "cll-clip", 0, run([50.0] * 3))
+    _write(tmp_path / "stream-seed0", "cll-abl-init", 0, run([51.0] * 3))
+    for s in (1, 2):
+        _write(tmp_path / f"spread-seed{s}", "cll-clip", s, run([50.0 + s] * 3))
+        _write(tmp_path.parent / (tmp_path.name + "-long"), "cll-abl-init", s, run([51.0 + s] * 3))
+    short = cl.ledger_runs(tmp_path, study)
+    assert sorted(short["cll-clip"]) == [0, 1, 2] and sorted(short["cll-abl-init"]) == [0]
+    assert sorted(cl.ledger_runs(tmp_path, study, long=True)["cll-abl-init"]) == [0, 1, 2]
+
+
+def test_the_notebooks_ledger_cell_only_evaluates_the_study():
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / "cllclip_teir.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in nb["cells"] if "ledger_json(" in "".join(c["source"]))
+    compile(cell, "ledger cell", "exec")
+    assert 'load_study("cllclip")' in cell and "evaluate(" in cell and "cl.floors(" in cell
+    assert not any(f in cell for f in ("cl.improves", "lower_than", "study_scales", "write_claims"))
+
+
+def test_a_row_compares_at_the_seeds_both_arms_ran():
+    """The seed subset's arms at seeds 0-2 beside a one-seed ablation: TEIR on and off pair at
+    three seeds; (2) vs (1) compares the main seed's runs, never one run against three."""
+    runs = ledger_runs()
+    runs["cll-clip"] = at_seeds(50.0, 20.0, (0, 1, 2))
+    runs["cll-clip-teir"] = at_seeds(60.0, 10.0, (0, 1, 2), jitter=0.3)
+    rows = judged(runs)
+    assert rows["teir-main"].comparisons[0]["seeds"] == 3
+    init = rows["init"].comparisons[0]
+    assert init["seeds"] == 1 and init["how"].startswith("one run each") and init["effect"] == pytest.approx(55.0 - 50.0)

@@ -220,10 +220,12 @@ def not_testable(claim_id: str, why: str) -> Row:
 
 # --------------------------------------------------------------------------- claims files, evaluated
 
-def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibrated: bool) -> dict[str, Scale]:
+def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibrated: bool,
+           floors: Mapping[str, Noise] | None = None) -> dict[str, Scale]:
     """Each of the claims file's scales on these runs: its calibrated headroom where `calibrated`
     (the study's calibration applies to these runs) and it has one, checked against the noise of
-    its own pair here; else H measured on these runs (`Scale.measured`)."""
+    its own pair here (its `floor` where the pair ran below 2 common seeds); else H measured on
+    these runs (`Scale.measured`)."""
     out = {}
     for name, s in claims.scales.items():
         up = values(runs, s.upper, measures[s.measure])
@@ -231,7 +233,8 @@ def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibra
         how = f"H = {s.upper}{' − ' + s.lower if s.lower else ''} on {s.measure}"
         if calibrated and s.calibrated is not None:
             d = st.paired(up, lo) if lo is not None else dict(up)
-            noise = Noise(st.seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2 else None
+            noise = (Noise(st.seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2
+                     else (floors or {}).get(s.floor) if s.floor else None)
             when = claims.calibration.get("when", "")
             out[name] = Scale.of(s.calibrated, noise, s.paper_headroom, f"{how}, calibrated{' ' + when if when else ''}")
         else:
@@ -239,16 +242,23 @@ def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibra
     return out
 
 
-def comparisons(spec: ClaimSpec, runs: Runs, measure: Callable, scale: Scale, floor: Noise | None = None) -> list[Comparison]:
+def comparisons(spec: ClaimSpec, runs: Runs, measure: Callable | None, scale: Scale | None, floor: Noise | None = None,
+                ctx: "Context | None" = None) -> list[Comparison]:
     """The claim's comparisons as per-seed values of its measure (b absent: 0 at a's seeds), at
-    the row's `seeds` option where it has one; `floor`: the noise of its single-run comparisons."""
+    the row's `seeds` option where it has one (a list, or `common`: each comparison at the seeds
+    both its arms ran, never one run against the mean of several); `floor`: the noise of its
+    single-run comparisons. A comparison naming its own measure, scale or floor reads it from `ctx`."""
     keep = spec.options.get("seeds")
     out = []
     for c in spec.comparisons:
-        a, b = (values(runs, e, measure) if e else None for e in (c.a, c.b))
-        if keep is not None:
+        m = ctx.measures[c.measure] if c.measure else measure
+        a, b = (values(runs, e, m) if e else None for e in (c.a, c.b))
+        if keep == "common" and b is not None:
+            a, b = ({s: v for s, v in x.items() if s in a and s in b} for x in (a, b))
+        elif keep is not None:
             a, b = ({s: v for s, v in x.items() if s in keep} if x is not None else None for x in (a, b))
-        out.append(Comparison(c.label, a, b if b is not None else {s: 0.0 for s in a}, c.effect, scale, floor))
+        out.append(Comparison(c.label, a, b if b is not None else {s: 0.0 for s in a}, c.effect,
+                              ctx.scales[c.scale] if c.scale else scale, ctx.floors.get(c.floor) if c.floor else floor))
     return out
 
 
@@ -262,10 +272,11 @@ def _generic(judge: Callable) -> Callable:
         if missing:
             return not_testable(spec.id, f"no runs of {', '.join(missing)} here")
         floor = spec.options.get("floor")
-        if floor is not None and floor not in ctx.floors:
-            return not_testable(spec.id, f"no noise floor {floor!r} here ({', '.join(ctx.floors) or 'none'})")
-        return judge(spec.id, comparisons(spec, runs, ctx.measures[spec.measure], ctx.scales[spec.scale],
-                                          ctx.floors.get(floor)), depth=ctx.depth)
+        lacking = sorted({f for f in (floor, *(c.floor for c in spec.comparisons)) if f and f not in ctx.floors})
+        if lacking:
+            return not_testable(spec.id, f"no noise floor {', '.join(map(repr, lacking))} here ({', '.join(ctx.floors) or 'none'})")
+        return judge(spec.id, comparisons(spec, runs, ctx.measures.get(spec.measure), ctx.scales.get(spec.scale),
+                                          ctx.floors.get(floor), ctx), depth=ctx.depth)
     return kind
 
 
@@ -296,9 +307,10 @@ def evaluate(study: Study, runs: Runs, measures: Mapping[str, Callable], calibra
     for spec in study.claims.rows:
         if spec.kind not in kinds:
             raise ValueError(f"study {study.name}: claim {spec.id}: unknown kind {spec.kind!r} ({', '.join(kinds)})")
-        if spec.measure and spec.measure not in measures:
-            raise ValueError(f"study {study.name}: claim {spec.id}: unknown measure {spec.measure!r}")
-    ctx = Context(measures, scales(study.claims, runs, measures, calibrated), study.claims.depth, dict(floors or {}))
+        for m in (spec.measure, *(c.measure for c in spec.comparisons)):
+            if m and m not in measures:
+                raise ValueError(f"study {study.name}: claim {spec.id}: unknown measure {m!r}")
+    ctx = Context(measures, scales(study.claims, runs, measures, calibrated, floors), study.claims.depth, dict(floors or {}))
     rows = []
     for spec in study.claims.rows:
         row = kinds[spec.kind](spec, runs, ctx)

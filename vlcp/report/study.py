@@ -33,23 +33,29 @@ Measure = Callable[[dict], float]   # one run's results -> the number a claim co
 @dataclass(frozen=True)
 class ComparisonSpec:
     """a − b on the claim's measure; `b` None: against 0. `effect`: the paper's effect (or margin) in
-    the paper's units, carried to ours by the claim's scale."""
+    the paper's units, carried to ours by the claim's scale. `measure`, `scale`, `floor`: this
+    comparison's own where a row compares on several metrics ("": the row's)."""
     a: str
     b: str | None
     effect: float
     label: str
+    measure: str = ""
+    scale: str = ""
+    floor: str = ""
 
 
 @dataclass(frozen=True)
 class ScaleSpec:
     """Our headroom H: `upper` − `lower` (None: against 0) on `measure`, at the runs' common seeds,
     or `calibrated` (fixed on calibration seeds before the ledger's runs) where the study's
-    calibration applies to these runs; `paper_headroom`: the same bounds in the paper's units."""
+    calibration applies to these runs; `paper_headroom`: the same bounds in the paper's units;
+    `floor`: the noise floor its pair reads where it ran below 2 common seeds."""
     upper: str
     lower: str | None
     measure: str
     paper_headroom: float = 1.0
     calibrated: float | None = None
+    floor: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,13 +123,18 @@ def _comparison(where: str, c: Any) -> ComparisonSpec:
         raise VlcpError(f"{where}: `b` must be an experiment (or absent: against 0), got {b!r}")
     if "effect" not in c:
         raise VlcpError(f"{where}: `effect` is missing")
-    return ComparisonSpec(a, b, paper_number(f"{where}: effect", c["effect"]), str(c.get("label") or (f"{a} − {b}" if b else a)))
+    own = {k: c.get(k, "") for k in ("measure", "scale", "floor")}
+    bad = [k for k, v in own.items() if not isinstance(v, str)]
+    if bad:
+        raise VlcpError(f"{where}: `{bad[0]}` must be text, got {own[bad[0]]!r}")
+    return ComparisonSpec(a, b, paper_number(f"{where}: effect", c["effect"]), str(c.get("label") or (f"{a} − {b}" if b else a)),
+                          **own)
 
 
 def _scale(where: str, s: Any) -> ScaleSpec:
     if not isinstance(s, Mapping):
         raise VlcpError(f"{where}: expected {{upper, lower, measure, ...}}, got {s!r}")
-    unknown = set(s) - {"upper", "lower", "measure", "paper_headroom", "calibrated"}
+    unknown = set(s) - {"upper", "lower", "measure", "paper_headroom", "calibrated", "floor"}
     if unknown:
         raise VlcpError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     ph = paper_number(f"{where}: paper_headroom", s.get("paper_headroom", 1.0))
@@ -131,7 +142,7 @@ def _scale(where: str, s: Any) -> ScaleSpec:
         raise VlcpError(f"{where}: `paper_headroom` must be > 0, got {ph}")
     cal = s.get("calibrated")
     return ScaleSpec(_need(where, s, "upper", str), s.get("lower"), _need(where, s, "measure", str), ph,
-                     None if cal is None else float(cal))
+                     None if cal is None else float(cal), str(s.get("floor", "")))
 
 
 def parse_claims(data: Any, label: str) -> Claims:
@@ -154,8 +165,9 @@ def parse_claims(data: Any, label: str) -> Claims:
         seen.add(cid)
         comps = tuple(_comparison(f"{where}: comparisons[{j}]", c) for j, c in enumerate(r.get("comparisons") or []))
         scale = r.get("scale", "")
-        if scale and scale not in scales:
-            raise VlcpError(f"{where}: scale {scale!r} is not among `scales:` ({', '.join(scales) or 'none'})")
+        for name in (scale, *(c.scale for c in comps)):
+            if name and name not in scales:
+                raise VlcpError(f"{where}: scale {name!r} is not among `scales:` ({', '.join(scales) or 'none'})")
         rows.append(ClaimSpec(cid, _need(where, r, "claim", str), _need(where, r, "kind", str), str(r.get("source", "")),
                               str(r.get("paper", "")), str(r.get("measure", "")), scale, comps, str(r.get("why", "")),
                               MappingProxyType({k: v for k, v in r.items() if k not in _ROW_FIELDS})))
