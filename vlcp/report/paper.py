@@ -94,8 +94,12 @@ _PAPER = {"value": (object, True), "source": (str, True)}
 _REFERENCE = {"table": (str, True), "row": (dict, True), "column": (str, False), "columns": (list, False)}
 
 
-def _root(root: str | Path | None):
+def studies_root(root: str | Path | None = None):
+    """The folder of study folders: the package's own, or `root`."""
     return resources.files("vlcp.report") / "studies" if root is None else Path(root)
+
+
+_root = studies_root
 
 
 def _label(root: str | Path | None, *parts: str) -> str:
@@ -224,6 +228,12 @@ def paper_data(study: str, root: str | Path | None = None) -> Mapping[str, Any]:
         entry = _checked(label, str(name), entry, _PAPER)
         out[name] = _value(label, str(name), entry["value"], root)
     return MappingProxyType(out)
+
+
+def reference_value(label: str, where: str, value: Any, root=None) -> Any:
+    """A paper data value with its table references (`{table, row, column(s)}`) read from the
+    transcribed tables; a malformed one is a one-line error naming `label` and `where`."""
+    return _value(label, where, value, root)
 
 
 def _value(label: str, where: str, value: Any, root) -> Any:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from vlcp.errors import VlcpError
-from vlcp.report.paper import _root, _value, studies
+from vlcp.report.paper import reference_value, studies, studies_root
 from vlcp.report.results import find_run
 from vlcp.utils import config_hash, read_results
 
@@ -106,7 +106,7 @@ def paper_number(where: str, value: Any, root=None) -> float:
         return paper_number(f"{where}.a", value["a"], root) - paper_number(f"{where}.b", value["b"], root)
     if isinstance(value, Mapping) and "table" in value:
         label, _, field_ = where.partition(": ")
-        value = _value(label, field_ or where, dict(value), root)
+        value = reference_value(label, field_ or where, dict(value), root)
         if isinstance(value, tuple) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
             value = sum(value) / len(value)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -230,13 +230,13 @@ class Study:
 
 def registered(root: str | Path | None = None) -> tuple[str, ...]:
     """The studies with a `study.yaml`, in their `order`, then by name."""
-    names = [s for s in studies(root) if (_root(root) / s / "study.yaml").is_file()]
+    names = [s for s in studies(root) if (studies_root(root) / s / "study.yaml").is_file()]
     return tuple(sorted(names, key=lambda s: (load_study(s, root).order, s)))
 
 
 def load_study(name: str, root: str | Path | None = None) -> Study:
     """Study `name` from its folder: `study.yaml`, and `claims.yaml` where it has one."""
-    folder = _root(root) / name
+    folder = studies_root(root) / name
     label = f"vlcp/report/studies/{name}/study.yaml" if root is None else str(folder / "study.yaml")
     if not (folder / "study.yaml").is_file():
         raise VlcpError(f"{label}: no such study (registered: {', '.join(registered(root)) or 'none'})")
