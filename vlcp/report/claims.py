@@ -326,15 +326,12 @@ def blocked_noise(values: dict[str, dict], where: str = "") -> Noise | None:
     set of one experiment (≥ 2 seeds) and every experiment run at all of those seeds, the one with
     the most residual degrees of freedom (E − 1)(S − 1). None when no block has ≥ 3 experiments
     (with two, the block is the pair itself: nothing is pooled). `where` names the runs."""
-    best = None
-    for seeds in sorted({tuple(sorted(v)) for v in values.values() if len(v) >= 2}):   # sorted: ties break alike
-        members = [e for e, v in values.items() if all(s in v for s in seeds)]
-        dof = (len(members) - 1) * (len(seeds) - 1)
-        if len(members) >= 3 and (best is None or dof > best[0]):
-            best = (dof, seeds, members)
-    if best is None:
+    from vlcp.report.stats import largest_block
+
+    block = largest_block(values)
+    if block is None:
         return None
-    _, seeds, members = best
+    seeds, members = block
     sp = block_spread({e: [values[e][s] for s in seeds] for e in members})
     return Noise(sp["difference_spread"], f"seeds as blocks ({where + ': ' if where else ''}{len(members)} experiments "
                  f"× seeds {', '.join(map(str, seeds))}; √2 × the residual sd of experiment + seed)", sp["dof"])

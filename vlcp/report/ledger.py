@@ -64,9 +64,7 @@ class Scale:
         d = st.paired(upper, lower) if lower is not None else {s: float(v) for s, v in upper.items()}
         if not d:
             return cls(paper_headroom, None, f"{how}: no common seeds")
-        h = float(np.mean(list(d.values())))
-        noise = Noise(st.seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2 else None
-        return cls.of(h, noise, paper_headroom, how)
+        return cls.of(float(np.mean(list(d.values()))), st.pair_noise(d), paper_headroom, how)
 
     def __call__(self, paper_effect: float) -> float | None:
         return None if self.headroom is None else paper_effect / self.paper_headroom * self.headroom
@@ -233,8 +231,7 @@ def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibra
         how = f"H = {s.upper}{' − ' + s.lower if s.lower else ''} on {s.measure}"
         if calibrated and s.calibrated is not None:
             d = st.paired(up, lo) if lo is not None else dict(up)
-            noise = (Noise(st.seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2
-                     else (floors or {}).get(s.floor) if s.floor else None)
+            noise = st.pair_noise(d) or ((floors or {}).get(s.floor) if s.floor else None)
             when = claims.calibration.get("when", "")
             out[name] = Scale.of(s.calibrated, noise, s.paper_headroom, f"{how}, calibrated{' ' + when if when else ''}")
         else:
@@ -327,7 +324,7 @@ def study_ledger(study: Study, params: Mapping, runs_dir) -> list[Row]:
     own = study.own("ledger")
     if callable(own):
         return own(study, params, runs_dir)
-    block = (params.get("report") or {}).get(study.params) or {}
+    block = study.block(params)
     runs = load_runs(runs_dir, block["experiments"], block.get("seeds", params["seeds"]))
     stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
     return evaluate(study, runs, MEASURES, calibrated=not stale)

@@ -177,20 +177,36 @@ def ratio(headroom: float, noise: Noise | None) -> float | None:
     return headroom / noise.sd if noise is not None and noise.usable else None
 
 
-def block_noise(values: Mapping[str, Values], where: str = "") -> Noise | None:
-    """A study's typical noise of one comparison, with seeds as blocks: {experiment: {seed: value}}
-    fitted as experiment + seed + residual over the largest block (one experiment's seeds, ≥ 2, and
-    every experiment run at all of them; ≥ 3 experiments); √2 × the residual sd on (E − 1)(S − 1)
-    dof. For power tables and planning; `effect` never reads it (see the module's note)."""
+def largest_block(values: Mapping[str, Values]) -> tuple[tuple, list[str]] | None:
+    """(seeds, experiments) of the largest block {experiment: {seed: value}} holds: one experiment's
+    seed set (≥ 2 seeds) and every experiment run at all of them, with the most residual degrees of
+    freedom (E − 1)(S − 1) (ties: the first seed set in sorted order); None without one of ≥ 3
+    experiments (with two, the block is the pair itself: nothing is pooled)."""
     best = None
     for seeds in sorted({tuple(sorted(v)) for v in values.values() if len(v) >= 2}):
         members = [e for e, v in values.items() if all(s in v for s in seeds)]
         dof = (len(members) - 1) * (len(seeds) - 1)
         if len(members) >= 3 and (best is None or dof > best[0]):
             best = (dof, seeds, members)
-    if best is None:
+    return None if best is None else best[1:]
+
+
+def pair_noise(d: Values) -> Noise | None:
+    """The noise of one comparison from its per-seed differences `d`: their sd on n − 1 dof; None
+    below 2 seeds."""
+    return Noise(seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2 else None
+
+
+def block_noise(values: Mapping[str, Values], where: str = "") -> Noise | None:
+    """A study's typical noise of one comparison, with seeds as blocks: {experiment: {seed: value}}
+    fitted as experiment + seed + residual over the largest block (one experiment's seeds, ≥ 2, and
+    every experiment run at all of them; ≥ 3 experiments); √2 × the residual sd on (E − 1)(S − 1)
+    dof. For power tables and planning; `effect` never reads it (see the module's note)."""
+    block = largest_block(values)
+    if block is None:
         return None
-    dof, seeds, members = best
+    seeds, members = block
+    dof = (len(members) - 1) * (len(seeds) - 1)
     y = np.asarray([[values[e][s] for s in seeds] for e in members], float)
     resid = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
     sd = math.sqrt(2 * float((resid ** 2).sum()) / dof)
