@@ -927,6 +927,21 @@ def ledger(runs: dict, study: dict, orders: dict[str, str], mm_tiny: dict[str, f
     return claims
 
 
+def run_headline(r: dict) -> dict[str, float]:
+    """`vlcp report metrics`' numbers of a concept-stream run: its endpoint A_KA, A_ZS and GM."""
+    return endpoint(r) if "trajectory" in r else {}
+
+
+def run_curve(r: dict) -> list[float] | None:
+    """`vlcp report metrics`' curve of a concept-stream run: GM after every task (θ0 first)."""
+    return [row["GM"] for row in r["trajectory"]] if "trajectory" in r else None
+
+
+def plot_files(runs: dict[str, list[dict]], experiments: list[str] | None) -> dict[str, str]:
+    """plots/fomo/<experiment>.csv: after task (0 = θ0), A_KA, A_ZS, GM of each plotted experiment's first run."""
+    return {f"{e}.csv": trajectory(runs[e][0]).round(4).to_csv(lineterminator="\n") for e in experiments or [] if e in runs}
+
+
 def metric_sources(block: dict, params: dict) -> dict:
     """`vlcp report metrics`' curves: the methods study's runs at the study's seed."""
     return {"experiments": (block.get("studies") or {}).get("methods"),

@@ -274,6 +274,18 @@ def ledger(study: Study, params: dict, runs_dir) -> list[Row]:
                     floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
 
 
+def run_headline(r: dict) -> dict[str, float]:
+    """`vlcp report metrics`' numbers of a run with a held-out suite: its zero-shot Average (beside Rm)."""
+    return {"Average": classification(r)["Average"]} if r.get("heldout") and "classification" in r["heldout"][-1] else {}
+
+
+def run_curve(r: dict) -> list[float] | None:
+    """`vlcp report metrics`' curve of a run with a held-out suite: the zero-shot Average after every step."""
+    if not (r.get("heldout") and "classification" in r["heldout"][-1]):
+        return None
+    return [classification(r, i)["Average"] for i in range(len(r["heldout"]))]
+
+
 def metric_sources(block: dict, params: dict) -> dict:
     """`vlcp report metrics`' curves: the 4-step class split's methods (Table 1)."""
     return {"experiments": [f"ic4-{m}" for m in block.get("methods", [])] or None}

@@ -3,12 +3,11 @@
 
 - `metrics/<study>.json`: per experiment, the final model's headline numbers (mean over the
   study's seeds, a seed subset's extra seeds left out) and the claims ledger's verdict counts;
-- `plots/<study>.csv`: each experiment's per-task curve, and `plots/fomo/<experiment>.csv`:
-  FoMo-in-Flux's accumulation–retention trajectory (A_KA, A_ZS after every task, θ0 first).
+- `plots/<study>.csv`: each experiment's per-task curve, and `plots/<study>/<name>` where the
+  study module has `plot_files` (FoMo-in-Flux's accumulation–retention trajectories).
 
-A headline depends on the run's stream: group/class/instance streams the final cumulative Rm on
-the test pool (and mAP@1 with a query set; IncCLIP's zero-shot Average where present), the
-language stream AR and F of in-domain text-to-image R@1, the concept stream A_KA, A_ZS and GM.
+A headline is a group stream's final cumulative Rm on the test pool (and mAP@1 with a query set),
+plus what the study module's `run_headline(r)` adds; its `run_curve(r)` replaces the per-task Rm curve.
 """
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from vlcp.errors import VlcpError
-from vlcp.report import cllclip, fomo, incclip
 from vlcp.report.claims import VERDICTS
 from vlcp.report.study import load_study, registered
 from vlcp.utils import atomic_dir, read_json, read_results, write_json
@@ -46,31 +44,16 @@ def collect_runs(runs_dir: str | Path, seeds=None) -> dict[str, list[dict]]:
 
 
 def headline(r: dict) -> dict[str, float]:
-    """The final model's headline numbers of one run (see the module docstring)."""
-    if r.get("stream") == "language":
-        a = cllclip.accuracy_matrix(r, "in_domain", "IR@1")
-        f = cllclip.forgetting(a)
-        return {"AR": cllclip.ar(a)} | ({} if f is None else {"F": f})
-    if "trajectory" in r:
-        return fomo.endpoint(r)
-    out = {}
-    if r.get("cumulative"):
-        last = r["cumulative"][-1]["test"]
-        out = {k: last[k] for k in ("Rm", "mAP@1") if k in last}
-    if r.get("heldout") and "classification" in r["heldout"][-1]:
-        out["Average"] = incclip.classification(r)["Average"]
-    return out
+    """The final model's headline numbers of one run of a group stream: Rm and mAP@1 on the
+    cumulative test pool ({} for a run without one). A study module's own `run_headline(r)` adds its
+    numbers for its runs (e.g. IncCLIP's zero-shot Average)."""
+    last = r["cumulative"][-1]["test"] if r.get("cumulative") else {}
+    return {k: last[k] for k in ("Rm", "mAP@1") if k in last}
 
 
 def curve(r: dict) -> list[float]:
-    """The per-task curve of one run: cumulative Rm (group streams), IncCLIP's held-out Average
-    where the run has it, AR after every task (language), GM after every task (concepts)."""
-    if r.get("stream") == "language":
-        return cllclip.ar_curve(cllclip.accuracy_matrix(r, "in_domain", "IR@1")).tolist()
-    if "trajectory" in r:
-        return [row["GM"] for row in r["trajectory"]]
-    if r.get("heldout") and "classification" in r["heldout"][-1]:
-        return [incclip.classification(r, i)["Average"] for i in range(len(r["heldout"]))]
+    """The per-task curve of one run of a group stream: cumulative Rm after every task. A study
+    module's own `run_curve(r)` replaces it where it gives one (None: not one of its kind of run)."""
     return [row["test"]["Rm"] for row in r.get("cumulative", [])]
 
 
@@ -105,13 +88,14 @@ def claim_power(ledger: dict | None) -> dict | None:
     return {k: round(float(p[k]), 4) for k in POWER_KEYS if k in p} if p else None
 
 
-def study_metrics(runs: dict[str, list[dict]], claims: dict[str, int], power: dict | None = None) -> dict:
+def study_metrics(runs: dict[str, list[dict]], claims: dict[str, int], power: dict | None = None,
+                  headline=headline) -> dict:
     return {"runs": sum(map(len, runs.values())),
             "experiments": {e: mean_over_seeds([headline(r) for r in rs]) for e, rs in runs.items()},
             "claims": claims, **({"power": power} if power else {})}
 
 
-def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None) -> str:
+def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None, curve=curve) -> str:
     """task, then one column per experiment (mean over seeds); empty cells past a shorter stream."""
     names = [e for e in (experiments or runs) if e in runs]
     cols = {e: np.mean([curve(r) for r in runs[e]], axis=0).tolist() if runs[e] else [] for e in names}
@@ -124,10 +108,14 @@ def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None) -> st
     return buf.getvalue()
 
 
-def trajectory_csv(r: dict) -> str:
-    """after task (0 = θ0), A_KA, A_ZS, GM of one FoMo run."""
-    df = fomo.trajectory(r).round(4)
-    return df.to_csv(lineterminator="\n")
+def study_headline(mine):
+    """A study's headline of one run: the group stream's, plus its module's own `run_headline` (if any)."""
+    return (lambda r: headline(r) | mine(r)) if callable(mine) else headline
+
+
+def study_curve(mine):
+    """A study's curve of one run: its module's own `run_curve` where it gives one, else the group stream's."""
+    return (lambda r: mine(r) or curve(r)) if callable(mine) else curve
 
 
 def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metrics", plots_dir: str = "plots",
@@ -147,13 +135,14 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
         runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
         path = root / metrics_dir / f"{study}.json"
         ledger = claims_file(root / src["claims"])
-        write_json(path, study_metrics(runs, claim_counts(ledger), claim_power(ledger)))
+        own = load_study(study).own
+        write_json(path, study_metrics(runs, claim_counts(ledger), claim_power(ledger), study_headline(own("run_headline"))))
         written.append(path)
         with atomic_path(root / plots_dir / f"{study}.csv") as tmp:
-            tmp.write_text(curves_csv(runs, src["experiments"]))
-        if study == "fomo":
-            with atomic_dir(root / plots_dir / "fomo") as traj:
-                for e in src["experiments"] or []:
-                    if e in runs:
-                        (traj / f"{e}.csv").write_text(trajectory_csv(runs[e][0]))
+            tmp.write_text(curves_csv(runs, src["experiments"], study_curve(own("run_curve"))))
+        plot_files = own("plot_files")   # a study's own plot files, plots/<study>/<name>
+        if callable(plot_files):
+            with atomic_dir(root / plots_dir / study) as folder:
+                for name, text in plot_files(runs, src["experiments"]).items():
+                    (folder / name).write_text(text)
     return written
