@@ -36,11 +36,14 @@ def results_files(clone: Path) -> list[Path]:
                   for p in d.rglob("results.json"))
 
 
-def render(runs_root: Path, params: dict) -> dict[str, dict]:
+def render(runs_root: Path, data_root: Path) -> dict[str, dict]:
     """{claims file name: ledger JSON} of every registered study with a claims file (but those
-    tests/test_pins.py lists as pending)."""
+    tests/test_pins.py lists as pending), on the runs under `runs_root` and the prepared benchmark
+    at `data_root`."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_pins import PENDING
+    from test_pins import PENDING, pin_params
+
+    params = pin_params(data_root)
 
     out = {}
     for name in registered():
@@ -67,7 +70,7 @@ def main() -> None:
         with tarfile.open(PINS / "runs.tar.xz") as tar:
             tar.extractall(tmp, filter="data")
         shutil.rmtree(PINS / "claims", ignore_errors=True)
-        for name, ledger in render(Path(tmp), load_params(str(ROOT / "params.yaml"))).items():
+        for name, ledger in render(Path(tmp), clone / params["defaults"]["data"]["root"]).items():
             write_json(PINS / "claims" / name, ledger)
     (PINS / "before").mkdir(exist_ok=True)
     for f in sorted((clone / "reports").glob("*_claims.json")):

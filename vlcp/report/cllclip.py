@@ -16,12 +16,13 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
-from vlcp.report import claims, ledger
+from vlcp.report import claims
+from vlcp.report import ledger as lg
 from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results
 from vlcp.report.stats import Noise
-from vlcp.report.study import ClaimSpec, Runs, load_runs, paper_number, values
+from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs, paper_number, values
 
 SETS = {"in": "in_domain", "out": "out_domain"}
 DIRECTIONS = {"I2T": "TR@1", "T2I": "IR@1"}
@@ -314,7 +315,7 @@ def floors(runs: Runs, n_test: int, spread: dict | None) -> dict[str, Noise]:
 @dataclass(frozen=True)
 class Shifted:
     """A scale whose carried effect is moved by `by` (a non-inferiority margin in our units)."""
-    scale: ledger.Scale
+    scale: lg.Scale
     by: float
 
     @property
@@ -326,12 +327,12 @@ class Shifted:
         return None if t is None else t + self.by
 
 
-def _not_run(spec: ClaimSpec, runs: Runs, also=()) -> ledger.Row | None:
+def _not_run(spec: ClaimSpec, runs: Runs, also=()) -> lg.Row | None:
     missing = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e and not runs.get(e)} | {e for e in also if not runs.get(e)})
-    return ledger.not_testable(spec.id, f"no runs of {', '.join(missing)} here") if missing else None
+    return lg.not_testable(spec.id, f"no runs of {', '.join(missing)} here") if missing else None
 
 
-def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: ledger.Context) -> ledger.Row:
+def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """Table 3 (6) vs (5): AR higher (each comparison on an AR measure: `ledger.greater`) and F
     not higher by the row's margin or more (non-inferiority: each comparison on an F measure, b's F
     − a's F, judged shifted by the margin against the margin + the paper's reduction carried to
@@ -348,20 +349,20 @@ def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: ledger.Co
     where = f"claim {spec.id}: margin.share"
     share = paper_number(where, margin["share"]) / paper_number(f"{where}.a", margin["share"]["a"])
     out = []
-    for c, plain in zip(spec.comparisons, ledger.comparisons(spec, runs, None, None, None, ctx)):
+    for c, plain in zip(spec.comparisons, lg.comparisons(spec, runs, None, None, None, ctx)):
         if not c.measure.startswith("F "):
             out.append(plain)
             continue
         f_ref = next(iter(values(runs, of, ctx.measures[c.measure]).values()))   # at its first seed
         if not f_ref > 0:
-            return ledger.not_testable(spec.id, f"{of} does not forget on {c.measure} (F {f_ref:.2f}): no scale for the margin")
+            return lg.not_testable(spec.id, f"{of} does not forget on {c.measure} (F {f_ref:.2f}): no scale for the margin")
         m = share * f_ref
-        out.append(ledger.Comparison(f"{plain.label} + margin {m:.2f}", {s: v + m for s, v in plain.a.items()}, plain.b,
+        out.append(lg.Comparison(f"{plain.label} + margin {m:.2f}", {s: v + m for s, v in plain.a.items()}, plain.b,
                                      plain.paper_effect, Shifted(plain.scale, m), plain.floor))
-    return ledger.greater(spec.id, out, depth=ctx.depth)
+    return lg.greater(spec.id, out, depth=ctx.depth)
 
 
-def lower_than_the_reference(spec: ClaimSpec, runs: Runs, ctx: ledger.Context) -> ledger.Row:
+def lower_than_the_reference(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """Fig. 3: every setting's value (loss, Fisher trace) is lower than the reference's: each
     comparison reference − setting (`ledger.greater`). The figure gives no numbers and its axes
     carry no headroom, so each comparison's effect (1) is in units of the row's floor σ_d (one
@@ -371,13 +372,52 @@ def lower_than_the_reference(spec: ClaimSpec, runs: Runs, ctx: ledger.Context) -
     if absent:
         return absent
     floor = ctx.floors.get(spec.options.get("floor", ""))
-    scale = (ledger.Scale(1.0, floor.sd, f"σ_d {floor.sd:.3g} ({floor.source}) as the effect") if floor is not None
-             else ledger.Scale(1.0, None, "no seed spread measured: no σ_d to stand in for the effect"))
-    return ledger.greater(spec.id, ledger.comparisons(spec, runs, ctx.measures[spec.measure], scale, floor), depth=ctx.depth)
+    scale = (lg.Scale(1.0, floor.sd, f"σ_d {floor.sd:.3g} ({floor.source}) as the effect") if floor is not None
+             else lg.Scale(1.0, None, "no seed spread measured: no σ_d to stand in for the effect"))
+    return lg.greater(spec.id, lg.comparisons(spec, runs, ctx.measures[spec.measure], scale, floor), depth=ctx.depth)
 
 
 KINDS = MappingProxyType({"improves without forgetting more": improves_without_forgetting_more,
                           "lower than the reference": lower_than_the_reference})
+
+
+def run_headline(r: dict) -> dict[str, float]:
+    """`vlcp report metrics`' numbers of a language-stream run: AR and F of in-domain text-to-image
+    R@1 ({} for another run, e.g. the English base)."""
+    if r.get("stream") != "language":
+        return {}
+    a = accuracy_matrix(r, "in_domain", "IR@1")
+    f = forgetting(a)
+    return {"AR": ar(a)} | ({} if f is None else {"F": f})
+
+
+def run_curve(r: dict) -> list[float] | None:
+    """`vlcp report metrics`' curve of a language-stream run: AR after every language (None for another run)."""
+    return ar_curve(accuracy_matrix(r, "in_domain", "IR@1")).tolist() if r.get("stream") == "language" else None
+
+
+def test_emoji(params: dict, experiment: str = "cll-clip", seed: int = 0) -> int:
+    """The benchmark's test emoji per language that `experiment`'s runs are scored on (the floors'
+    test-set SE): read from its prepared benchmark (`data.root`), as the runs do not record it."""
+    from vlcp.config import resolve_experiment
+    from vlcp.data.load import load_benchmark
+
+    return sum(it["split"] == "test" for it in load_benchmark(resolve_experiment(params, experiment, seed).data).items)
+
+
+def ledger(study: Study, params: dict, runs_dir) -> list[lg.Row]:
+    """CLL-CLIP's ledger on its runs under `runs_dir`, as its default report renders it: the ledger's
+    runs, the floors from plain CLL-CLIP's test-set noise (`test_emoji` of the prepared benchmark)
+    and the seed subset's spread, the calibrated headrooms where the claims file's calibration applies."""
+    block = params["report"][study.params]
+    seed = block["seeds"][0]
+    subset_cfg = block.get("spread") or {}
+    subset_seeds = list(dict.fromkeys([seed, *subset_cfg.get("seeds", [])]))
+    subset, missing = load_subset(runs_dir, list(subset_cfg.get("experiments", [])), subset_seeds)
+    spread = None if missing else seed_spread(subset, subset_seeds)
+    runs = ledger_runs(runs_dir, block)
+    stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
+    return lg.evaluate(study, runs, {}, calibrated=not stale, floors=floors(runs, test_emoji(params, seed=seed), spread))
 
 
 def metric_sources(block: dict, params: dict) -> dict:
