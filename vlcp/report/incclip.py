@@ -274,16 +274,19 @@ def ledger(study: Study, params: dict, runs_dir) -> list[Row]:
                     floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
 
 
+def has_suite(r: dict) -> bool:
+    """Whether a run scored a held-out suite with zero-shot classification after its last step."""
+    return bool(r.get("heldout")) and "classification" in r["heldout"][-1]
+
+
 def run_headline(r: dict) -> dict[str, float]:
     """`vlcp report metrics`' numbers of a run with a held-out suite: its zero-shot Average (beside Rm)."""
-    return {"Average": classification(r)["Average"]} if r.get("heldout") and "classification" in r["heldout"][-1] else {}
+    return {"Average": classification(r)["Average"]} if has_suite(r) else {}
 
 
 def run_curve(r: dict) -> list[float] | None:
     """`vlcp report metrics`' curve of a run with a held-out suite: the zero-shot Average after every step."""
-    if not (r.get("heldout") and "classification" in r["heldout"][-1]):
-        return None
-    return [classification(r, i)["Average"] for i in range(len(r["heldout"]))]
+    return curve([r]).tolist() if has_suite(r) else None
 
 
 def metric_sources(block: dict, params: dict) -> dict:
