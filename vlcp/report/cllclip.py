@@ -405,19 +405,25 @@ def test_emoji(params: dict, experiment: str = "cll-clip", seed: int = 0) -> int
     return sum(it["split"] == "test" for it in load_benchmark(resolve_experiment(params, experiment, seed).data).items)
 
 
-def ledger(study: Study, params: dict, runs_dir) -> list[lg.Row]:
-    """CLL-CLIP's ledger on its runs under `runs_dir`, as its default report renders it: the ledger's
-    runs, the floors from plain CLL-CLIP's test-set noise (`test_emoji` of the prepared benchmark)
-    and the seed subset's spread, the calibrated headrooms where the claims file's calibration applies."""
+def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.Row]:
+    """CLL-CLIP's ledger on its runs under `runs_dir`, as its report renders it (`long`: every row
+    also at the long profile's seeds): the ledger's runs, the floors from plain CLL-CLIP's test-set
+    noise (`test_emoji` of the prepared benchmark) and the seed subset's spread, the calibrated
+    headrooms where the claims file's calibration applies (`stale_calibration`)."""
     block = params["report"][study.params]
     seed = block["seeds"][0]
     subset_cfg = block.get("spread") or {}
     subset_seeds = list(dict.fromkeys([seed, *subset_cfg.get("seeds", [])]))
     subset, missing = load_subset(runs_dir, list(subset_cfg.get("experiments", [])), subset_seeds)
     spread = None if missing else seed_spread(subset, subset_seeds)
-    runs = ledger_runs(runs_dir, block)
-    stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
-    return lg.evaluate(study, runs, {}, calibrated=not stale, floors=floors(runs, test_emoji(params, seed=seed), spread))
+    runs = ledger_runs(runs_dir, block, long)
+    return lg.evaluate(study, runs, {}, calibrated=not stale_calibration(study, runs),
+                       floors=floors(runs, test_emoji(params, seed=seed), spread))
+
+
+def stale_calibration(study: Study, runs: Runs) -> str | None:
+    """Why the claims file's calibrated headrooms do not apply to `runs`, or None when they do."""
+    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
 
 
 def metric_sources(block: dict, params: dict) -> dict:
