@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from vlcp.report.claims import (VERDICTS, Claim, budget_verdict, claim_from, combine, effect, equivalent_verdict,
-                                greater_verdict, interval_target_verdict, not_testable, target_verdict)
+from vlcp.report.claims import (VERDICTS, Claim, claim_from, combine, effect, equivalent_verdict,
+                                greater_verdict, not_testable, target_verdict)
 
 
 def test_paired_effect_is_the_t_interval_of_the_per_seed_differences():
@@ -81,27 +81,6 @@ def test_combine_and_not_testable():
                                                                    "not confirmed", "not testable"}
     with pytest.raises(ValueError, match="verdict"):
         Claim("x", "probably", "")
-
-
-@pytest.mark.parametrize("minutes,slowdown,verdict", [
-    (80, 1.0, "confirmed"),
-    (80, 3.0, "confirmed"),             # within the budget as measured, however slow the machine was
-    (200, 3.0, "inconclusive"),         # over as measured, within at the reference pace
-    (200, 1.0, "not confirmed"),        # no slowdown to read it at
-    (300, 3.0, "not confirmed"),        # over even at the reference pace
-])
-def test_budget_returns_each_verdict(minutes, slowdown, verdict):
-    assert budget_verdict(minutes, 90, slowdown) == verdict
-
-
-@pytest.mark.parametrize("estimate,low,high,verdict", [
-    (1.05, 0.98, 1.12, "confirmed"),
-    (0.97, 0.92, 1.03, "inconclusive"),    # the interval straddles the goal
-    (1.02, 0.93, 1.10, "inconclusive"),    # the estimate meets it, the interval dips below the margin
-    (0.90, 0.85, 0.96, "not confirmed"),   # the whole interval is below the goal
-])
-def test_interval_target_returns_each_verdict(estimate, low, high, verdict):
-    assert interval_target_verdict(estimate, low, high, goal=1.0, margin=0.95) == verdict
 
 
 @pytest.mark.parametrize("median,worst,at_least,verdict", [
@@ -246,17 +225,6 @@ def test_one_run_against_a_mean_of_three_uses_the_variance_of_that_difference():
     # sd of a single-run difference 1 (σ = 1/√2): mean of 3 minus one run has sd √((1/3 + 1) / 2)
     e = effect([1.0, 2.0, 3.0], [0.0], sd=1.0)
     assert (e.high - e.low) / 2 == pytest.approx(1.95996 * math.sqrt((1 / 3 + 1) / 2), rel=1e-4)
-
-
-@pytest.mark.parametrize("estimate,low,high,control,verdict", [
-    (1.01, 0.99, 1.02, (0.98, 1.01), "confirmed"),       # the A/A control reads 1.0 within its interval
-    (1.01, 0.99, 1.02, (1.01, 1.04), "inconclusive"),    # the protocol itself favours one side
-    (1.01, 0.99, 1.02, (0.95, 0.99), "inconclusive"),
-    (0.96, 0.94, 0.98, (1.01, 1.04), "not confirmed"),   # below the goal whatever the control
-    (0.99, 0.97, 1.01, (0.98, 1.01), "inconclusive"),
-])
-def test_interval_target_with_an_a_a_control(estimate, low, high, control, verdict):
-    assert interval_target_verdict(estimate, low, high, goal=1.0, margin=0.95, control=control) == verdict
 
 
 def test_ledger_style_colours_each_verdict_and_hides_the_index():

@@ -63,14 +63,14 @@ def test_a_report_stage_depends_on_the_power_levers_its_notebook_shows(pipeline)
 
 
 def test_each_ledger_names_its_report_by_a_title_not_its_file():
-    """`reports/index.html` lists each ledger under the name its notebook gives `write_claims`: a title a
+    """`reports/index.html` lists each ledger under the name its notebook gives its claims file: a title a
     reader knows ("IncCLIP", "CTP (ICCV'23)"), the same kind for every report, never the file's stem."""
     import re
 
     names = {}
     for p in sorted((ROOT / "notebooks").glob("*.ipynb")):
         src = "".join("".join(c["source"]) for c in json.loads(p.read_text())["cells"])
-        for stem, name in re.findall(r'write_claims\([^,]*"(\w+)_claims\.json", "([^"]+)"', src):
+        for stem, name in re.findall(r'write_(?:claims|json)\([^,]*"(\w+)_claims\.json", (?:ledger_json\()?"([^"]+)"', src):
             names[stem] = name
     from vlcp.report.study import load_study, registered
 

@@ -130,7 +130,7 @@ def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
     assert t.loc["ctp", "at reference pace min"] == pytest.approx(17.0)
     assert (t.loc["ctp", "verdict"], t.loc["ctp", "status"]) == ("inconclusive", "met at the reference pace only")
     assert t.loc["fomo", "status"] == "not built" and t["verdict"].isna()["fomo"]
-    assert pf.budget_table(pipe, budgets).loc["ctp", "verdict"] == "not confirmed"    # no slowdown given
+    assert pf.budget_table(pipe, budgets).loc["ctp", "verdict"] == "refuted"    # no slowdown given
 
 
 def test_pipeline_stages_expand_as_dvc_names_them():

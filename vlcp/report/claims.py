@@ -622,28 +622,6 @@ def target_verdict(median: float, worst: float, goal: float, *, at_least: bool =
     return "confirmed" if meets(worst) else "inconclusive" if meets(median) else "not confirmed"
 
 
-def interval_target_verdict(estimate: float, low: float, high: float, goal: float, margin: float,
-                            control: tuple[float, float] | None = None) -> str:
-    """"a ratio ≥ `goal`" from paired repeats (an estimate and its interval): confirmed when the
-    estimate meets the goal and the interval's low end stays above `margin` (≤ goal); not confirmed
-    when the whole interval is below the goal; else inconclusive. `control`: the interval the same
-    protocol reads for two identical loops (an A/A control); when it excludes 1.0 the protocol is
-    biased at its own resolution, and a confirmation becomes inconclusive."""
-    if estimate >= goal and low >= margin:
-        return "confirmed" if control is None or control[0] <= 1.0 <= control[1] else "inconclusive"
-    return "not confirmed" if high < goal else "inconclusive"
-
-
-def budget_verdict(measured: float, budget: float, slowdown: float = 1.0) -> str:
-    """A time budget (`measured` and `budget` in the same unit) from one measurement taken while the
-    machine ran `slowdown` × slower than its reference pace (`vlcp.report.performance.pace_slowdown`):
-    confirmed when the measured time is within the budget; inconclusive when only the time scaled
-    back to the reference pace is (one measurement on a slow day cannot tell); else not confirmed."""
-    if measured <= budget:
-        return "confirmed"
-    return "inconclusive" if slowdown > 1 and measured / slowdown <= budget else "not confirmed"
-
-
 def engineering_targets(rows: list[dict]) -> "pd.DataFrame":
     """The engineering targets (not paper claims, not in the claims file): each row {target,
     ratio (median), slowest, goal, source, note}; `result` by target_verdict (met = every paired

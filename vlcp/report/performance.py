@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vlcp.report.claims import budget_verdict
-from vlcp.report.results import fill_pass_flops, flops_per_step, run_paths
+from vlcp.report import targets as tg
+from vlcp.report.ledger import Row
+from vlcp.report.results import fill_pass_flops, flops_per_step, load_runs, run_paths
 from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_results
 
@@ -255,7 +256,7 @@ def _slowdown_of(slowdown: float | dict[str, float], study: str) -> float:
     return slowdown[study] if isinstance(slowdown, dict) else slowdown
 
 
-BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "not confirmed": "NOT met"}
+BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "refuted": "NOT met"}
 
 
 def study_runs(params: dict) -> dict[str, int]:
@@ -318,13 +319,13 @@ def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict,
 def stage_minutes(takes: list[tuple[float, float]], budget: float) -> tuple[float, float, float | None, str | None]:
     """Stages timed as (seconds, the slowdown of the pace they ran at) → their minutes as measured and
     at the reference pace (each stage ÷ its own slowdown), the slowdown those imply, and
-    `budget_verdict` against `budget` minutes; NaN, NaN, None, None when no stage was timed."""
+    `targets.budget_verdict` against `budget` minutes; NaN, NaN, None, None when no stage was timed."""
     if not takes:
         return float("nan"), float("nan"), None, None
     measured = sum(s for s, _ in takes) / 60
     at_reference = sum(s / k for s, k in takes) / 60
     pace = measured / at_reference if at_reference else takes[0][1]
-    return measured, at_reference, pace, budget_verdict(measured, budget, pace)
+    return measured, at_reference, pace, tg.budget_verdict(measured, budget, pace)
 
 
 def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | dict[str, float] = 1.0,
@@ -407,7 +408,7 @@ def costs_line(costs: pd.DataFrame) -> str:
 def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dict[str, float] = 1.0) -> pd.DataFrame:
     """Measured minutes of each paper's DVC stages (matched by stage-name prefix) against its budget,
     and scaled back to the machine's reference pace (÷ `slowdown`, see `pace_slowdown`: one for every
-    paper, or one per paper, `study_slowdowns`); `verdict` by `budget_verdict`. A paper with no
+    paper, or one per paper, `study_slowdowns`); `verdict` by `targets.budget_verdict`. A paper with no
     measured stage yet shows NaN and `status` "not built"."""
     stages = pipeline["stages"]
     rows = {}
@@ -419,3 +420,203 @@ def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dic
                        "at reference pace min": at_reference, "stages": len(secs),
                        "status": BUDGET_STATUS[verdict] if verdict else "not built", "verdict": verdict}
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+# --------------------------------------------------------------------------- the performance ledger
+
+def throughput_targets(tp: dict) -> list[Row]:
+    """`benchmarks/throughput.py`'s targets: vlcp's SeqF against open_clip_train on the same work
+    (paired repeats' interval where recorded) and, where measured, like for like with an A/A control."""
+    where = f"{tp['device']}{' ' + tp['gpu'] if tp.get('gpu') else ''}, {tp['model']} {tp['precision']}"
+    s = tp["samples_per_second"]
+    ratio, loop_ratio = tp["ratio_vlcp_over_open_clip"], tp.get("ratio_vlcp_over_open_clip_fused_adamw")
+    shipped = tp.get("paired_over_open_clip")
+    sp = tp["pairs"]["shipped"]["samples_per_second"] if "pairs" in tp else s
+    goal = tp["target_ratio"]
+    verdict = (tg.interval_verdict(shipped["geometric_mean"], *shipped["ci95"], goal, goal) if shipped
+               else tg.single_verdict(ratio >= goal))
+    out = [tg.target(f"vlcp SeqF throughput ≥ {goal}× open_clip_train on the same work ({where})", verdict,
+                     f"ratio {ratio:.3f} ({sp['vlcp']:.0f} vs {sp['open_clip']:.0f} samples/s)"
+                     + (f"; paired {shipped['geometric_mean']:.3f}, 95% interval [{shipped['ci95'][0]:.3f}, "
+                        f"{shipped['ci95'][1]:.3f}]" if shipped else "")
+                     + (f"; {loop_ratio:.3f} against open_clip's loop with the same fused AdamW" if loop_ratio else ""),
+                     **_interval(shipped))]
+    like, aa = tp.get("paired_over_open_clip_fused_adamw"), tp.get("paired_a_a")
+    if like:
+        g, (lo, hi) = like["geometric_mean"], like["ci95"]
+        out.append(tg.target(
+            f"vlcp's loop ≥ {tp['loop_target']}× open_clip_train's like for like (same fused AdamW), "
+            f"paired repeats, interval above {tp['loop_margin']}× ({where})",
+            tg.interval_verdict(g, lo, hi, tp["loop_target"], tp["loop_margin"], control=tuple(aa["ci95"]) if aa else None),
+            f"geometric mean {g:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] over {len(like['ratios'])} repeats"
+            + (f"; A/A control {aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]" if aa else ""),
+            **_interval(like)))
+    return out
+
+
+def _interval(paired: dict | None) -> dict:
+    return {"effect": paired["geometric_mean"], "low": paired["ci95"][0], "high": paired["ci95"][1],
+            "seeds": len(paired.get("ratios") or ()) or None} if paired else {}
+
+
+def ddp_target(dd: dict) -> Row:
+    """`benchmarks/ddp_scaling.py`'s target: 2 DDP processes against one at the same per-rank batch."""
+    r, (lo, hi) = dd["ratio_to_one_process"]["2 processes"], dd["ratio_range"]["2 processes"]
+    return tg.target(
+        f"2-process DDP on CPU ≥ {dd['target_ratio']}× one process's samples/s at the same per-rank batch",
+        tg.repeats_verdict(r, lo, hi, dd["target_ratio"], at_least=True),
+        f"{r:.2f}× (paired range {lo:.2f}–{hi:.2f} over {dd['repeats']} repeats; one process with 2 threads: "
+        f"{dd['ratio_to_one_process']['1 process, 2 threads']:.2f}×"
+        + (f"; two independent processes, no communication: {dd['ratio_to_one_process']['2 independent processes']:.2f}×, "
+           f"DDP keeps {dd['ddp_over_independent']:.0%} of it" if "ddp_over_independent" in dd else "")
+        + ("; by per-rank batch: " + ", ".join(f"{b}: {x['ratio']:.2f}×" for b, x in dd["by_batch"].items())
+           if "by_batch" in dd else "") + ")",
+        "scale-path issue target", effect=r, low=lo, high=hi, seeds=dd["repeats"])
+
+
+def overhead_judged(ov: pd.DataFrame, spine_cost: dict | None) -> dict[str, tuple]:
+    """Per method of the spine's overhead table: (time ratio, FLOP ratio, paired range or None, where
+    from): `benchmarks/spine_cost.py`'s paired repeats for the methods it re-times, else this run's."""
+    out = {}
+    for e in ov.index:
+        if spine_cost and e != spine_cost["reference"] and e in spine_cost["ratio_to_reference"]:
+            lo, hi = spine_cost["ratio_range"][e]
+            out[e] = (spine_cost["ratio_to_reference"][e], spine_cost["flop_ratio"][e], (lo, hi),
+                      f"paired median of {spine_cost['repeats']} repeats, range {lo:.2f}–{hi:.2f}")
+        else:
+            out[e] = (ov.loc[e, "time ratio"], ov.loc[e, "FLOP ratio"], None, "this run")
+    return out
+
+
+def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float = 1.1) -> Row:
+    """Every spine method's time ratio ≤ its FLOP ratio × `tolerance`, on its paired median where
+    re-timed: refuted only where a method's paired range lies wholly above it; one run's timing
+    cannot refute."""
+    def one(t, f, rng):
+        goal = tolerance * f
+        return "confirmed" if t <= goal else "refuted" if rng and rng[0] > goal else "inconclusive"
+
+    verdict = tg.all_of([one(t, f, rng) for t, f, rng, _ in overhead_judged(ov, spine_cost).values()])
+    judged = overhead_judged(ov, spine_cost)
+    return tg.target(
+        f"every method's time ratio ≤ its FLOP ratio × {tolerance:g} (vs SeqF)", verdict,
+        "; ".join(f"{e}: time {t:.2f} vs FLOPs {f:.2f} ({src}"
+                  + (f"; this run {ov.loc[e, 'time ratio']:.2f}" if src != "this run" else "")
+                  + (f"; own-work ratio {ov.loc[e, 'own-work ratio']:.2f}: {ov.loc[e, 'explained']}" if ov.loc[e, "explained"] else "")
+                  + ")" for e, (t, f, _, src) in judged.items()))
+
+
+def study_tables(params: dict) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, list[dict]]]]:
+    """`study_overheads` of every paper study of `report.performance.studies` whose reference ran
+    with FLOP counts ({study: table}), and those studies' runs ({study: {experiment: [results]}})."""
+    tables, runs_of = {}, {}
+    for study, spec in (params["report"]["performance"].get("studies") or {}).items():
+        runs = discover_runs(spec["runs"], spec["experiments"])
+        if spec["reference"] in runs:
+            try:
+                tables[study], runs_of[study] = study_overheads(runs, spec["reference"]), runs
+            except ValueError:   # runs from before FLOPs were recorded
+                continue
+    return tables, runs_of
+
+
+def studies_target(tables: dict[str, pd.DataFrame]) -> Row:
+    """Every paper study's methods within FLOPs × 1.1 of their study's reference, on single in-study timings."""
+    over = [(s, e, t.loc[e]) for s, t in tables.items() for e in t.index[~t["within"]]]
+    n = sum(len(t) for t in tables.values())
+    return tg.target("every paper's method: time ratio ≤ its FLOP ratio × 1.1 (single in-study timings)",
+                     tg.single_verdict(not over),
+                     f"{n - len(over)} of {n} within; over: " + ("; ".join(
+                         f"{s} {e}: time {r['time ratio']:.2f} vs FLOPs {r['FLOP ratio']:.2f} ({r['uncounted work']})"
+                         for s, e, r in over) or "none"))
+
+
+def explained_target(tables: dict[str, pd.DataFrame], phased: set[str]) -> Row | None:
+    """Every method over FLOPs × 1.1 explained by its run's phase times (`study_overheads`'
+    "explained"), over the studies whose runs record them (`phased`); None when none is over."""
+    named = [(s, e, t.loc[e]) for s, t in tables.items() if s in phased for e in t.index[~t["within"]]]
+    if not named:
+        return None
+    verdicts = [r["explained"] for _, _, r in named]
+    return tg.target(
+        "every method over FLOPs × 1.1 is explained by its run's phase times: its most extra time is in a phase "
+        "where its explanation's work runs, or with only those phases differing from the reference it is within the target",
+        tg.single_verdict(all(v in ("its phases", "variance elsewhere") for v in verdicts)),
+        "; ".join(f"{s} {e} ({r['explained'] or 'no phase times or explanation'}): "
+                  f"{r['extra time by phase (rows over target)'] or '—'}, own-work ratio {r['own-work ratio']:.2f} "
+                  f"vs FLOPs {r['FLOP ratio']:.2f}" for s, e, r in named))
+
+
+def eval_memory_targets(em: dict) -> list[Row]:
+    """`benchmarks/eval_memory.py`'s targets (exact peak-memory measurements): linear growth of the
+    chunked path, and its saving against the naive path at the largest gallery."""
+    t = eval_memory_frame(em)
+    slope, ratio = loglog_slope(t.index, t["peak_mb"]["chunked"]), em["memory_ratio_at_largest"]
+    return [tg.target("chunked evaluation memory grows linearly in gallery size (log-log slope ≤ 1.2)",
+                      tg.exact_verdict(slope <= 1.2),
+                      f"slope {slope:.2f} (naive {loglog_slope(t.index, t['peak_mb']['naive']):.2f})", effect=slope),
+            tg.target(f"chunked evaluation needs ≥ 5× less peak memory than the naive path at {em['largest']:,}",
+                      tg.exact_verdict(ratio >= em["target_ratio"]) if ratio else "inconclusive",
+                      f"{ratio:.1f}× ({t['peak_mb']['naive'].iloc[-1]:.0f} vs {t['peak_mb']['chunked'].iloc[-1]:.0f} MB)"
+                      if ratio else "naive path did not finish", effect=ratio)]
+
+
+def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[Row]:
+    """`benchmarks/pipeline.py`'s targets: the whole default repro and its no-op within their budgets,
+    and each study's stages within its own (re-timed alone since where a part measurement did),
+    each read at its measurement's pace (`study_slowdowns`)."""
+    perf = params["report"]["performance"]
+    spine_cost = bench.get("spine_cost")
+    slow = pace_slowdown(pj, spine_cost)
+    slows = study_slowdowns(pj, spine_cost, perf["budgets"])
+    bt = budget_table(pj, perf["budgets"], slows)
+    costs = study_costs(pj, params, dvc_yaml, slows, retimed(bench, spine_cost))
+    alone = costs[costs["measured"] != "the whole repro"]
+    total, missing = perf["total_budget_minutes"], list(bt.index[bt["status"] == "not built"])
+    at_pace = (f" ({pj['total_seconds'] / 60 / slow:.1f} min and {pj['noop_seconds'] / slow:.1f} s at the reference "
+               f"pace, the machine {slow:.2f} × slower)" if slow > 1 else "")
+    out = [tg.target(f"full default dvc repro (all four papers) ≤ {total} min; no-op ≤ 5 s",
+                     tg.all_of([tg.budget_verdict(pj["total_seconds"], 60 * total, slow),
+                                tg.budget_verdict(pj["noop_seconds"], 5, slow)] + ["inconclusive"] * bool(missing)),
+                     f"{pj['total_seconds'] / 60:.1f} min, no-op {pj['noop_seconds']:.1f} s{at_pace}"
+                     + (f"; not measurable yet: {', '.join(missing)} not built" if missing else "")
+                     + (f"; re-timed alone since: {', '.join(alone.index)}, the whole then estimated at "
+                        f"{costs['at reference pace min'].sum():.1f} min at the reference pace (not a measurement)"
+                        if len(alone) else ""))]
+    for paper, row in bt.iterrows():
+        if paper in alone.index:   # its stages timed alone later: judged on that measurement, at its pace
+            r = alone.loc[paper]
+            out.append(tg.target(f"{paper} stages ≤ {row['budget min']} min", r["verdict"],
+                                 f"{r['measured min']:.1f} min over {r['stages']} stages, timed {r['measured']} "
+                                 f"({r['at reference pace min']:.1f} at the reference pace)"))
+        elif row["status"] != "not built":
+            out.append(tg.target(f"{paper} stages ≤ {row['budget min']} min", row["verdict"],
+                                 f"{row['measured min']:.1f} min over {row['stages']} stages"
+                                 + (f" ({row['at reference pace min']:.1f} at the reference pace)" if slows[paper] > 1 else "")))
+    return out
+
+
+def targets(bench: dict[str, dict], params: dict, runs_dir, dvc_yaml: dict) -> list[Row]:
+    """The performance report's ledger: every target, from `benchmarks/results/*.json` (`bench`, by
+    file stem), the spine's runs under `runs_dir` (`report.performance`) and each paper study's runs."""
+    perf = params["report"]["performance"]
+    out = []
+    for name, tp in bench.items():
+        if name == "throughput" or name.startswith("throughput_"):
+            out += throughput_targets(tp)
+    if "ddp_scaling" in bench:
+        out.append(ddp_target(bench["ddp_scaling"]))
+    exps = [e for e in perf["experiments"] if all((Path(runs_dir) / e / f"seed{s}" / "results.json").exists() for s in params["seeds"])]
+    if perf["reference"] in exps:
+        runs = load_runs(runs_dir, exps, params["seeds"])
+        out.append(overhead_target(study_overheads(runs, perf["reference"]), bench.get("spine_cost")))
+    tables, runs_of = study_tables(params)
+    if tables:
+        out.append(studies_target(tables))
+        explained = explained_target(tables, {s for s, runs in runs_of.items() if not study_phases(runs).empty})
+        out += [explained] if explained else []
+    if "eval_memory" in bench:
+        out += eval_memory_targets(bench["eval_memory"])
+    if "pipeline" in bench:
+        out += budget_targets(bench["pipeline"], bench, params, dvc_yaml)
+    return out
