@@ -352,17 +352,22 @@ def test_above_at_every_step_by_hand():
 
 
 def test_the_ledger_cell_evaluates_the_claims_file(tmp_path):
-    """The notebook's ledger cell only loads, evaluates and writes: every row of the claims file."""
+    """The notebook's ledger cell only calls the study's ledger hook (the rows tests/test_pins.py pins)
+    and writes every row of the claims file."""
+    import types
+
     from vlcp.report.ledger import evaluate, ledger_frame, ledger_json, ledger_style
     from vlcp.report.measures import MEASURES
     from vlcp.report.study import load_study
     from vlcp.utils import write_json
 
     cell = notebook_cell("incclip_ablations.ipynb", "854beca6")
-    assert "claims.append" not in cell and "evaluate(" in cell
+    assert "claims.append" not in cell and "evaluate(" not in cell and "ic.ledger(inc, params, runs_dir, long)" in cell
     inc = load_study("incclip")
-    ns = {"report": True, "stale": None, "inc": inc, "ledger_runs": ledger_runs(), "sds": FLOORS, "ic": ic,
-          "MEASURES": MEASURES, "evaluate": evaluate, "write_json": write_json, "ledger_json": ledger_json,
+    hook = types.SimpleNamespace(ledger=lambda study, params, runs_dir, long: evaluate(study, ledger_runs(), MEASURES, False,
+                                                                                     ic.floors(FLOORS)))
+    ns = {"report": True, "stale": None, "inc": inc, "ic": hook, "params": {}, "runs_dir": "runs", "long": False,
+          "write_json": write_json, "ledger_json": ledger_json,
           "ledger_style": ledger_style, "ledger_frame": ledger_frame, "display": lambda *a, **k: None,
           "Markdown": lambda t: t, "Path": Path, "reports_dir": str(tmp_path), "study_power_table": None}
     exec(cell, ns)

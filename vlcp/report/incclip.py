@@ -24,7 +24,7 @@ from vlcp.report.claims import Noise, engineering_targets, runs_where, seed_spre
 from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, not_testable
 from vlcp.report.ledger import comparisons as row_comparisons
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
-from vlcp.report.results import complete, load_subset, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
+from vlcp.report.results import complete, load_subset, long_reads, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
 from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
@@ -262,13 +262,15 @@ def ledger_runs(block: dict, runs_dir, seeds: list[int]) -> Runs:
     return load_runs(runs_dir, block["experiments"], subset_seeds(seeds, block.get("spread") or {}))
 
 
-def ledger(study: Study, params: dict, runs_dir) -> list[Row]:
-    """IncCLIP's ledger on its runs under `runs_dir`, as its default report renders it: the ledger's
-    runs, the seed subset's floors (`noise_sds`, else `noise_floor`), the calibrated headrooms where
-    the claims file's calibration applies to these runs."""
+def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row]:
+    """IncCLIP's ledger on its runs under `runs_dir`, as its report renders it (`long`: every row also
+    at the long profile's seeds, `results.long_reads`): the ledger's runs, the seed subset's floors
+    (`noise_sds`, else `noise_floor`), the calibrated headrooms where the claims file's calibration
+    applies to these runs."""
     block = params["report"][study.params]
     spread_, _, _ = subset_spread(runs_dir, block)
-    runs = ledger_runs(block, runs_dir, block["seeds"])
+    seeds, dirs = (long_reads(block, runs_dir, block["seeds"]) if long else (block["seeds"], runs_dir))
+    runs = ledger_runs(block, dirs, seeds)
     stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
     return evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale,
                     floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
