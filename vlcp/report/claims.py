@@ -622,18 +622,6 @@ def target_verdict(median: float, worst: float, goal: float, *, at_least: bool =
     return "confirmed" if meets(worst) else "inconclusive" if meets(median) else "not confirmed"
 
 
-def engineering_targets(rows: list[dict]) -> "pd.DataFrame":
-    """The engineering targets (not paper claims, not in the claims file): each row {target,
-    ratio (median), slowest, goal, source, note}; `result` by target_verdict (met = every paired
-    measurement meets the goal)."""
-    import pandas as pd
-
-    names = {"confirmed": "met", "inconclusive": "met by the median only", "not confirmed": "not met"}
-    return pd.DataFrame([{"target": r["target"], "× reference (median)": r["ratio"], "slowest": r["slowest"],
-                          "goal": r["goal"], "result": names[target_verdict(r["ratio"], r["slowest"], r["goal"])],
-                          "measured by": r["source"], "note": r.get("note", "")} for r in rows]).set_index("target")
-
-
 def combine(verdicts: list[str]) -> str:
     """All confirmed -> confirmed; any not confirmed -> not confirmed; all not testable -> not
     testable; else inconclusive (a part we cannot test leaves the whole unconfirmed)."""

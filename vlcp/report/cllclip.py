@@ -18,7 +18,7 @@ import pandas as pd
 
 from vlcp.report import claims
 from vlcp.report import ledger as lg
-from vlcp.report.claims import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
+from vlcp.report.targets import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
 from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results
 from vlcp.report.stats import Noise

@@ -64,3 +64,17 @@ def all_of(verdicts: list[str]) -> str:
     if "refuted" in verdicts:
         return "refuted"
     return "confirmed" if verdicts and all(v == "confirmed" for v in verdicts) else "inconclusive"
+
+
+def engineering_targets(rows: list[dict]):
+    """A study's engineering targets shown beside its ledger (not paper claims), one row each
+    {target, ratio (the median of paired measurements), slowest, goal, source, note}: "met" when
+    every measurement meets the goal, "met by the median only", else "not met"."""
+    import pandas as pd
+
+    def result(r: dict) -> str:
+        return "met" if r["slowest"] <= r["goal"] else "met by the median only" if r["ratio"] <= r["goal"] else "not met"
+
+    return pd.DataFrame([{"target": r["target"], "× reference (median)": r["ratio"], "slowest": r["slowest"],
+                          "goal": r["goal"], "result": result(r), "measured by": r["source"], "note": r.get("note", "")}
+                         for r in rows]).set_index("target")
