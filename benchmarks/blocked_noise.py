@@ -8,8 +8,8 @@ its seeds too), on the study's headline metric and its candidates (`power_levers
 
 - **today**: a comparison paired by seed reads its own spread, the sd of its n per-seed
   differences on n − 1 degrees of freedom (the median over every pair of experiments, and the range);
-  a single-seed comparison reads √2 × the pooled seed std (`claims.seed_spread`);
-- **seeds as blocks**: `claims.block_spread`, value = experiment + seed + residual, the residual
+  a single-seed comparison reads √2 × the pooled seed std (`spread.seed_spread`);
+- **seeds as blocks**: `spread.block_spread`, value = experiment + seed + residual, the residual
   pooled over every experiment on (E − 1)(S − 1) degrees of freedom; √2 σ is the sd of one
   difference at a common seed;
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from vlcp.config import load_params  # noqa: E402
 from vlcp.report import power as pw  # noqa: E402
-from vlcp.report.claims import block_spread, seed_spread  # noqa: E402
+from vlcp.report.spread import block_spread, seed_spread  # noqa: E402
 from vlcp.report.results import find_run  # noqa: E402
 from vlcp.utils import read_json, write_json  # noqa: E402
 

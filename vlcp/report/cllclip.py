@@ -16,10 +16,10 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 
-from vlcp.report import claims
 from vlcp.report import ledger as lg
 from vlcp.report.targets import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
-from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
+from vlcp.report import spread as spreads
+from vlcp.report.spread import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results
 from vlcp.report.stats import Noise
 from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs, paper_number, values
@@ -174,7 +174,7 @@ def load_subset(runs_dir, experiments: list[str], seeds: list[int]) -> tuple[dic
 
 
 def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
-    """The study's seed spread (`claims.seed_spread`) over the subset's runs ({experiment: [results
+    """The study's seed spread (`spread.seed_spread`) over the subset's runs ({experiment: [results
     per seed]}, at `seeds`): AR and F on every cell (keys `spread_key`) and Fig. 3's `CONVERGENCE`
     measurements; with "where" (the runs and seeds, for the evidence). None when no metric has
     two seeds (no subset run, or one seed)."""
@@ -187,8 +187,8 @@ def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
             for k in CONVERGENCE:
                 if k in r.get("convergence", {}):
                     values.setdefault(k, {}).setdefault(e, []).append(r["convergence"][k])
-    where = claims.runs_where({e: seeds for e in subset})
-    spread = claims.seed_spread(values, where)
+    where = spreads.runs_where({e: seeds for e in subset})
+    spread = spreads.seed_spread(values, where)
     return {**spread, "where": where} if spread["metrics"] else None
 
 

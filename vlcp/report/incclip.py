@@ -20,7 +20,8 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report import stats as st
-from vlcp.report.claims import Noise, runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
+from vlcp.report.claims import Noise
+from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
 from vlcp.report.targets import engineering_targets  # noqa: F401  (ic.engineering_targets)
 from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, not_testable
 from vlcp.report.ledger import comparisons as row_comparisons
@@ -95,7 +96,7 @@ def subset_seeds(main_seeds: list[int], spread_cfg: dict) -> list[int]:
 
 
 def spread(runs: dict[str, list[dict]], seeds: list[int]) -> dict:
-    """The study's seed spread (`claims.seed_spread`) of the ledger's metrics (`SPREAD_METRICS`)
+    """The study's seed spread (`spread.seed_spread`) of the ledger's metrics (`SPREAD_METRICS`)
     from the seed subset's runs ({experiment: [results of each of `seeds`]}), with the
     `experiments` and `seeds` it was measured on."""
     values = {m: {exp: [fn(r) for r in rs] for exp, rs in runs.items()} for m, fn in SPREAD_METRICS.items()}

@@ -220,7 +220,7 @@ def study_power(metric: str, upper: list[float], lower: list[float], gains, *, h
                 teaching_from: str = "") -> StudyPower:
     """A study's power table from its runs: H = mean(`upper`) − mean(`lower`) (per-seed values of the
     headline `metric`, e.g. JointT's and SeqF's final Rm); σ_d = `sigma_d` when given (a seed
-    subset's √2 × pooled std, `claims.seed_spread`), else the sd of the per-seed differences upper −
+    subset's √2 × pooled std, `spread.seed_spread`), else the sd of the per-seed differences upper −
     lower (paired by seed: needs ≥ 2 seeds each; its dof: seeds − 1; a given `sigma_d`'s dof:
     `sigma_dof`, when known); `gains`: the fine-tune baseline's
     `vlcp.report.teach.task_gains` frame (its `teaches` column), None when its runs hold no per-task
@@ -242,7 +242,7 @@ def study_power(metric: str, upper: list[float], lower: list[float], gains, *, h
 
 
 def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
-    """σ_d of `metric` from a seed subset's spread (`vlcp.report.claims.seed_spread`: √2 × the pooled
+    """σ_d of `metric` from a seed subset's spread (`vlcp.report.spread.seed_spread`: √2 × the pooled
     seed std), with where it comes from; (None, why) when the subset has not measured it."""
     m = ((spread or {}).get("metrics") or {}).get(metric)
     if not m:
