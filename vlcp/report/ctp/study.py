@@ -47,10 +47,6 @@ DEFAULT_STUDY = {
     "noise_floor_default": 1.0,
     "time_tolerance": 1.1,
     "time_target": PAPER_TIME_TARGET,
-    "time_margin": PAPER_HOURS_RESOLUTION,   # "CTP costs no more than": 0.1 h (the paper's resolution) / 3.4 h
-    "momentum_margin": "auto",    # Rm points, or auto: the paper's range over m (0.30 of 64.87) × our CTP Rm
-    "rank_alpha": 0.05,           # reversed order: τ must lie in the top 5 % of τ under random within-group orders
-    "gap": {"rm_min_frac": 0.5, "map_max_frac": 2.0},
     "table1": {
         "memory-free": ["ctp-seqf", "ctp-si", "ctp-mas", "ctp-ewc", "ctp-afec", "ctp-lwf", "ctp-rwalk", "ctp-ctp"],
         "memory-buffer": ["ctp-mof", "ctp-lucir", "ctp-er", "ctp-kmeans", "ctp-icarl", "ctp-ctp-er"],
