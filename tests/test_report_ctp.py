@@ -544,3 +544,14 @@ def test_notebook_executes_on_synthetic_runs(tmp_path):
     assert [c["claim_id"] for c in ledger["claims"]] == [r.id for r in CTP.claims.rows]
     first = ledger["claims"][0]   # CTP's baselines: AFEC did not run
     assert first["verdict"] == "not testable" and "ctp-afec" in first["notes"][0]
+
+
+def test_the_hook_in_the_long_profile_reads_the_long_seeds_from_their_folder(tmp_path):
+    block = load_params("params.yaml")["report"]["ctp"] | {"long": {"runs": str(tmp_path / "long"), "seeds": [3],
+                                                                     "ablation_seeds": [1]}}
+    write_runs(tmp_path / "main", "table1", "ctp-ctp", (0, 1, 2), 14.0)
+    write_runs(tmp_path / "long", "table1", "ctp-ctp", (3,), 14.0)
+    write_runs(tmp_path / "long", "ablations", "ctp-only-prev", (1,), 12.0)
+    runs, t1 = ctp.ledger_runs(block, tmp_path / "main", long=True)
+    assert sorted(runs["ctp-ctp"]) == [0, 1, 2, 3] and sorted(runs["ctp-only-prev"]) == [1]
+    assert sorted(ctp.ledger_runs(block, tmp_path / "main")[0]["ctp-ctp"]) == [0, 1, 2]
