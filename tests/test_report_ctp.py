@@ -499,14 +499,6 @@ def test_single_seed_tables_read_table1_rows_at_every_seed_table1_ran():
     assert ctp.values(ctp.with_table1_seeds({}, {"c": [r(3, 1)]}, ["c"])["c"], "Rm") == [3]   # its ablation seed missing
 
 
-def test_paper_rm_reads_every_table_and_the_prose_implied_row():
-    rm = ctp.paper_rm(ctp.DEFAULT_STUDY)
-    assert rm["ctp-ctp"] == 64.87 and rm["ctp-seqf"] == 56.86 and rm["ctp-rev-ctp-er"] == 71.97
-    assert rm["ctp-abl-cmc-lc"] == pytest.approx(64.38)      # §5.3: L_c alone 62.50 + 1.88
-    assert rm["ctp-only-prev"] == 63.57 and rm["ctp-no-selfmask"] == 63.12
-    assert ctp.paper_headroom() == pytest.approx(23.22) and ctp.paper_headroom("ctp_supp_table3") == pytest.approx(20.99)
-
-
 # ---------------------------------------------------------------------------------------------
 # the notebook, end to end on synthetic runs (a few runs missing on purpose)
 

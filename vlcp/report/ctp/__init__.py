@@ -16,14 +16,12 @@ The ledger: the rows of `studies/ctp/claims.yaml`, judged by `vlcp.report.ledger
 package's measures, kinds, floor and `ledger` hook (`vlcp.report.ctp.rows`).
 """
 from vlcp.report.ctp.study import (ABLATION, COMPONENTS, DEFAULT_STUDY, FINAL, GROUPS, LABELS, PAPER_CTP_HOURS,
-                                   PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT, PAPER_SEQF_HOURS,
-                                   PAPER_TIME_TARGET, PREFIX, REV_PREFIX, SWITCHES, SWITCH_INDEX, TABLE3_ROWS, by_seed,
-                                   component_pairs, describe_missing, final_row, flop_ratios, group_of, list_mismatch,
-                                   load_available, mean_std, method_label, method_notes, momentum_rows, paper_headroom,
-                                   paper_rm, reversed_rows,
-                                   run_bwt, seed_values, setting, single_seed_experiments, study_config, switch_label,
-                                   table1_experiments, table2_rows, table3_rows, time_ratios, train_seconds, values,
-                                   with_long, with_table1_seeds)
+                                   PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, SWITCHES, SWITCH_INDEX,
+                                   TABLE3_ROWS, by_seed, component_pairs, describe_missing, final_row, flop_ratios,
+                                   group_of, list_mismatch, load_available, mean_std, method_label, method_notes,
+                                   momentum_rows, reversed_rows, run_bwt, seed_values, setting, single_seed_experiments,
+                                   study_config, switch_label, table1_experiments, table2_rows, table3_rows,
+                                   time_ratios, train_seconds, values, with_long, with_table1_seeds)
 from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1, paper_table2, pm, ranking,
                                     single_table, start_and_end, stats_frame, table1, table2)
 from vlcp.report.ctp.figures import curves, plot_fig4
@@ -37,7 +35,7 @@ __all__ = ["ABLATION", "beside", "bwt_table", "by_seed", "claim_time_flops", "co
            "GROUPS", "kendall_tau", "KINDS", "LABELS", "ledger", "ledger_runs", "list_mismatch", "load_available",
            "mean_std", "MEASURES", "method_label", "method_notes", "momentum_rows", "noise_floor", "null_verdict",
            "overhead", "paired_cost", "paired_effect", "paper_by_label", "PAPER_CTP_HOURS", "PAPER_GAP",
-           "paper_headroom", "PAPER_HOURS_RESOLUTION", "PAPER_JOINTT", "paper_rm", "PAPER_SEQF_HOURS", "paper_table",
+           "PAPER_SEQF_HOURS", "paper_table",
            "paper_table1", "paper_table2", "PAPER_TIME_TARGET", "plot_fig4", "pm", "PREFIX", "ranking", "REV_PREFIX",
            "reversed_rows", "run_bwt", "seed_values", "setting", "single_seed_experiments", "single_table",
            "stale_calibration", "start_and_end", "stats_frame", "study_config", "SWITCH_INDEX", "switch_label",
