@@ -168,7 +168,7 @@ def test_tiny_dvc_repro(tmp_path):
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert params["experiments"]["er"]["method"]["buffer_size"] == 40
     params["experiments"]["seqf"].setdefault("train", {})["lr"] = 0.002
-    params["report"]["ctp"]["rank_alpha"] = 0.1
+    params["report"]["ctp"]["time_tolerance"] = 1.2
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert run("dvc", "repro", "configs").returncode == 0
     status = run("dvc", "status").stdout

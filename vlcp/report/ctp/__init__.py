@@ -10,53 +10,38 @@ What is read from a run's `results.json`:
 - `train[i]["seconds"]` (training wall time, evaluation excluded) and `flops_per_step` (per task,
   with the method's per-task passes: `report.results.flops_per_step`).
 
-Definitions used by the tables and the ledger (all stated again in the notebook):
-- Mean ± std over seeds: sample std (ddof = 1); one seed shows no ±.
-- Time column: per seed, a method's total training seconds / SeqF's of the same seed (the same
-  run environment), then mean ± std over seeds; FLOPs column: FLOPs per step / SeqF's.
-- Verdicts (`vlcp.report.claims`): each claim is an effect (a − b with its 95 % interval, paired
-  by seed for Table 1's seeds; one run each with sd = √2 × the pooled Table 1 seed std of Rm for
-  the single-seed tables, whose rows Table 1 also runs read every seed it ran them at) judged
-  against the paper's effect scaled to our headroom (`powered`, through `Scale`: the paper's Rm
-  difference ÷ its JointT − SeqF × ours, `report.ctp.power`), or by `greater_verdict` (the
-  JointT–SeqF gap), an equivalence within a stated margin (`equivalent_verdict`), a cost target
-  (`target_verdict`), or `not_testable` with the reason; the reversed-order ranking by a
-  permutation test (`null_verdict`, here).
+Mean ± std over seeds: sample std (ddof = 1); one seed shows no ±. Time column: per seed, a
+method's total training seconds / SeqF's of the same seed; FLOPs column: FLOPs per step / SeqF's.
+The ledger: the rows of `studies/ctp/claims.yaml`, judged by `vlcp.report.ledger` with this
+package's measures, kinds, floor and `ledger` hook (`vlcp.report.ctp.rows`).
 """
 from vlcp.report.ctp.study import (ABLATION, COMPONENTS, DEFAULT_STUDY, FINAL, GROUPS, LABELS, PAPER_CTP_HOURS,
-                                   PAPER_GAP, PAPER_HOURS_RESOLUTION, PAPER_JOINTT, PAPER_SEQF_HOURS,
-                                   PAPER_TIME_TARGET, PREFIX, REV_PREFIX, SWITCHES, SWITCH_INDEX, TABLE3_ROWS, by_seed,
-                                   component_pairs, describe_missing, final_row, flop_ratios, group_of, list_mismatch,
-                                   load_available, mean_std, method_label, method_notes, momentum_rows, paper_headroom,
-                                   paper_rm, reversed_rows,
-                                   run_bwt, seed_values, setting, single_seed_experiments, study_config, switch_label,
-                                   table1_experiments, table2_rows, table3_rows, time_ratios, train_seconds, values,
-                                   with_long, with_table1_seeds)
+                                   PAPER_SEQF_HOURS, PAPER_TIME_TARGET, PREFIX, REV_PREFIX, SWITCHES, SWITCH_INDEX,
+                                   TABLE3_ROWS, by_seed, component_pairs, describe_missing, final_row, flop_ratios,
+                                   group_of, list_mismatch, load_available, mean_std, method_label, method_notes,
+                                   momentum_rows, reversed_rows, run_bwt, seed_values, setting, single_seed_experiments,
+                                   study_config, switch_label, table1_experiments, table2_rows, table3_rows,
+                                   time_ratios, train_seconds, values, with_long, with_table1_seeds)
 from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1, paper_table2, pm, ranking,
                                     single_table, start_and_end, stats_frame, table1, table2)
 from vlcp.report.ctp.figures import curves, plot_fig4
-from vlcp.report.ctp.claims import (PAPER_M_DEFAULT_RM, PAPER_M_RANGE, Scale, blocks, claim_beats_all, claim_component,
-                                    claim_first_in_groups, claim_gap, claim_groups, claim_momentum_insensitive,
-                                    claim_ranking, claim_time_flops, claim_time_overhead, claim_time_target,
-                                    group_means, kendall_tau, ledger, momentum_margin, noise_floor, null_verdict,
-                                    overhead, paired_cost, paired_effect, powered_claim, sd_source_of, study_scale,
-                                    tau_null, time_ratio_by_seed, weakest)
+from vlcp.report.ctp.claims import claim_time_flops, overhead, paired_cost, paired_effect, time_ratio_by_seed
+from vlcp.report.ctp.rows import (KINDS, MEASURES, floors, kendall_tau, ledger, ledger_runs, noise_floor,
+                                  null_verdict, stale_calibration, tau_null, time_ratio)
 from vlcp.report.paper import paper_table   # the notebook's ctp.paper_table(...): reachable here before the split
 
-__all__ = ["ABLATION", "COMPONENTS", "DEFAULT_STUDY", "FINAL", "GROUPS", "LABELS", "PAPER_CTP_HOURS", "PAPER_GAP",
-           "PAPER_HOURS_RESOLUTION", "PAPER_JOINTT", "PAPER_M_DEFAULT_RM", "PAPER_M_RANGE", "PAPER_SEQF_HOURS",
-           "PAPER_TIME_TARGET", "PREFIX", "REV_PREFIX", "SWITCHES", "SWITCH_INDEX", "TABLE3_ROWS", "beside",
-           "blocks", "bwt_table", "by_seed", "claim_beats_all", "claim_component", "claim_first_in_groups", "claim_gap",
-           "claim_groups", "claim_momentum_insensitive", "claim_ranking", "claim_time_flops", "claim_time_overhead",
-           "claim_time_target", "component_pairs", "curves", "describe_missing", "final_row", "flop_ratios",
-           "group_means", "group_of", "kendall_tau", "ledger", "list_mismatch", "load_available", "mean_std",
-           "method_label", "method_notes", "momentum_margin", "momentum_rows", "noise_floor", "null_verdict",
-           "overhead", "paired_cost", "paired_effect", "paper_by_label", "paper_headroom", "paper_rm", "paper_table",
-           "paper_table1", "paper_table2", "powered_claim", "Scale", "study_scale",
-           "plot_fig4", "pm", "ranking", "reversed_rows", "run_bwt", "sd_source_of", "seed_values", "setting",
-           "single_seed_experiments", "single_table", "start_and_end", "stats_frame", "study_config", "switch_label",
-           "table1", "table1_experiments", "table2", "table2_rows", "table3_rows", "tau_null", "time_ratio_by_seed",
-           "time_ratios", "train_seconds", "values", "weakest", "with_long", "with_table1_seeds"]
+__all__ = ["ABLATION", "beside", "bwt_table", "by_seed", "claim_time_flops", "component_pairs", "COMPONENTS",
+           "curves", "DEFAULT_STUDY", "describe_missing", "FINAL", "final_row", "floors", "flop_ratios", "group_of",
+           "GROUPS", "kendall_tau", "KINDS", "LABELS", "ledger", "ledger_runs", "list_mismatch", "load_available",
+           "mean_std", "MEASURES", "method_label", "method_notes", "momentum_rows", "noise_floor", "null_verdict",
+           "overhead", "paired_cost", "paired_effect", "paper_by_label", "PAPER_CTP_HOURS", "PAPER_GAP",
+           "PAPER_SEQF_HOURS", "paper_table",
+           "paper_table1", "paper_table2", "PAPER_TIME_TARGET", "plot_fig4", "pm", "PREFIX", "ranking", "REV_PREFIX",
+           "reversed_rows", "run_bwt", "seed_values", "setting", "single_seed_experiments", "single_table",
+           "stale_calibration", "start_and_end", "stats_frame", "study_config", "SWITCH_INDEX", "switch_label",
+           "SWITCHES", "table1", "table1_experiments", "table2", "table2_rows", "TABLE3_ROWS", "table3_rows",
+           "tau_null", "time_ratio", "time_ratio_by_seed", "time_ratios", "train_seconds", "values", "with_long",
+           "with_table1_seeds"]
 
 
 def metric_sources(block: dict, params: dict) -> dict:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 
@@ -28,16 +27,10 @@ SWITCHES = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (1, 1, 0, 0), (1, 0, 1, 0)
 COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")
 TABLE3_ROWS = ("only_prev", "only_cur", "no_queue", "no_selfmask", "ctp")
 
-# the paper's numbers the ledger's thresholds are anchored to (studies/ctp/paper.yaml: values and sources)
+# the paper's hours (studies/ctp/paper.yaml: values and sources)
 _PAPER = paper_data("ctp")
 PAPER_SEQF_HOURS, PAPER_CTP_HOURS = _PAPER["seqf_hours"], _PAPER["ctp_hours"]
 PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
-# two hours the paper prints equal (CTP 4.0 = LwF 4.0) may differ by its resolution: 0.1 h, 0.03 of SeqF's 3.4 h
-PAPER_HOURS_RESOLUTION = round(_PAPER["hours_resolution"] / PAPER_SEQF_HOURS, 2)
-PAPER_GAP = _PAPER["gap"]                       # JointT - SeqF, §5.2
-PAPER_JOINTT = _PAPER["jointt"]                 # Table 1
-# Table 2's (L_CMC, L_c) row lost its Rm in our copy; §5.3's prose ("+1.88 Rm over L_c alone") implies it
-PAPER_TABLE2_IMPLIED_RM = MappingProxyType({SWITCHES.index((1, 1, 0, 0)): _PAPER["lc_rm"] + _PAPER["cmc_lc_gain_rm"]})
 
 DEFAULT_STUDY = {
     "runs": "runs-ctp",
@@ -47,10 +40,6 @@ DEFAULT_STUDY = {
     "noise_floor_default": 1.0,
     "time_tolerance": 1.1,
     "time_target": PAPER_TIME_TARGET,
-    "time_margin": PAPER_HOURS_RESOLUTION,   # "CTP costs no more than": 0.1 h (the paper's resolution) / 3.4 h
-    "momentum_margin": "auto",    # Rm points, or auto: the paper's range over m (0.30 of 64.87) × our CTP Rm
-    "rank_alpha": 0.05,           # reversed order: τ must lie in the top 5 % of τ under random within-group orders
-    "gap": {"rm_min_frac": 0.5, "map_max_frac": 2.0},
     "table1": {
         "memory-free": ["ctp-seqf", "ctp-si", "ctp-mas", "ctp-ewc", "ctp-afec", "ctp-lwf", "ctp-rwalk", "ctp-ctp"],
         "memory-buffer": ["ctp-mof", "ctp-lucir", "ctp-er", "ctp-kmeans", "ctp-icarl", "ctp-ctp-er"],
@@ -266,30 +255,6 @@ def reversed_rows(study: dict) -> dict[tuple, str]:
             if key in study["reversed"]:
                 out[(g, method_label(e))] = REV_PREFIX + key
     return out
-
-
-def paper_rm(study: dict) -> dict[str, float]:
-    """The paper's final Rm of each of our experiments that has a row in its tables: Table 1
-    (`ctp-<method>`), Table 2 (the ablation rows, the (L_CMC, L_c) row from §5.3's prose), Table 3
-    and supp. Table 3 (`ctp-rev-<method>`). The ledger's paper effects are differences of these."""
-    out = {}
-    for name, prefix in (("ctp_table1", PREFIX), ("ctp_supp_table3", REV_PREFIX)):
-        by_label = paper_table(name).set_index("method")["Rm"]
-        out |= {prefix + k: float(by_label[v]) for k, v in LABELS.items() if v in by_label.index}
-    t2 = paper_table("ctp_table2")["Rm"].tolist()
-    for i, e in enumerate(study["table2"]):
-        rm = PAPER_TABLE2_IMPLIED_RM.get(i, t2[i])
-        if not np.isnan(rm):
-            out.setdefault(e, float(rm))
-    t3 = paper_table("ctp_table3").set_index("row")["Rm"]
-    out |= {e: float(t3[k]) for k, e in study["table3"].items() if k in t3.index and e not in out}
-    return out
-
-
-def paper_headroom(name: str = "ctp_table1") -> float:
-    """JointT − SeqF final Rm in the paper's Table 1 (23.22) or supp. Table 3 (reversed order: 20.99)."""
-    rm = paper_table(name).set_index("method")["Rm"]
-    return float(rm["JointT"] - rm["SeqF"])
 
 
 def component_pairs(component: str) -> list[tuple[int, int]]:

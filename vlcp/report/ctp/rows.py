@@ -1,0 +1,303 @@
+"""CTP's claims ledger on the engine (`vlcp.report.ledger`): the measures its rows name, the kinds no
+generic one expresses, the noise floor of its single-seed tables and the `ledger` hook. The rows:
+`vlcp/report/studies/ctp/claims.yaml`."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from vlcp.report import stats as st
+from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable
+from vlcp.report.measures import MEASURES as GENERIC_MEASURES
+from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs, paper_number, values
+from vlcp.report.ctp.study import (final_row, flop_ratios, single_seed_experiments, table1_experiments,
+                                   train_seconds)
+
+
+# --------------------------------------------------------------------------- measures, floors
+
+def rm(r: dict) -> float:
+    """Final Rm on the whole stream's pools (Table 1's headline)."""
+    return final_row(r, ["Rm"])["Rm"]
+
+
+def map1(r: dict) -> float:
+    """Final mAP@1 (CTP's hits normaliser) on the whole stream's pools."""
+    return final_row(r, ["mAP@1"])["mAP@1"]
+
+
+MEASURES = MappingProxyType({"Rm": rm, "mAP@1": map1})
+
+
+def noise_floor(runs: dict[str, list[dict]], experiments, metric: str = "Rm", setting="auto",
+                default: float = 1.0) -> tuple[float, str]:
+    """The sd of one single-seed difference, and how it was set: a number in `setting` as is; "auto":
+    √2 × the pooled seed std of `metric` over the `experiments` with ≥ 2 seeds; else `default`."""
+    return _floor(runs, experiments, metric, setting, default)[:2]
+
+
+def _floor(runs, experiments, metric, setting, default) -> tuple[float, str, int | None]:
+    if setting not in (None, "auto"):
+        return float(setting), "set in params (report.ctp.noise_floor)", None
+    vs = [[final_row(r, [metric])[metric] for r in runs[e]] for e in experiments if len(runs.get(e, [])) >= 2]
+    if not vs:
+        return float(default), "default (no experiment with 2 seeds to measure it)", None
+    sd = math.sqrt(2 * np.mean([np.var(v, ddof=1) for v in vs]))
+    return float(sd), f"measured: √2 × pooled seed std of {metric} over {len(vs)} Table 1 runs", sum(len(v) - 1 for v in vs)
+
+
+def floors(runs1: Runs, experiments, setting="auto", default: float = 1.0) -> dict[str, st.Noise]:
+    """The claims file's floor `Rm` (a row's `floor:`): the noise of one single-run difference of Rm
+    (`noise_floor` over Table 1's runs `runs1`), on the pooled dof where it was measured."""
+    sd, how, dof = _floor(as_lists(runs1), experiments, "Rm", setting, default)
+    return {"Rm": st.Noise(sd, dof, how)}
+
+
+# --------------------------------------------------------------------------- the study's own kinds
+
+def _unready(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row | None:
+    """A not-testable row when an arm did not run or the row's floor is not here, else None."""
+    missing = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e and not runs.get(e)})
+    if missing:
+        return not_testable(spec.id, f"no runs of {', '.join(missing)} here")
+    floor = spec.options.get("floor")
+    if floor is not None and floor not in ctx.floors:
+        return not_testable(spec.id, f"no noise floor {floor!r} here ({', '.join(ctx.floors) or 'none'})")
+    return None
+
+
+def _kind(row: Row, kind: str) -> Row:
+    row.kind = kind
+    return row
+
+
+def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
+    """"One group beats the other" on group means: per seed (common to every run) the mean over the
+    `upper` group's methods minus the mean over the rest; the paper's the same means of the
+    comparisons' effects (each one method's paper score). Generic kinds compare two runs, not two means."""
+    unready = _unready(spec, runs, ctx)
+    if unready is not None:
+        return unready
+    upper, m = set(spec.options.get("upper") or ()), ctx.measures[spec.measure]
+    hi, lo = [c for c in spec.comparisons if c.a in upper], [c for c in spec.comparisons if c.a not in upper]
+    if not hi or not lo:
+        raise ValueError(f"claim {spec.id}: `upper` must name some but not all of its comparisons' runs")
+    seeds = sorted(set.intersection(*(set(runs[c.a]) for c in spec.comparisons)))
+    if not seeds:
+        return not_testable(spec.id, "no seed common to every run of both groups")
+
+    def mean(cs):
+        return {s: float(np.mean([m(runs[c.a][s]) for c in cs])) for s in seeds}
+
+    paper = float(np.mean([c.effect for c in hi]) - np.mean([c.effect for c in lo]))
+    c = Comparison(f"{len(hi)} methods' mean − {len(lo)} methods' mean", mean(hi), mean(lo), paper,
+                   ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
+    return _kind(greater(spec.id, [c], depth=ctx.depth), spec.kind)
+
+
+def gap_share(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
+    """A gap (a − b per seed) large or small as a share of a's own score, anchored to the paper's:
+    `at_least: {label: f}` the gap ≥ f × the paper's share (effect ÷ `top`, the paper's score of a)
+    of our a's mean, `at_most` ≤; each against the paper's own distance from that threshold,
+    (1 − f) or (f − 1) × its gap, carried as the same share of our a (not by a headroom)."""
+    unready = _unready(spec, runs, ctx)
+    if unready is not None:
+        return unready
+    lo, hi, top = (spec.options.get(k) or {} for k in ("at_least", "at_most", "top"))
+    floor, cs = ctx.floors.get(spec.options.get("floor")), []
+    for c in spec.comparisons:
+        m = ctx.measures[c.measure or spec.measure]
+        a, b = values(runs, c.a, m), values(runs, c.b, m)
+        gap = {s: a[s] - b[s] for s in a if s in b}
+        if not gap:
+            return not_testable(spec.id, f"no seed common to {c.a} and {c.b}")
+        ours, theirs = float(np.mean(list(a.values()))), paper_number(f"claim {spec.id}: top.{c.label}", top[c.label])
+        scale = Scale(theirs, ours, f"a share of {c.a}'s own score ({ours:.2f}; the paper's {theirs:.2f})")
+        if c.label in lo:
+            f = float(lo[c.label])
+            thr = {s: f * c.effect / theirs * ours for s in gap}
+            cs.append(Comparison(f"{c.label} − threshold", gap, thr, (1 - f) * c.effect, scale, floor))
+        elif c.label in hi:
+            f = float(hi[c.label])
+            thr = {s: f * c.effect / theirs * ours for s in gap}
+            cs.append(Comparison(f"threshold − {c.label}", thr, gap, (f - 1) * c.effect, scale, floor))
+        else:
+            raise ValueError(f"claim {spec.id}: comparison {c.label!r} is in neither `at_least` nor `at_most`")
+    return _kind(greater(spec.id, cs, depth=ctx.depth), spec.kind)
+
+
+def time_ratio(runs: Runs, experiment: str, reference: str) -> dict[int, float]:
+    """{seed: total training seconds / the reference's of the same seed}."""
+    a, b = runs.get(experiment) or {}, runs.get(reference) or {}
+    return {s: train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0}
+
+
+def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
+    """"a costs no more than b" on training time × the `reference`'s of the same seed: b − a +
+    `margin` > 0 per comparison (its effect: the paper's hours apart, carried by the reference's
+    hours `paper_reference`: a ratio to SeqF needs no headroom). The measure is a ratio of two runs."""
+    unready = _unready(spec, runs, ctx)
+    if unready is not None:
+        return unready
+    ref, margin = spec.options["reference"], float(spec.options.get("margin", 0.0))
+    if not runs.get(ref):
+        return not_testable(spec.id, f"no runs of {ref} here")
+    hours = paper_number(f"claim {spec.id}: paper_reference", spec.options["paper_reference"])
+    scale = Scale(hours, 1.0, f"time × {ref}'s: the paper's hours ÷ its {hours:g} h")
+    cs = [Comparison(c.label, {s: v + margin for s, v in time_ratio(runs, c.a, ref).items()}, time_ratio(runs, c.b, ref),
+                     c.effect + margin * hours, scale) for c in spec.comparisons]
+    return _kind(greater(spec.id, cs, depth=ctx.depth), spec.kind)
+
+
+def _read_benchmark(path: str | None) -> dict | None:
+    from vlcp.report import project_root
+
+    if not path:
+        return None
+    p = Path(path) if Path(path).is_absolute() else project_root() / path
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
+    """"a's time ≤ `target` × b's": not testable when a's FLOP ratio alone exceeds the target; else on
+    the paired benchmark (`benchmark`, its repeats: confirmed when every repeat meets it, refuted when
+    the median does not) where it has a, else on the runs' per-seed time ratios (target − ratio)."""
+    unready = _unready(spec, runs, ctx)
+    if unready is not None:
+        return unready
+    (c,), target = spec.comparisons, float(spec.options["target"])
+    bench = _read_benchmark(spec.options.get("benchmark"))
+    paired = bench if bench and c.a in bench.get("paired_ratios", {}) else None
+    flops = flop_ratios([runs[c.a][s] for s in sorted(runs[c.a])], [runs[c.b][s] for s in sorted(runs[c.b])])
+    flop = paired["flop_ratio"][c.a] if paired else (float(np.mean(flops)) if flops else math.nan)
+    if flop > target:
+        return not_testable(spec.id, f"{c.a}'s FLOP ratio alone is {flop:.2f} > {target:.2f} on this model (its extra "
+                                     "forwards of the momentum and previous-task models): the paper's figure, for "
+                                     "ViT-B/16 + BERT-base, cannot be met by any implementation here")
+    if paired:
+        reps = paired["paired_ratios"][c.a]
+        median, slowest = float(paired["ratio_to_reference"][c.a]), max(reps)
+        verdict = "confirmed" if slowest <= target else "refuted" if median > target else "inconclusive"
+        return Row(spec.id, verdict, spec.kind, target - median, target - slowest, target - min(reps), len(reps),
+                   notes=[f"paired benchmark ({len(reps)} repeats): median {median:.3f} ({min(reps):.3f}–{slowest:.3f}) "
+                          f"against {target:.2f}; FLOP ratio {flop:.3f}; the effect shown: {target:.2f} − the ratio"])
+    r = time_ratio(runs, c.a, c.b)
+    e = st.effect({s: target for s in r}, r)
+    verdict = ("confirmed" if e.low > 0 else "refuted" if e.high < 0 else "inconclusive") if e.usable else "inconclusive"
+    return Row(spec.id, verdict, spec.kind, e.diff, e.low if e.usable else None, e.high if e.usable else None, e.n,
+               sigma_d=e.sd, notes=[f"time ratio over {len(r)} seed(s), FLOP ratio {flop:.3f}; the effect shown: "
+                                    f"{target:.2f} − the time ratio ({e.how})"])
+
+
+def kendall_tau(x, y) -> float:
+    """Kendall's τ-b between two score lists over the same items (scipy; NaN if undefined)."""
+    from scipy.stats import kendalltau
+
+    return float("nan") if len(x) < 2 else float(kendalltau(x, y).statistic)
+
+
+def tau_null(default, reversed_, groups, max_perms: int = 20000, seed: int = 0) -> np.ndarray:
+    """Kendall τ-b between `default` and `reversed_` with the reversed values shuffled within each
+    group (`groups`: one label per item): every such permutation up to `max_perms`, else that many
+    random ones (generator `seed`): τ where the order keeps only the groups' ranking."""
+    default, reversed_, groups = np.asarray(default, float), np.asarray(reversed_, float), np.asarray(groups)
+    idx = [np.flatnonzero(groups == g) for g in dict.fromkeys(groups.tolist())]
+    if math.prod(math.factorial(len(i)) for i in idx) <= max_perms:
+        perms = itertools.product(*[itertools.permutations(i) for i in idx])
+    else:
+        rng = np.random.default_rng(seed)
+        perms = ([rng.permutation(i) for i in idx] for _ in range(max_perms))
+    out = []
+    for perm in perms:
+        shuffled = reversed_.copy()
+        for i, p in zip(idx, perm):
+            shuffled[i] = reversed_[list(p)]
+        out.append(kendall_tau(default, shuffled))
+    return np.asarray(out)
+
+
+def null_verdict(observed: float, null: np.ndarray, alpha: float = 0.05) -> tuple[str, float]:
+    """(verdict, p) of a one-sided permutation test of "observed beats chance": confirmed when
+    p = P(null ≥ observed) ≤ `alpha`; refuted when observed is below the null's median; else inconclusive."""
+    if np.isnan(observed) or len(null) == 0:
+        return "inconclusive", float("nan")
+    p = float(np.mean(null >= observed - 1e-12))
+    if p <= alpha:
+        return "confirmed", p
+    return ("refuted" if observed < float(np.median(null)) else "inconclusive"), p
+
+
+def ranking(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
+    """"The ranking survives another order": Kendall τ-b between the methods' mean scores in the
+    default order (each comparison's a) and the other (its b), against τ under random orders within
+    each of `groups` (`tau_null`, `null_verdict`: a τ the groups alone explain is not enough).
+    The evidence gives the paper's τ (effects: default order; `reversed_paper`: the other)."""
+    unready = _unready(spec, runs, ctx)
+    if unready is not None:
+        return unready
+    m, alpha = ctx.measures[spec.measure], float(spec.options.get("alpha", 0.05))
+    group = {lab: g for g, labs in (spec.options.get("groups") or {}).items() for lab in labs}
+    cs = spec.comparisons
+    if len(cs) < 3:
+        return not_testable(spec.id, f"only {len(cs)} method(s) (τ needs 3)")
+    ours = [[float(np.mean(list(values(runs, e, m).values()))) for e in (c.a, c.b)] for c in cs]
+    labels = [group.get(c.label, "") for c in cs]
+    tau = kendall_tau([d for d, _ in ours], [r for _, r in ours])
+    null = tau_null([d for d, _ in ours], [r for _, r in ours], labels)
+    verdict, p = null_verdict(tau, null, alpha)
+    rev = spec.options.get("reversed_paper") or {}
+    pd_, pr = [c.effect for c in cs], [paper_number(f"claim {spec.id}: reversed_paper.{c.label}", rev[c.label]) for c in cs]
+    ptau = kendall_tau(pd_, pr)
+    pv, pp = null_verdict(ptau, tau_null(pd_, pr, labels), alpha)
+    order = " > ".join(c.label for _, c in sorted(zip([r for _, r in ours], cs), key=lambda x: -x[0]))
+    notes = [f"τ = {tau:.2f} over {len(cs)} methods; null (random orders within groups, {len(null)} permutations): "
+             f"median {np.median(null):.2f}, 95th percentile {np.quantile(null, 0.95):.2f}, P(τ_null ≥ τ) = {p:.3f} "
+             f"(confirmed when ≤ {alpha:g}, refuted below the median)",
+             f"paper, same methods: τ = {ptau:.2f}, P = {pp:.3f} ({pv})", f"other order: {order}"]
+    return Row(spec.id, verdict, spec.kind, tau, seeds=min(len(runs[e]) for c in cs for e in (c.a, c.b)), notes=notes)
+
+
+KINDS = MappingProxyType({"group means": group_means, "gap share": gap_share, "time overhead": time_overhead,
+                          "time target": time_target, "ranking": ranking})
+
+
+# --------------------------------------------------------------------------- the hook
+
+def ledger_runs(block: dict, runs_dir, long: bool = False) -> tuple[Runs, Runs]:
+    """(the ledger's runs, Table 1's): Table 1's experiments at `seeds`, the single-seed tables' at
+    `ablation_seeds`, an experiment in both at every seed of either; `long`: the long profile's seeds
+    too, from its `runs` folder beside `runs_dir`."""
+    seeds, abl, dirs = list(block["seeds"]), list(block["ablation_seeds"]), runs_dir
+    if long:
+        lg = block["long"]
+        seeds, abl = list(dict.fromkeys([*seeds, *lg["seeds"]])), list(dict.fromkeys([*abl, *lg["ablation_seeds"]]))
+        dirs = [runs_dir, lg["runs"]]
+    t1 = load_runs(dirs, table1_experiments(block), seeds)
+    ab = load_runs(dirs, single_seed_experiments(block), abl)
+    runs = {e: dict(sorted({**ab.get(e, {}), **t1.get(e, {})}.items())) for e in {*t1, *ab}}
+    return runs, t1
+
+
+def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row]:
+    """CTP's ledger on its runs under `runs_dir` (`ledger_runs`), with the floor of its single-seed
+    tables (`floors` of Table 1's runs) and the calibrated headroom where the claims file's calibration
+    applies to these runs; `long`: as the long profile renders it."""
+    block = study.block(params)
+    runs, t1 = ledger_runs(block, runs_dir, long)
+    return evaluate(study, runs, GENERIC_MEASURES, calibrated=stale_calibration(study, runs) is None,
+                    floors=floors(t1, table1_experiments(block), block.get("noise_floor", "auto"),
+                                  float(block.get("noise_floor_default", 1.0))))
+
+
+def stale_calibration(study: Study, runs: Runs) -> str | None:
+    """Why the claims file's calibration does not apply to `runs` (None: it does)."""
+    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
+
+
+__all__ = ["MEASURES", "KINDS", "floors", "noise_floor", "ledger", "ledger_runs", "kendall_tau", "tau_null",
+           "null_verdict", "time_ratio", "stale_calibration"]
