@@ -453,12 +453,22 @@ def timed(seconds, flops=1e9, seeds=(0, 1, 2)):
 
 def test_time_flops_check_on_the_study_timings():
     seqf = timed([10, 10, 10])
-    c = ctp.claim_time_flops({"ctp-ctp": timed([12, 12.1, 11.9], 1.2e9), "ctp-seqf": seqf}, "ctp-ctp", "ctp-seqf")
-    assert c.verdict == "confirmed" and "FLOP ratio 1.200 × 1.1 = 1.320" in c.evidence
-    assert ctp.claim_time_flops({"ctp-ctp": timed([18] * 3, 1.6e9), "ctp-seqf": seqf},
-                                "ctp-ctp", "ctp-seqf").verdict == "not confirmed"      # 1.8 > 1.6 × 1.1
-    assert ctp.claim_time_flops({"ctp-ctp": timed([10.5, 10.8, 11.4]), "ctp-seqf": seqf},
-                                "ctp-ctp", "ctp-seqf").verdict == "inconclusive"       # 1.09 ± 0.05 vs 1.1
+    c = ctp.time_flops_target({"ctp-ctp": timed([12, 12.1, 11.9], 1.2e9), "ctp-seqf": seqf}, "ctp-ctp", "ctp-seqf")
+    assert c.verdict == "confirmed" and "FLOP ratio 1.200 × 1.1 = 1.320" in c.notes[0]
+    assert ctp.time_flops_target({"ctp-ctp": timed([18.5, 18.6, 18.8], 1.6e9), "ctp-seqf": seqf},
+                                 "ctp-ctp", "ctp-seqf").verdict == "refuted"           # 1.86 ± 0.02 > 1.6 × 1.1
+    assert ctp.time_flops_target({"ctp-ctp": timed([18] * 3, 1.6e9), "ctp-seqf": seqf},
+                                 "ctp-ctp", "ctp-seqf").verdict == "inconclusive"      # no spread: sd 0 decides nothing
+    assert ctp.time_flops_target({"ctp-ctp": timed([10.5, 10.8, 11.4]), "ctp-seqf": seqf},
+                                 "ctp-ctp", "ctp-seqf").verdict == "inconclusive"      # 1.09 ± 0.05 vs 1.1
+    assert ctp.time_flops_target({"ctp-seqf": seqf}, "ctp-ctp", "ctp-seqf").verdict == "not testable"
+    bench = {"paired_ratios": {"ctp-ctp": [1.30, 1.34, 1.36]}, "ratio_to_reference": {"ctp-ctp": 1.34},
+             "flop_ratio": {"ctp-ctp": 1.2}}
+    assert ctp.time_flops_target({"ctp-ctp": timed([12] * 3), "ctp-seqf": seqf}, "ctp-ctp", "ctp-seqf",
+                                 bench=bench).verdict == "inconclusive"   # 1.32: the median above, the fastest below
+    bench["paired_ratios"]["ctp-ctp"] = [1.33, 1.34, 1.36]
+    assert ctp.time_flops_target({"ctp-ctp": timed([12] * 3), "ctp-seqf": seqf}, "ctp-ctp", "ctp-seqf",
+                                 bench=bench).verdict == "refuted"        # every paired repeat above 1.32
     o = ctp.overhead({"ctp-ctp": timed([11, 11, 11.2], 1.2e9), "ctp-seqf": seqf}, "ctp-ctp", "ctp-seqf")
     assert o["FLOP target"] == pytest.approx(1.32) and o["paper ratio"] == pytest.approx(4.0 / 3.4)
 

@@ -25,22 +25,22 @@ from vlcp.report.ctp.study import (ABLATION, COMPONENTS, DEFAULT_STUDY, FINAL, G
 from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1, paper_table2, pm, ranking,
                                     single_table, start_and_end, stats_frame, table1, table2)
 from vlcp.report.ctp.figures import curves, plot_fig4
-from vlcp.report.ctp.claims import claim_time_flops, overhead, paired_cost, paired_effect, time_ratio_by_seed
+from vlcp.report.ctp.cost import overhead, paired_cost, time_flops_target, time_ratio_by_seed
 from vlcp.report.ctp.rows import (KINDS, MEASURES, floors, kendall_tau, ledger, ledger_runs, noise_floor,
                                   null_verdict, stale_calibration, tau_null, time_ratio)
 from vlcp.report.paper import paper_table   # the notebook's ctp.paper_table(...): reachable here before the split
 
-__all__ = ["ABLATION", "beside", "bwt_table", "by_seed", "claim_time_flops", "component_pairs", "COMPONENTS",
+__all__ = ["ABLATION", "beside", "bwt_table", "by_seed", "component_pairs", "COMPONENTS",
            "curves", "DEFAULT_STUDY", "describe_missing", "FINAL", "final_row", "floors", "flop_ratios", "group_of",
            "GROUPS", "kendall_tau", "KINDS", "LABELS", "ledger", "ledger_runs", "list_mismatch", "load_available",
            "mean_std", "MEASURES", "method_label", "method_notes", "momentum_rows", "noise_floor", "null_verdict",
-           "overhead", "paired_cost", "paired_effect", "paper_by_label", "PAPER_CTP_HOURS", "PAPER_GAP",
+           "overhead", "paired_cost", "paper_by_label", "PAPER_CTP_HOURS",
            "PAPER_SEQF_HOURS", "paper_table",
            "paper_table1", "paper_table2", "PAPER_TIME_TARGET", "plot_fig4", "pm", "PREFIX", "ranking", "REV_PREFIX",
            "reversed_rows", "run_bwt", "seed_values", "setting", "single_seed_experiments", "single_table",
            "stale_calibration", "start_and_end", "stats_frame", "study_config", "SWITCH_INDEX", "switch_label",
            "SWITCHES", "table1", "table1_experiments", "table2", "table2_rows", "TABLE3_ROWS", "table3_rows",
-           "tau_null", "time_ratio", "time_ratio_by_seed", "time_ratios", "train_seconds", "values", "with_long",
+           "tau_null", "time_flops_target", "time_ratio", "time_ratio_by_seed", "time_ratios", "train_seconds", "values", "with_long",
            "with_table1_seeds"]
 
 
