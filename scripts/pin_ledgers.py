@@ -2,12 +2,15 @@
 test data, and each registered study's ledger rendered on them by the report engine.
 
     .venv/bin/python scripts/pin_ledgers.py CLONE   # a clone after `dvc repro` (e.g. benchmarks/pipeline.py --workdir)
+    .venv/bin/python scripts/pin_ledgers.py --only fomo [--data-root DIR]   # one study's pin, on the committed runs
 
 Writes tests/pins/runs.tar.xz (every results.json under CLONE's runs*/ folders, nothing else),
 tests/pins/meta.json (the clone's commit and profile), tests/pins/claims/<notebook>_claims.json
 (the engine's ledger of each study with a claims file) and tests/pins/before/ (the ledgers the
 clone's own report stages wrote, for the record of what the move changed). tests/test_pins.py
-renders the ledgers again and compares.
+renders the ledgers again and compares. `--only STUDY` re-renders one study's pinned ledger from the
+committed tests/pins/runs.tar.xz alone (no clone: e.g. a study whose ledger moved onto the engine after
+the runs were pinned); `--data-root` is the prepared benchmark, for a study whose floors read it.
 """
 from __future__ import annotations
 
@@ -36,10 +39,10 @@ def results_files(clone: Path) -> list[Path]:
                   for p in d.rglob("results.json"))
 
 
-def render(runs_root: Path, data_root: Path) -> dict[str, dict]:
+def render(runs_root: Path, data_root: Path, only: str | None = None) -> dict[str, dict]:
     """{claims file name: ledger JSON} of every registered study with a claims file (but those
     tests/test_pins.py lists as pending), on the runs under `runs_root` and the prepared benchmark
-    at `data_root`."""
+    at `data_root`; `only`: that study alone."""
     sys.path.insert(0, str(ROOT / "tests"))
     from test_pins import PENDING, pin_params
 
@@ -47,16 +50,37 @@ def render(runs_root: Path, data_root: Path) -> dict[str, dict]:
 
     out = {}
     for name in registered():
+        if only is not None and name != only:
+            continue
         study = load_study(name)
         if study.claims is not None and study.claims_file not in PENDING:
             out[study.claims_file] = ledger_json(study.title, study_ledger(study, params, runs_root / study.runs_folder(params)))
     return out
 
 
+def pin_one(study: str, data_root: Path) -> None:
+    """Re-render `study`'s pinned ledger on the committed runs (tests/pins/runs.tar.xz)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(PINS / "runs.tar.xz") as tar:
+            tar.extractall(tmp, filter="data")
+        got = render(Path(tmp), data_root, only=study)
+    if not got:
+        raise SystemExit(f"{study}: no registered study with a claims file of that name")
+    for name, ledger in got.items():
+        write_json(PINS / "claims" / name, ledger)
+        print(f"{name}: {len(ledger['claims'])} rows on the committed runs")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("clone", type=Path)
+    ap.add_argument("clone", type=Path, nargs="?")
+    ap.add_argument("--only", help="re-render this study's pin from the committed runs alone (no clone)")
+    ap.add_argument("--data-root", type=Path, default=ROOT / "data", help="the prepared benchmark (with --only)")
     args = ap.parse_args()
+    if args.only:
+        return pin_one(args.only, args.data_root)
+    if args.clone is None:
+        ap.error("give a CLONE, or --only STUDY")
     clone = args.clone.resolve()
     files = results_files(clone)
     PINS.mkdir(parents=True, exist_ok=True)
