@@ -440,22 +440,25 @@ def test_the_hook_pairs_the_subsets_seeds_and_keeps_the_rest_exploratory(tmp_pat
                and not k.startswith("memory-order"))
 
 
-def test_notebook_claims_cell_calls_the_engine(tmp_path):
-    """The notebook's claims cell, run in plain Python on fake runs: it only evaluates the claims file."""
+def test_notebook_claims_cell_calls_the_studys_ledger_hook(tmp_path):
+    """The notebook's claims cell, run in plain Python on fake runs: it writes the hook's rows (the ones
+    tests/test_pins.py pins), and computes no verdict of its own."""
     import json
     from pathlib import Path
 
-    from vlcp.report.ledger import evaluate, ledger_frame, ledger_json, ledger_style
+    from vlcp.config import load_params
+    from vlcp.report.ledger import ledger_frame, ledger_json, ledger_style
     from vlcp.utils import write_json
 
     nb = json.loads((Path(__file__).parents[1] / "notebooks" / "fomo_figures.ipynb").read_text())
     cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "ledger_json(" in "".join(c["source"]))
-    assert "confirmed" not in cell and "greater(" not in cell   # no verdict computed in the notebook
-    runs = deep(**{"fomo-ft": [(30, 20)] * 3, "fomo-ema-merge": [(27, 30)] * 3})
-    ns = {"report": True, "fm": fm, "fomo_study": STUDY, "ledger_runs": runs, "stale": None, "MEASURES": GENERIC_MEASURES,
-          "ledger_floors": fm.floors(runs["fomo-ft"][0], None), "evaluate": evaluate, "ledger_frame": ledger_frame,
-          "ledger_json": ledger_json, "ledger_style": ledger_style, "write_json": write_json, "Path": Path,
-          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "Markdown": str, "study_power_table": None}
+    assert "fm.ledger(fomo_study, params, runs_dir, long)" in cell
+    assert not any(f in cell for f in ("confirmed", "greater(", "evaluate(", "write_claims"))
+    write_runs(tmp_path / "runs", {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)}, seeds=(0, 1, 2))
+    ns = {"report": True, "fm": fm, "fomo_study": STUDY, "params": load_params("params.yaml"), "runs_dir": tmp_path / "runs",
+          "long": False, "stale": None, "ledger_frame": ledger_frame, "ledger_json": ledger_json, "ledger_style": ledger_style,
+          "write_json": write_json, "Path": Path, "reports_dir": str(tmp_path), "display": lambda *a, **k: None,
+          "Markdown": str, "study_power_table": None}
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
     assert [c["claim_id"] for c in out["claims"]] == [r.id for r in STUDY.claims.rows]

@@ -603,15 +603,20 @@ def ledger_runs(runs_dir, block: dict, long: bool = False) -> Runs:
 
 
 def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.Row]:
-    """FoMo-in-Flux's ledger on its runs under `runs_dir` (`ledger_runs`), as its report renders it:
-    the floors from the reference run's test-set noise and the spread of every experiment with ≥ 2
-    seeds (`subset_spread`), the calibrated headrooms where the claims file's calibration applies."""
+    """FoMo-in-Flux's ledger on its runs under `runs_dir` (`ledger_runs`; `long`: every row also at
+    the long profile's seeds), as its report renders it: the floors from the reference run's test-set noise and the spread of every experiment with ≥ 2
+    seeds (`subset_spread`), the calibrated headrooms where the claims file's calibration applies
+    (`stale_calibration`)."""
     block = params["report"][study.params]
     runs = ledger_runs(runs_dir, block, long)
     ref = runs[block["reference"]]
-    stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
-    return lg.evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale,
+    return lg.evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale_calibration(study, runs),
                        floors=floors(ref[min(ref)], subset_spread(runs)))
+
+
+def stale_calibration(study: Study, runs: Runs) -> str | None:
+    """Why the claims file's calibrated headrooms do not apply to `runs`, or None when they do."""
+    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
 
 
 def run_headline(r: dict) -> dict[str, float]:
