@@ -440,6 +440,22 @@ def test_the_hook_pairs_the_subsets_seeds_and_keeps_the_rest_exploratory(tmp_pat
                and not k.startswith("memory-order"))
 
 
+def test_ledger_runs_join_the_subsets_seeds_and_the_long_profiles(tmp_path):
+    from vlcp.utils import write_json
+
+    block = {"seed": 0, "studies": {"methods": ["fomo-ft", "fomo-lora4"]}, "spread": {"experiments": ["fomo-ft"], "seeds": [1]},
+             "long": {"runs": str(tmp_path / "long"), "seeds": [1, 2], "studies": {"table5": ["fomo-isolated"]}}}
+    write_runs(tmp_path / "runs", {"fomo-ft": (30, 20)}, seeds=(0, 1))
+    write_runs(tmp_path / "runs", {"fomo-lora4": (20, 30)})
+    for s in (1, 2):
+        write_json(tmp_path / "long" / f"seed{s}" / "fomo-lora4" / f"seed{s}" / "results.json", run([(10, 40), (20, 30)]))
+    write_json(tmp_path / "long" / "table5" / "fomo-isolated" / "seed0" / "results.json", run([(10, 40), (20, 30)]))
+    plain = fm.ledger_runs(tmp_path / "runs", block)
+    assert {e: sorted(v) for e, v in plain.items()} == {"fomo-ft": [0, 1], "fomo-lora4": [0]}
+    long = fm.ledger_runs(tmp_path / "runs", block, long=True)
+    assert {e: sorted(v) for e, v in long.items()} == {"fomo-ft": [0, 1], "fomo-lora4": [0, 1, 2], "fomo-isolated": [0]}
+
+
 def test_notebook_claims_cell_calls_the_studys_ledger_hook(tmp_path):
     """The notebook's claims cell, run in plain Python on fake runs: it writes the hook's rows (the ones
     tests/test_pins.py pins), and computes no verdict of its own."""
