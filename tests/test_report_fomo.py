@@ -7,6 +7,10 @@ import pandas as pd
 import pytest
 
 from vlcp.report import fomo as fm
+from vlcp.report import ledger as lg
+from vlcp.report import stats as st
+from vlcp.report.measures import MEASURES as GENERIC_MEASURES
+from vlcp.report.study import load_study
 
 matplotlib.use("Agg")
 
@@ -93,15 +97,6 @@ def test_isolated_table_reads_each_dataset_after_its_own_task():
         fm.isolated_table({**r, "config": {"method": {"name": "seqf"}}})
 
 
-def test_memory_order_against_hand_cases():
-    paper = {"locked-image": 0.26, "LNFit": 0.66, "BitFit": 0.66, "LoRA, r=4": 0.87, "full-ft": 1.0, "EWC": 1.01, "SI": 1.0}
-    assert fm.memory_order_holds(paper)                        # Table 4's own multipliers
-    assert not fm.memory_order_holds({**paper, "locked-image": 0.78})   # our tiny model: locked-image above LNFit
-    assert not fm.memory_order_holds({**paper, "BitFit": 0.9})          # BitFit above LoRA
-    assert not fm.memory_order_holds({**paper, "SI": 0.99})             # SI below full FT
-    assert not fm.memory_order_holds({**paper, "LoRA, r=4": 1.0})       # LoRA not below full FT
-
-
 def test_paper_scale_budget_beside_table4():
     import pandas as pd
 
@@ -115,11 +110,35 @@ def test_paper_scale_budget_beside_table4():
     assert t.loc["X", "memory GiB (ours, fp32 accounting)"] == 1 and math.isnan(t.loc["X", "multiplier (paper)"])
 
 
-# ------------------------------------------------------------------ the claims ledger, judged for power (issue 48)
-SD = {"A_KA": 1.0, "A_ZS": 1.0, "GM": 1.0}    # the sd of one difference, given directly
+# ------------------------------------------------------------------ the claims ledger: rows of studies/fomo/claims.yaml
+STUDY = load_study("fomo")
+ROWS = {r.id: r for r in STUDY.claims.rows}
+MEAS = {**GENERIC_MEASURES, **fm.MEASURES}
+SD = {"A_KA": 1.0, "A_ZS": 1.0, "GM": 1.0}    # the test-set sd of one difference, given directly
+FLOOR_NAMES = ("A_KA", "A_ZS", "GM", "trajectory_area", "early gain", "A_KA change", "A_ZS change", "GM change",
+               "forgetting, two runs", "GM, gain of gains")
+FLOORS = {n: st.Noise(1.0, None, "given") for n in FLOOR_NAMES}
 # our headroom = the paper's: every scaled effect is then the paper's own (or its stand-in)
-SCALES = fm.study_scales({"power": {"headroom": {m: fm.paper_headroom(m) for m in fm.POWER_METRICS}}}, [])
+SCALES = {m: lg.Scale(1.0, 1.0, "ours = the paper's") for m in ("A_KA", "A_ZS", "GM")}
 Z5 = np.array([-1.26, -0.63, 0.0, 0.63, 1.26]) / np.std([-1.26, -0.63, 0.0, 0.63, 1.26], ddof=1)   # sd 1, mean 0
+TXT = None
+
+
+def paper_text():
+    from vlcp.report.refs import paper_table
+
+    return paper_table("fomo_text").set_index("setting")
+
+
+def judge(claim_id: str, runs: dict, floors: dict | None = None) -> lg.Row:
+    """One row of the claims file judged on `runs` ({experiment: {seed: results}}) at SCALES."""
+    spec = ROWS[claim_id]
+    ctx = lg.Context(MEAS, SCALES, STUDY.claims.depth, FLOORS if floors is None else floors)
+    return {**lg.KINDS, **fm.KINDS}[spec.kind](spec, runs, ctx)
+
+
+def effect_of(claim_id: str, i: int = 0) -> float:
+    return ROWS[claim_id].comparisons[i].effect
 
 
 def diffs(verdict: str, s: float) -> np.ndarray:
@@ -148,316 +167,318 @@ def gm_pair(better: str, worse: str, d, base: float = 20.0, **more) -> dict:
 
 
 VERDICTS4 = ["confirmed", "refuted", "underpowered", "inconclusive"]
+GM_STAND_IN = math.sqrt(55.2 * 65.6) - math.sqrt(53.8 * 64.3)
 
 
-def test_the_papers_headroom_and_stand_ins_come_from_its_text():
-    from vlcp.report.refs import paper_table
+def test_the_papers_numbers_in_the_claims_file_come_from_its_text():
+    """The numbers the CSVs hold only through a square root, written out in claims.yaml, derived again."""
+    from vlcp.report.paper import paper_data
 
-    txt = paper_table("fomo_text").set_index("setting")
-    b16, l14 = txt.loc["ViT-B/16 full fine-tuning (change over the stream)"], txt.loc["ViT-L/14 full fine-tuning (change over the stream)"]
-    assert fm.PAPER_FT_CHANGE == {"ViT-B/16": (b16.delta_A_KA, b16.delta_A_ZS), "ViT-L/14": (l14.delta_A_KA, l14.delta_A_ZS)}
+    txt, pd_ = paper_text(), paper_data("fomo")
+    (ka1, zs1), (ka2, zs2) = pd_["similar_endpoints"].values()
+    b16 = txt.loc["ViT-B/16 full fine-tuning (change over the stream)"]
     nob = txt.loc["no buffer (.5/.5/0) vs reference"]
-    assert fm.PAPER_NOBUFFER == (nob.delta_A_KA, nob.delta_A_ZS)
-    assert fm.paper_headroom("A_KA") == 9.0 and fm.paper_headroom("A_ZS") == 3.2
-    # GM: the endpoint (54.5: the two orderings' A_KA midpoint, 64.4) against θ0 = endpoint − (9.0, −3.2)
-    assert fm.paper_headroom("GM") == pytest.approx(math.sqrt(54.5 * 64.4) - math.sqrt(45.5 * 67.6))
-    assert fm.stand_in("GM")[0] == pytest.approx(math.sqrt(55.2 * 65.6) - math.sqrt(53.8 * 64.3))
-    assert fm.stand_in("A_KA")[0] == pytest.approx(1.4) and "lower bound" in fm.stand_in("A_ZS")[1]
-    assert fm.nobuffer_gm_effect() == pytest.approx(math.sqrt(54.5 * 64.4) - math.sqrt(40.5 * 61.9))
-    with pytest.raises(ValueError, match="R@1"):
-        fm.paper_headroom("R@1")
-
-
-def test_study_scales_are_fixed_in_params_or_measured_on_full_ft():
-    from vlcp.errors import VlcpError
-
-    fixed = fm.study_scales({"power": {"headroom": {"A_KA": 1.8, "A_ZS": 0.9, "GM": -0.4}, "calibrated": "today"}}, [])
-    assert fixed["A_KA"](9.0) == pytest.approx(1.8) and fixed["A_ZS"](1.6) == pytest.approx(0.45)
-    assert fixed["GM"](5.0) == 0.0 and fixed[fm.AREA] is fixed["GM"] and fixed[fm.early_key()] is fixed["A_ZS"]
-    assert "calibrated today" in fixed["A_KA"].cite()
-    ft = [run([(10, 40), (16, 37)]), run([(10, 40), (18, 35)])]     # A_KA +7, A_ZS −4 on average
-    got = fm.study_scales({}, ft)
-    assert got["A_KA"].headroom == pytest.approx(7.0) and got["A_ZS"].headroom == pytest.approx(4.0)
-    assert "measured on this ledger's own full-FT runs" in got["GM"].how
-    with pytest.raises(VlcpError, match="report.fomo.power.headroom"):
-        fm.study_scales({"power": {"headroom": 3.0}}, [])
-    cfg = {"name": "fomo-ft", "train": {"steps": 10}}
-    cal = {"headroom": {"A_KA": 1.8, "A_ZS": 0.9, "GM": -0.4}, "calibrated": "today"}
-    ft_cfg = [dict(r, config=cfg) for r in ft]
-    assert fm.study_scales({"reference": "fomo-ft", "power": cal | {"calibrated_on": {"fomo-ft": "0" * 12}}},
-                           ft_cfg)["A_KA"].headroom == pytest.approx(7.0)          # another configuration: its own
-    from vlcp.report.claims import calibration_fingerprint
-    kept = fm.study_scales({"reference": "fomo-ft", "power": cal | {"calibrated_on": {"fomo-ft": calibration_fingerprint(cfg)}}},
-                           ft_cfg)
-    assert kept["A_KA"].headroom == pytest.approx(1.8)
-    blind = fm.study_scales({"reference": "fomo-ft", "power": cal | {"calibrated_on": {"fomo-ft": "0" * 12}}}, ft_cfg,
-                            "its own runs do not resolve it")
-    assert blind["A_KA"].headroom == 0.0 and "it measures 7.00, but its own runs do not resolve it" in blind["A_KA"].how
-    assert blind[fm.AREA] is blind["GM"]
-    # the power table's pair is joint − θ0: full FT's change must resolve itself on its seed sd
-    loose = [run([(10, 40), (12, 37)]), run([(10, 40), (22, 35)])]     # A_KA +7 ± 7.07; A_ZS −4 ± 1.41
-    murky = fm.study_scales({}, loose)
-    assert murky["A_KA"].headroom == 0.0 and murky["A_ZS"].headroom == pytest.approx(4.0)
-    assert "full FT's change on A_KA does not resolve its headroom (H/σ_d 1.0 ≤ 2: H 7.00, σ_d 7.07, seed sd, 2 seeds)" \
-        in murky["A_KA"].how
-    assert fm.study_scales({}, ft[:1])["A_KA"].headroom == 0.0   # one run: no σ_d to check it against
-
-
-def test_by_seed_keeps_the_subsets_seeds_and_the_study_run_otherwise():
-    runs = ends(**{"fomo-ft": (30, 20), "fomo-lora4": (20, 30)})
-    sub = {"fomo-ft": {0: runs["fomo-ft"], 1: run([(10, 40), (31, 20)])}, "fomo-lora4": {0: runs["fomo-lora4"]}}
-    d = fm.by_seed(runs, sub, seed=0)
-    assert sorted(d["fomo-ft"]) == [0, 1] and d["fomo-lora4"] == {0: runs["fomo-lora4"]}
-    assert fm.by_seed(runs, None)["fomo-ft"] == {0: runs["fomo-ft"]}
+    ka, zs = (ka1 + ka2) / 2, pd_["random_endpoint_zs"]                 # the paper's default endpoint
+    gm1, gm2 = math.sqrt(ka1 * zs1), math.sqrt(ka2 * zs2)
+    assert effect_of("merge-vs-ft") == pytest.approx(gm1 - gm2, rel=1e-12) == pytest.approx(GM_STAND_IN)
+    assert STUDY.claims.scales["GM"].paper_headroom == pytest.approx(
+        math.sqrt(ka * zs) - math.sqrt((ka - b16.delta_A_KA) * (zs - b16.delta_A_ZS)), rel=1e-12)
+    mix = {c.label: c.effect for c in ROWS["mixtures"].comparisons}
+    assert mix["fomo-ft vs nobuffer"] == pytest.approx(
+        math.sqrt(ka * zs) - math.sqrt((ka + nob.delta_A_KA) * (zs + nob.delta_A_ZS)), rel=1e-12)
+    assert effect_of("si") == pytest.approx(abs(gm1 - gm2) / ((gm1 + gm2) / 2), rel=1e-12)
+    assert effect_of("ar-rsqrt", 1) == pytest.approx(abs(ka1 - ka2) / ((ka1 + ka2) / 2), rel=1e-12)
+    # the rest are cell references: the stand-ins, the headrooms, §6.2's model sizes
+    assert effect_of("learning-rate") == pytest.approx(1.4) and effect_of("merge-early-retention") == pytest.approx(1.3)
+    assert STUDY.claims.scales["A_KA"].paper_headroom == 9.0 and STUDY.claims.scales["A_ZS"].paper_headroom == 3.2
+    assert effect_of("model-size", 1) == pytest.approx(0.8 + 3.2)       # forgetting B/16 3.2 vs L/14 −0.8
+    assert ROWS["pool"].options["effect"] == pd_["pool_gain_zs"]
 
 
 @pytest.mark.parametrize("verdict", VERDICTS4)
-@pytest.mark.parametrize("claim,better,worse,extra", [
-    (lambda d: fm.merge_vs_ft_claim(d, SD, SCALES), "fomo-ema-merge", "fomo-ft", {}),
-    (lambda d: fm.merging_best_claim(d, SD, SCALES), "fomo-ema-merge", "fomo-ft", {}),
-    (lambda d: fm.locked_towers_claim(d, SD, SCALES), "fomo-ft", "fomo-locked-image", {}),
-    (lambda d: fm.best_of_claim("τ", d, "fomo-tau001", ["fomo-tau001", "fomo-tau01", "fomo-tau05"], "GM", SD, SCALES, "§6.4"),
-     "fomo-tau001", "fomo-tau01", {}),
-    (lambda d: fm.best_of_claim("random", d, "fomo-ft", ["fomo-o-time"], fm.AREA, {**SD, fm.AREA: 1.0}, SCALES, "§7.1",
-                                value=fm.trajectory_area),
-     "fomo-ft", "fomo-o-time", {}),
+@pytest.mark.parametrize("claim_id,better,worse", [
+    ("merge-vs-ft", "fomo-ema-merge", "fomo-ft"),
+    ("merging-best", "fomo-ema-merge", "fomo-ft"),
 ])
-def test_one_comparison_gm_claims_read_each_verdict_at_depth(claim, better, worse, extra, verdict):
-    s = fm.stand_in("GM")[0]
-    c = claim(gm_pair(better, worse, diffs(verdict, s), **extra))
-    assert c.verdict == verdict, c
-    assert c.scaled_effect == pytest.approx(s) and "paired by seed, n=5" in c.evidence and "§7.1" in c.paper_effect
-    assert (c.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
+def test_one_comparison_gm_rows_read_each_verdict_at_depth(claim_id, better, worse, verdict):
+    r = judge(claim_id, gm_pair(better, worse, diffs(verdict, GM_STAND_IN)))
+    assert r.verdict == verdict, r
+    assert r.scaled_effect == pytest.approx(GM_STAND_IN) and r.comparisons[0]["how"] == "paired by seed, n=5"
+    assert (r.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
 
 
-def test_a_single_seed_row_is_exploratory_and_never_decided():
-    c = fm.merge_vs_ft_claim(deep(**{"fomo-ft": [gm_point(20)], "fomo-ema-merge": [gm_point(30)]}), SD, SCALES)
-    assert c.verdict == "inconclusive" and "exploratory" in c.evidence and "would read confirmed" in c.evidence
-    assert c.seeds_to_decide is not None and fm.TEST_ONLY in c.evidence
-    c = fm.merge_vs_ft_claim(deep(**{"fomo-ft": [gm_point(20)], "fomo-ema-merge": [gm_point(20.5)]}), {"GM": 3.0}, SCALES)
-    assert c.verdict == "underpowered" and c.mde > c.scaled_effect
+def test_merging_best_chooses_each_groups_best_on_the_runs():
+    runs = deep(**{"fomo-ema-merge": [gm_point(25)] * 5, "fomo-zs-merge": [gm_point(27)] * 5,
+                   "fomo-ft": [gm_point(20)] * 5, "fomo-locked-image": [gm_point(26 + 0.1 * z) for z in Z5]})
+    r = judge("merging-best", runs)
+    assert r.comparisons[0]["label"] == "best fomo-zs-merge vs best other fomo-locked-image"
+    assert judge("merging-best", deep(**{"fomo-ft": [gm_point(20)]})).verdict == "not testable"
 
 
-def test_locked_towers_say_when_the_locked_tower_ends_above():
-    d = gm_pair("fomo-ft", "fomo-locked-image", diffs("refuted", fm.stand_in("GM")[0]))
-    for r in d["fomo-locked-image"].values():
-        r["steps_per_task"] = [16]
-    c = fm.locked_towers_claim(d, SD, SCALES)
-    assert c.verdict == "refuted" and "Finding 4" in c.source
-    assert "1.3× full FT's steps per task (paper 9.1×)" in c.evidence and "ends 1.4 GM above full FT" in c.evidence
+def test_a_single_seed_row_is_exploratory_and_never_confirmed():
+    small = {**FLOORS, "GM": st.Noise(0.1, None, "given")}
+    r = judge("merge-vs-ft", deep(**{"fomo-ft": [gm_point(20)], "fomo-ema-merge": [gm_point(30)]}), small)
+    assert r.verdict == "inconclusive" and any("exploratory" in n for n in r.notes) and r.low > 0   # its interval alone clears it
+    r = judge("merge-vs-ft", deep(**{"fomo-ft": [gm_point(20)], "fomo-ema-merge": [gm_point(20.5)]}),
+              {**FLOORS, "GM": st.Noise(3.0, None, "given")})
+    assert r.verdict == "underpowered" and r.mde > r.scaled_effect
+    r = judge("merge-vs-ft", deep(**{"fomo-ft": [gm_point(20)], "fomo-ema-merge": [gm_point(10)]}), small)
+    assert r.verdict == "inconclusive"                                                    # exploratory: never refutes
 
 
 @pytest.mark.parametrize("verdict", ["confirmed", "refuted", "underpowered"])
-@pytest.mark.parametrize("claim,rival,dirs", [
-    (lambda d: fm.peft_claim(d, SD, SCALES), "fomo-lora4", (1, -1)),      # FT's A_KA above, the PEFT's A_ZS above
-    (lambda d: fm.ewc_claim(d, SD, SCALES), "fomo-ewc", (1, -1)),
-    (lambda d: fm.stream_length_claim(d, SD, SCALES), "fomo-t50", (1, 1)),   # T = 20 above in both
+@pytest.mark.parametrize("claim_id,rival,dirs", [
+    ("ewc", "fomo-ewc", (1, -1)),             # FT's A_KA above, EWC's A_ZS above
+    ("stream-length", "fomo-t50", (1, 1)),     # T = 20 above in both
 ])
-def test_two_metric_claims_against_full_ft_read_each_verdict(claim, rival, dirs, verdict):
-    dka, dzs = diffs(verdict, fm.stand_in("A_KA")[0]), diffs(verdict, fm.stand_in("A_ZS")[0])
+def test_two_metric_rows_against_full_ft_read_each_verdict(claim_id, rival, dirs, verdict):
+    dka, dzs = diffs(verdict, 1.4), diffs(verdict, 1.3)
     if verdict == "confirmed":    # both comparisons, each at 95 %
         dka, dzs = dka * 2, dzs * 2
-    ft = [(30, 20)] * 5
     other = [(30 - dirs[0] * a, 20 - dirs[1] * z) for a, z in zip(dka, dzs)]
-    c = claim(deep(**{"fomo-ft": ft, rival: other}))
-    assert c.verdict == verdict, c
-    assert c.comparisons == 2 and "2 comparisons, all must hold" in c.evidence
+    r = judge(claim_id, deep(**{"fomo-ft": [(30, 20)] * 5, rival: other}))
+    assert r.verdict == verdict, r
+    assert len(r.comparisons) == 2 and "all must hold" in r.notes[0]
+
+
+def test_peft_needs_every_peft_method_each_way():
+    peft = ("fomo-lora4", "fomo-lora64", "fomo-dora", "fomo-vera", "fomo-bitfit", "fomo-lnfit")
+    runs = deep(**{"fomo-ft": [(30, 20)] * 5, **{e: [(30 - 5 + 0.05 * z, 20 + 5 + 0.05 * z) for z in Z5] for e in peft}})
+    r = judge("peft", runs)
+    assert r.verdict == "confirmed" and len(r.comparisons) == 12
+    del runs["fomo-dora"]
+    assert judge("peft", runs).verdict == "not testable" and "fomo-dora" in judge("peft", runs).notes[0]
 
 
 @pytest.mark.parametrize("verdict", VERDICTS4)
 def test_si_equivalence_each_verdict(verdict):
     # margin 2.3 % of full FT's GM 20 = 0.46
     d = {"confirmed": 0.02 * Z5, "refuted": 2 + 0.02 * Z5, "underpowered": 2 * Z5, "inconclusive": 0.4 + 0.25 * Z5}[verdict]
-    c = fm.si_claim(gm_pair("fomo-si", "fomo-ft", d), SD)
-    assert c.verdict == verdict, c
-    assert "margin ±0.46" in c.evidence and "§7.1" in c.evidence and c.scaled_effect == pytest.approx(0.46, abs=0.01)
+    r = judge("si", gm_pair("fomo-si", "fomo-ft", d))
+    assert r.verdict == verdict, r
+    assert r.scaled_effect == pytest.approx(0.457, abs=0.001) and r.kind == "equivalent within a share"
 
 
 @pytest.mark.parametrize("verdict", VERDICTS4)
 def test_orderings_similar_each_verdict(verdict):
-    d = {"confirmed": 0.02 * Z5, "refuted": 2 + 0.02 * Z5, "underpowered": 2 * Z5, "inconclusive": 0.4 + 0.25 * Z5}[verdict]
-    runs = gm_pair("fomo-o-sim", "fomo-ft", d, **{"fomo-o-easy": [gm_point(20.01)] * 5, "fomo-o-time": [gm_point(5)] * 5})
-    c = fm.orderings_similar_claim(runs, SD, ORDERS)
-    assert c.verdict == verdict and c.claim.startswith("Endpoints are similar across orderings")
-    assert "fomo-o-time" not in c.evidence and "margin ±0.46" in c.evidence
+    d = {"confirmed": 0.02 * Z5, "refuted": 2 + 0.02 * Z5, "underpowered": 2 * Z5, "inconclusive": 0.4 + 0.1 * Z5}[verdict]
+    runs = gm_pair("fomo-o-sim", "fomo-ft", d, **{e: [gm_point(20 + 0.001 * z) for z in Z5] for e in ("fomo-o-easy", "fomo-o-freq")},
+                   **{"fomo-o-time": [gm_point(5)] * 5})
+    r = judge("orderings-similar", runs)
+    assert r.verdict == verdict, r
+    assert "fomo-o-time" not in str(r.comparisons)         # dataset-level orderings are left out
     if verdict != "confirmed":
-        assert c.evidence.startswith("fomo-o-sim")     # the ordering that decides the row
-
-
-def test_single_seed_equivalence_is_exploratory():
-    one = fm.by_seed(ends(**{"fomo-ft": gm_point(20.0), "fomo-si": gm_point(20.0)}), None)
-    c = fm.si_claim(one, {**SD, "GM": 0.05})
-    assert c.verdict == "inconclusive" and "would read confirmed" in c.evidence
-    assert fm.si_claim(one, SD).verdict == "underpowered"
-
-
-ORDERS = {"random": "fomo-ft", "easy-to-hard": "fomo-o-easy", "frequency": "fomo-o-freq", "similarity": "fomo-o-sim",
-          "time": "fomo-o-time", "dataset": "fomo-o-dataset"}
+        assert r.comparisons[2]["label"] == "fomo-o-sim" and r.effect == pytest.approx(r.comparisons[2]["effect"])
 
 
 @pytest.mark.parametrize("verdict", ["confirmed", "refuted", "underpowered"])
 def test_ar_rsqrt_each_verdict(verdict):
-    m = fm.similar_fraction("A_KA") * 30                         # the non-inferiority margin: 0.78
-    zs = diffs(verdict, fm.stand_in("A_ZS")[0]) * (2 if verdict == "confirmed" else 1)
+    m = effect_of("ar-rsqrt", 1) * 30                           # the non-inferiority margin: 0.77
+    zs = diffs(verdict, 1.3) * (2 if verdict == "confirmed" else 1)
     ka = {"confirmed": 0.05 * Z5, "refuted": -m - 0.5 + 0.05 * Z5, "underpowered": 5 * Z5}[verdict]   # refuted: well below
-    c = fm.ar_rsqrt_claim(deep(**{"fomo-ft": [(30, 20)] * 5, "fomo-ar-rsqrt": [(30 + a, 20 + z) for a, z in zip(ka, zs)]}), SD, SCALES)
-    assert c.verdict == verdict, c
-    assert "non-inferiority" in c.evidence and "nearly the same" in c.paper_effect
+    r = judge("ar-rsqrt", deep(**{"fomo-ft": [(30, 20)] * 5, "fomo-ar-rsqrt": [(30 + a, 20 + z) for a, z in zip(ka, zs)]}))
+    assert r.verdict == verdict, r
+    ni = r.comparisons[1]
+    assert ni["label"] == f"A_KA + margin vs cosine's (margin {m:.2f})" and ni["scaled_effect"] == pytest.approx(m)
 
 
 @pytest.mark.parametrize("verdict", ["confirmed", "refuted", "underpowered"])
 def test_early_retention_is_against_theta0_each_verdict(verdict):
-    s = fm.stand_in("A_ZS")[0]
-    d = diffs(verdict, s) * (2 if verdict == "confirmed" else 1)
+    d = diffs(verdict, 1.3) * (2 if verdict == "confirmed" else 1)
     pts = lambda x: [(10, 40)] + [(20, 40 + x)] * 5 + [(30, 10)] * 15   # noqa: E731
     runs = {e: {i: run(pts(x)) for i, x in enumerate(d)} for e in ("fomo-ema-merge", "fomo-zs-merge")}
     runs["fomo-ft"] = {i: run([(10, 40)] + [(30, 5)] * 20) for i in range(5)}    # full FT far below: it must not matter
-    c = fm.merge_early_retention_claim(runs, SD, SCALES)
-    assert c.verdict == verdict, c
-    assert "vs θ0 40.0" in c.evidence and c.scaled_effect == pytest.approx(s)
+    r = judge("merge-early-retention", runs)
+    assert r.verdict == verdict, r
+    assert r.scaled_effect == pytest.approx(1.3) and r.effect == pytest.approx(np.mean(d) if verdict != "confirmed" else r.effect)
 
 
-def test_not_run_claims_are_inconclusive_and_name_the_runs():
-    c = fm.merge_early_retention_claim(deep(**{"fomo-ft": [(20, 30)]}), SD, SCALES)
-    assert c.verdict == "inconclusive" and "not run: fomo-ema-merge, fomo-zs-merge" in c.evidence
-    assert fm.best_of_claim("lr", deep(**{"fomo-ft": [(20, 30)]}), "fomo-ft", ["fomo-lr1e-4"], "A_KA", SD, SCALES, "").evidence \
-        == "not run: fomo-lr1e-4"
+def test_rows_whose_runs_are_missing_are_not_testable_and_name_them():
+    r = judge("merge-early-retention", deep(**{"fomo-ft": [(20, 30)]}))
+    assert r.verdict == "not testable" and "no runs of fomo-ema-merge, fomo-zs-merge" in r.notes[0]
+    assert judge("learning-rate", deep(**{"fomo-ft": [(20, 30)]})).notes[0].startswith("no runs of fomo-lr1e-4")
+    assert judge("merge-vs-ft", gm_pair("fomo-ema-merge", "fomo-ft", [1.0]), floors={}).verdict == "not testable"   # no floor
 
 
 def test_mixtures_carry_the_papers_no_buffer_numbers():
-    d5, up = diffs("confirmed", fm.nobuffer_gm_effect()), diffs("confirmed", fm.stand_in("GM")[0])
-    runs = deep(**{"fomo-ft": [gm_point(40)] * 5, "fomo-mix-iidify": [gm_point(40 + x) for x in up],
-                   "fomo-mix-nobuffer": [gm_point(40 - x) for x in d5]})
-    c = fm.mixtures_claim(runs, SD, SCALES, ["fomo-ft", "fomo-mix-iidify", "fomo-mix-nobuffer"])
-    # iidify above the reference and no-buffer; the reference and iidify above no-buffer
-    assert c.verdict == "confirmed" and c.comparisons == 4 and "-14.0 A_KA" in c.paper_effect
-    assert "fomo-ft vs nobuffer" in c.evidence and "(scaled paper effect +9.17)" in c.evidence
+    mixes = ("fomo-mix-pretrain", "fomo-mix-ibrahim")
+    d5, up = diffs("confirmed", 9.174), diffs("confirmed", GM_STAND_IN)
+    runs = deep(**{"fomo-ft": [gm_point(40)] * 5, "fomo-mix-iidify": [gm_point(40 + 2 * x) for x in up],
+                   "fomo-mix-nobuffer": [gm_point(40 - x) for x in d5], **{e: [gm_point(40 + x) for x in up] for e in mixes}})
+    r = judge("mixtures", runs)
+    assert r.verdict == "confirmed" and len(r.comparisons) == 8
+    nob = next(c for c in r.comparisons if c["label"] == "fomo-ft vs nobuffer")
+    assert nob["scaled_effect"] == pytest.approx(9.174, abs=1e-3)
     runs["fomo-mix-nobuffer"] = {s: run([(10, 40), gm_point(40.5 + z)]) for s, z in enumerate(Z5)}   # no-buffer above the reference
-    assert fm.mixtures_claim(runs, SD, SCALES, ["fomo-ft", "fomo-mix-iidify", "fomo-mix-nobuffer"]).verdict == "refuted"
+    assert judge("mixtures", runs).verdict == "refuted"
 
 
 @pytest.mark.parametrize("verdict", ["confirmed", "refuted"])
 def test_model_size_each_verdict(verdict):
-    s_small, s_large = fm.stand_in("A_ZS")[0], 4.0          # default − large: §6.2's B/16 3.2 vs L/14 −0.8
+    s_small, s_large = 1.3, 4.0          # default − large: §6.2's B/16 3.2 vs L/14 −0.8
     k = 2 if verdict == "confirmed" else -1
     runs = deep(**{"fomo-ft": [(20, 35)] * 5,                 # default forgets 5
                    "fomo-ft-s": [(20, 35 - k * s_small + 0.05 * z) for z in Z5],
                    "fomo-ft-l": [(20, 35 + k * s_large + 0.05 * z) for z in Z5]})
-    c = fm.model_size_claim(runs, SD, SCALES)
-    assert c.verdict == verdict, c
-    assert "L/14 -0.8" in c.paper_effect and "forgetting B/16 3.2" in c.paper_effect
+    r = judge("model-size", runs)
+    assert r.verdict == verdict, r
+    assert [c["paper_effect"] for c in r.comparisons] == [pytest.approx(1.3), pytest.approx(4.0)]
 
 
-@pytest.mark.parametrize("zs,sd,reads", [
-    ((30, 30.2, 29.9, 36), 1.0, "would read confirmed"),          # one pool 6 points up: beyond Tukey's 3.63 × 0.71
-    ((30, 30.05, 29.98, 30.02), 0.05, "would read refuted"),     # every gap well inside the paper's 2.4
+POOLS = ("fomo-ft", "fomo-pool-onestyle", "fomo-pool-half", "fomo-pool-noisy")
+
+
+@pytest.mark.parametrize("zs,sd,verdict", [
+    ((30, 30.2, 29.9, 36), 0.3, "inconclusive"),      # one pool 6 points up: its interval clears 0, but one run each
     ((30, 31, 29.5, 32), 3.0, "underpowered"),
 ])
-def test_pool_claim_is_single_run_and_exploratory(zs, sd, reads):
-    runs = ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)})
-    c = fm.pool_claim(fm.by_seed(runs, None), {**SD, "A_ZS": sd}, SCALES)
-    assert (c.verdict == "underpowered") if reads == "underpowered" else (c.verdict == "inconclusive" and reads in c.evidence), c
-    assert "Tukey-adjusted for 4 pools" in c.evidence and c.scaled_effect == pytest.approx(2.4)
+def test_pool_row_is_single_run_and_exploratory_on_one_seed(zs, sd, verdict):
+    r = judge("pool", deep(**{e: [(20, z)] for e, z in zip(POOLS, zs)}), {"A_ZS": st.Noise(sd, None, "given")})
+    assert r.verdict == verdict, r
+    assert "Tukey-adjusted for 4 pools" in r.comparisons[0]["how"] and r.scaled_effect == pytest.approx(2.4)
+    assert r.comparisons[0]["label"] == ("fomo-pool-noisy − fomo-pool-half")
 
 
-def test_pool_claim_rarely_reads_a_change_under_pure_test_noise():
-    """The old check (range > 2 × the sd of a difference) confirmed about 19 % of pure-noise cases."""
+def test_pool_row_decides_over_seeds_and_rarely_reads_a_change_under_pure_noise():
+    """At three seeds per pool (the pools' means, one value per run) the Tukey-adjusted gap keeps its
+    5 % false alarms; the floor's sd is of one difference of two single runs."""
     rng = np.random.default_rng(0)
     hits = 0
-    for _ in range(400):
-        zs = 30 + rng.normal(0, 1 / math.sqrt(2), 4)   # one run's A_ZS has sd = (sd of a difference) / √2
-        c = fm.pool_claim(fm.by_seed(ends(**{e: (20, z) for e, z in zip(("fomo-ft", *fm.POOLS), zs)}), None), SD, SCALES)
-        hits += "would read confirmed" in c.evidence
-    assert hits / 400 < 0.08
+    for _ in range(300):
+        zs = 30 + rng.normal(0, 1 / math.sqrt(2), (4, 3))   # one run's A_ZS has sd = (sd of a difference) / √2
+        r = judge("pool", deep(**{e: [(20, z) for z in row] for e, row in zip(POOLS, zs)}), {"A_ZS": st.Noise(1.0, None, "given")})
+        hits += r.low > 0
+    assert hits / 300 < 0.06
+    big = deep(**{e: [(20, 30 + 5 * (e == "fomo-pool-half") + 0.01 * s) for s in range(3)] for e in POOLS})
+    assert judge("pool", big, {"A_ZS": st.Noise(0.2, None, "given")}).verdict == "confirmed"
 
 
 def test_compute_scaling_is_a_difference_of_gains():
-    runs = fm.by_seed(ends(**{"fomo-ft-c025": gm_point(18), "fomo-ft-c6": gm_point(19), "fomo-ema-c025": gm_point(18),
-                             "fomo-ema-c6": gm_point(30)}), None)
-    c = fm.compute_scaling_claim(runs, SD, SCALES)
-    assert c.effect == pytest.approx(11.0) and c.sigma_d == pytest.approx(math.sqrt(2))   # four evaluations: √(4/2) × 1
-    assert c.verdict == "inconclusive" and "would read confirmed" in c.evidence
+    one = {"fomo-ft-c025": gm_point(18), "fomo-ft-c6": gm_point(19), "fomo-ema-c025": gm_point(18), "fomo-ema-c6": gm_point(30)}
+    r = judge("compute-scaling", deep(**{e: [p] for e, p in one.items()}),
+              {"GM, gain of gains": fm.comparison_sd(SD, "GM", evals=4, runs=4)})
+    assert r.effect == pytest.approx(11.0) and r.sigma_d == pytest.approx(math.sqrt(2))   # four evaluations: √(4/2) × 1
+    assert r.verdict == "underpowered" and r.low > 0      # one run each: its interval clears 0, its MDE 3.96 > the effect
     four = ("fomo-ft-c025", "fomo-ft-c6", "fomo-ema-c025", "fomo-ema-c6")
     deep3 = deep(**{e: [gm_point(g + 0.1 * s) for s in range(3)] for e, g in zip(four, (18, 19, 18, 30))})
     deep3["fomo-ema-c6"] = {s: run([(10, 40), gm_point(30 + z)]) for s, z in enumerate((0.0, 0.2, -0.1))}
-    c = fm.compute_scaling_claim(deep3, SD, SCALES)                # paired over the three seeds all four have
-    assert c.verdict == "confirmed" and "paired by seed, n=3" in c.evidence and "over 3 seeds" in c.evidence
+    r = judge("compute-scaling", deep3)                        # paired over the three seeds all four have
+    assert r.verdict == "confirmed" and r.comparisons[0]["how"] == "paired by seed, n=3"
 
 
-def test_memory_order_claim_is_exact_confirmed_or_refuted():
-    paper = {"locked-image": 0.26, "LNFit": 0.66, "BitFit": 0.66, "LoRA, r=4": 0.87, "full-ft": 1.0, "EWC": 1.01, "SI": 1.0}
-    assert fm.memory_order_claim(paper, "paper").verdict == "confirmed"          # ties allowed at full FT ≤ SI
-    c = fm.memory_order_claim({**paper, "locked-image": 0.78}, "tiny")
-    assert c.verdict == "refuted" and "2 links of the order broken" in c.evidence
-    c = fm.memory_order_claim({k: v for k, v in paper.items() if k != "SI"}, "tiny")
-    assert c.verdict == "inconclusive" and "not measured: SI" in c.evidence
+TABLE4 = {"locked-image": 0.26, "LNFit": 0.66, "BitFit": 0.66, "LoRA, r=4": 0.87, "full-ft": 1.0, "EWC": 1.01, "SI": 1.0}
 
 
-def test_ledger_pairs_the_subsets_seeds_and_keeps_the_rest_exploratory():
-    big = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
-    runs = {e: run([(10, 40), p], datasets=big) for e, p in
-            {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)}.items()}
-    study = {"reference": "fomo-ft", "seed": 0, "studies": {"methods": ["fomo-ft", "fomo-ema-merge", "fomo-lora4"]},
-             "power": {"headroom": {"A_KA": 9.0, "A_ZS": 3.2, "GM": 3.0}}}
-    subset = {"fomo-ft": {0: runs["fomo-ft"], **{s: run([(10, 40), (30 + s / 10, 20)], datasets=big) for s in (1, 2)}},
-              "fomo-ema-merge": {0: runs["fomo-ema-merge"], **{s: run([(10, 40), (27 + s / 5, 30)], datasets=big) for s in (1, 2)}}}
-    spread = fm.subset_spread(subset)
-    claims = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=spread, subset=subset)
-    by = {c.claim.split(" (")[0]: c for c in claims}
-    main = by["Main claim: EMA-Merge ends above full fine-tuning"]
-    assert main.verdict == "confirmed" and main.seeds == 3 and "paired by seed, n=3" in main.evidence
-    assert "× our H 3.00 / the paper's 3.78" in main.paper_effect
-    peft = by["PEFT methods accumulate less and forget less than full fine-tuning"]
-    assert peft.verdict == "inconclusive" and "exploratory" in peft.evidence and "at seeds 0, 1, 2" in peft.evidence
-    assert by["Tuning both towers beats locking the image or the text tower"].evidence.startswith("not run")
-    assert all(c.source.startswith("FoMo-in-Flux") for c in claims)
-    measured = [c for c in claims if not c.evidence.startswith(("not run", "not measured"))]
-    assert measured and all(c.low is not None and c.high is not None for c in measured)
-    assert all(c.verdict in ("underpowered", "inconclusive") for c in measured
-               if "exploratory" in c.evidence or c.seeds == 1 and "tensor accounting" not in c.evidence)
-    without = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0})   # no subset: every row single-run
-    assert all(c.verdict in ("underpowered", "inconclusive") for c in without if "tensor accounting" not in c.evidence)
+def memory_runs(mult: dict) -> dict:
+    names = ROWS["memory-order-tiny"].options["experiments"]
+    return {names[k]: {0: run([(10, 40), (20, 20)], mult=v)} for k, v in mult.items()}
 
 
-def test_ledger_reads_seeds_as_blocks_when_three_experiments_share_the_subsets_seeds():
-    big = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
-    runs = {e: run([(10, 40), p], datasets=big) for e, p in
-            {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-zs-merge": (26, 29)}.items()}
-    study = {"reference": "fomo-ft", "seed": 0, "studies": {"methods": list(runs)},
-             "power": {"headroom": {"A_KA": 9.0, "A_ZS": 3.2, "GM": 3.0}}}
-    jitter = {"fomo-ft": (0.1, -0.2), "fomo-ema-merge": (0.3, 0.1), "fomo-zs-merge": (-0.2, 0.4)}
-    subset = {e: {0: runs[e], **{s: run([(10, 40), (p[0] + jitter[e][s - 1], p[1] + s)], datasets=big) for s in (1, 2)}}
-              for e, p in {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-zs-merge": (26, 29)}.items()}
-    blocks = fm.seed_blocks(subset)
-    assert blocks["GM"] is not None and blocks["GM"].dof == 4 and set(blocks) == set(fm.ledger_metrics())
-    claims = fm.ledger(runs, study, ORDERS, {"full-ft": 1.0}, spread=fm.subset_spread(subset), subset=subset)
-    main = next(c for c in claims if c.claim.startswith("Main claim"))
-    assert main.seeds == 3 and "seeds as blocks" in main.evidence and "on 4 dof" in main.evidence
-    # two experiments at the seeds: nothing to pool, each pair reads its own spread
-    assert fm.seed_blocks({e: subset[e] for e in ("fomo-ft", "fomo-ema-merge")})["GM"] is None
+def test_memory_order_is_exact_confirmed_or_refuted():
+    assert judge("memory-order-tiny", memory_runs(TABLE4)).verdict == "confirmed"       # ties allowed at full FT ≤ SI
+    r = judge("memory-order-tiny", memory_runs({**TABLE4, "locked-image": 0.78}))    # our tiny model: locked-image above LNFit
+    assert r.verdict == "refuted" and "2 links of the order broken" in r.notes[1] and r.effect == pytest.approx(-0.12)
+    for broken in ({"BitFit": 0.9}, {"SI": 0.99}, {"LoRA, r=4": 1.0}):               # BitFit above LoRA, SI below FT, LoRA not below
+        assert judge("memory-order-tiny", memory_runs({**TABLE4, **broken})).verdict == "refuted"
+    r = judge("memory-order-tiny", memory_runs({k: v for k, v in TABLE4.items() if k != "SI"}))
+    assert r.verdict == "not testable" and "SI" in r.notes[0]
 
 
+def test_memory_order_at_the_papers_scale_reads_the_benchmark_file():
+    from vlcp.report import project_root
+    from vlcp.utils import read_json
 
-def test_notebook_claims_cell_runs_on_fake_results(tmp_path):
-    """The notebook's claims cell, run in plain Python on fake runs: it only calls `fm.ledger`."""
+    bench = read_json(project_root() / ROWS["memory-order-paper-scale"].options["from"])
+    r = judge("memory-order-paper-scale", {})
+    want = "confirmed" if fm.multipliers(ROWS["memory-order-paper-scale"], {})[0]["locked-image"] < 0.5 else "refuted"
+    assert r.verdict == want and bench["model"] in r.notes[0]
+
+
+def test_floors_join_test_set_noise_and_the_seed_spread_by_comparison_sds_rule():
+    ref = run([(10, 40), (30, 20)])
+    sub = {"fomo-ft": {s: run([(10, 40), (30 + s, 20 + s)]) for s in range(3)}}
+    spread = fm.subset_spread(sub)
+    got, noise = fm.floors(ref, spread), fm.ledger_noise(ref, spread)
+    assert set(got) == set(FLOOR_NAMES)
+    assert got["GM"] == fm.comparison_sd(noise, "GM") and got["GM"].dof == 2
+    assert got["GM, gain of gains"].sd == pytest.approx(fm.comparison_sd(noise, "GM", evals=4, runs=4).sd)
+    assert got["early gain"].sd == pytest.approx(math.sqrt(fm.noise_sd(ref, ref["zero_shot"])["A_ZS"] ** 2
+                                                           + spread["metrics"][fm.early_key()]["difference_spread"] ** 2 / 2))
+    plain = fm.floors(ref, None)
+    assert plain["A_KA"].dof is None and plain["A_KA"].source == fm.TEST_ONLY
+
+
+def write_runs(root, points: dict, seeds=(0,)):
+    """Runs of the study's layout under `root`: seed 0 in methods/, the others in spread-seed<S>/."""
+    from vlcp.utils import write_json
+
+    for e, p in points.items():
+        for s in seeds:
+            where = root / "methods" if s == 0 else root / f"spread-seed{s}"
+            write_json(where / e / f"seed{s}" / "results.json", run([(10, 40), (p[0] + 0.3 * s * (e == "fomo-ft"), p[1] + s)],
+                                                                   datasets=BIG))
+
+
+BIG = {"a": {"role": "adaptation", "n": 10**5}, "r": {"role": "retention", "n": 10**5}}
+
+
+def test_the_hook_pairs_the_subsets_seeds_and_keeps_the_rest_exploratory(tmp_path):
+    from vlcp.config import load_params
+    from vlcp.report.ledger import study_ledger
+
+    params = load_params("params.yaml")
+    write_runs(tmp_path, {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)}, seeds=(0, 1, 2, 3, 4))
+    write_runs(tmp_path, {"fomo-lora4": (20, 35), "fomo-locked-image": (25, 25)})
+    rows = {r.claim_id: r for r in study_ledger(STUDY, params, tmp_path)}
+    assert list(rows) == [r.id for r in STUDY.claims.rows]
+    main = rows["merge-vs-ft"]
+    assert main.seeds == 5 and main.comparisons[0]["how"] == "paired by seed, n=5"
+    assert rows["peft"].verdict == "not testable" and rows["si"].verdict == "not testable"
+    mb = rows["merging-best"]
+    assert mb.seeds == 1 and "fomo-ft, fomo-ema-merge at seeds 0, 1, 2, 3, 4" in mb.comparisons[0]["how"]
+    assert all(r.verdict in ("underpowered", "inconclusive", "not testable") for k, r in rows.items() if k != "merge-vs-ft"
+               and not k.startswith("memory-order"))
+
+
+def test_ledger_runs_join_the_subsets_seeds_and_the_long_profiles(tmp_path):
+    from vlcp.utils import write_json
+
+    block = {"seed": 0, "studies": {"methods": ["fomo-ft", "fomo-lora4"]}, "spread": {"experiments": ["fomo-ft"], "seeds": [1]},
+             "long": {"runs": str(tmp_path / "long"), "seeds": [1, 2], "studies": {"table5": ["fomo-isolated"]}}}
+    write_runs(tmp_path / "runs", {"fomo-ft": (30, 20)}, seeds=(0, 1))
+    write_runs(tmp_path / "runs", {"fomo-lora4": (20, 30)})
+    for s in (1, 2):
+        write_json(tmp_path / "long" / f"seed{s}" / "fomo-lora4" / f"seed{s}" / "results.json", run([(10, 40), (20, 30)]))
+    write_json(tmp_path / "long" / "table5" / "fomo-isolated" / "seed0" / "results.json", run([(10, 40), (20, 30)]))
+    plain = fm.ledger_runs(tmp_path / "runs", block)
+    assert {e: sorted(v) for e, v in plain.items()} == {"fomo-ft": [0, 1], "fomo-lora4": [0]}
+    long = fm.ledger_runs(tmp_path / "runs", block, long=True)
+    assert {e: sorted(v) for e, v in long.items()} == {"fomo-ft": [0, 1], "fomo-lora4": [0, 1, 2], "fomo-isolated": [0]}
+
+
+def test_notebook_claims_cell_calls_the_studys_ledger_hook(tmp_path):
+    """The notebook's claims cell, run in plain Python on fake runs: it writes the hook's rows (the ones
+    tests/test_pins.py pins), and computes no verdict of its own."""
     import json
     from pathlib import Path
 
-    from vlcp.report.claims import claims_frame, ledger_style, write_claims
+    from vlcp.config import load_params
+    from vlcp.report.ledger import ledger_frame, ledger_json, ledger_style
+    from vlcp.utils import write_json
 
     nb = json.loads((Path(__file__).parents[1] / "notebooks" / "fomo_figures.ipynb").read_text())
-    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "write_claims(" in "".join(c["source"]))
-    assert "confirmed" not in cell and "greater(" not in cell   # no verdict computed in the notebook
-    runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30), "fomo-lora4": (20, 35), "fomo-o-sim": (29, 21)})
-    spread = fm.subset_spread(subset_of({"fomo-ft": [20, 21, 22]}))
-    ns = {"report": True, "fm": fm, "runs": runs, "study": {"reference": "fomo-ft", "studies": {}}, "orders": ORDERS,
-          "mm_tiny": {}, "bench": None, "claims_frame": claims_frame, "ledger_style": ledger_style, "write_claims": write_claims, "Path": Path,
-          "reports_dir": str(tmp_path), "display": lambda *a, **k: None, "spread": spread, "subset": {},
-          "study_power_table": None, "unresolved": None}   # (the power cell, earlier in the notebook)
+    cell = next("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "ledger_json(" in "".join(c["source"]))
+    assert "fm.ledger(fomo_study, params, runs_dir, long)" in cell
+    assert not any(f in cell for f in ("confirmed", "greater(", "evaluate(", "write_claims"))
+    write_runs(tmp_path / "runs", {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)}, seeds=(0, 1, 2))
+    ns = {"report": True, "fm": fm, "fomo_study": STUDY, "params": load_params("params.yaml"), "runs_dir": tmp_path / "runs",
+          "long": False, "stale": None, "ledger_frame": ledger_frame, "ledger_json": ledger_json, "ledger_style": ledger_style,
+          "write_json": write_json, "Path": Path, "reports_dir": str(tmp_path), "display": lambda *a, **k: None,
+          "Markdown": str, "study_power_table": None}
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
-    merging = next(c for c in out["claims"] if c["claim"].startswith("Model merging gives the best"))
-    assert "seed spread of this study's subset (fomo-ft at seeds 0, 1, 2)" in merging["evidence"]
+    assert [c["claim_id"] for c in out["claims"]] == [r.id for r in STUDY.claims.rows]
+    assert out["claims"][0]["seeds"] == 3
 
 
 @pytest.mark.parametrize("seeds", [[0, 1, 2], [0]])
