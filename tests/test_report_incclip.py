@@ -59,8 +59,8 @@ def test_spread_is_measured_on_the_seed_subset_and_names_its_runs_and_seeds():
         assert d["difference_spread"] == pytest.approx(math.sqrt(5.0))
     assert sp["seeds"] == [0, 1, 2] and sp["experiments"] == ["ic4-er", "ic4-incclip"]
     sds = ic.noise_sds(sp, 3.4)
-    assert sds["average"][0] == pytest.approx(math.sqrt(5.0)) and sds["average"].dof == 4
-    assert "ic4-er, ic4-incclip at seeds 0, 1, 2" in sds["bwt_rm"][1] and "Student's t on 4 dof" in sds["bwt_rm"][1]
+    assert sds["average"].sd == pytest.approx(math.sqrt(5.0)) and sds["average"].dof == 4
+    assert "ic4-er, ic4-incclip at seeds 0, 1, 2" in sds["bwt_rm"].source and "Student's t on 4 dof" in sds["bwt_rm"].source
     assert all(n.dof == 4 for n in sds.values())
     t = ic.spread_frame(sp)
     assert list(t.index) == ["average", "r1_mean", "bwt_rm"] and t.loc["average", "dof"] == 4
@@ -71,9 +71,9 @@ def test_noise_sds_without_a_spread_fall_back_to_the_noise_floor():
     sp = ic.spread(subset([10.0, 12.0], [20.0, 21.0]), [0, 1])
     del sp["metrics"]["bwt_rm"]
     sds = ic.noise_sds(sp, 3.4)
-    assert sds["bwt_rm"] == (3.4, "report.incclip.noise_floor (seed subset not run)", None)   # a floor: normal quantile
-    assert "seeds 0, 1" in sds["average"][1] and sds["average"].dof == 2
-    assert ic.noise_sds(None, 2.0)["average"] == (2.0, "report.incclip.noise_floor (seed subset not run)", None)
+    assert sds["bwt_rm"] == ic.Noise(3.4, None, "report.incclip.noise_floor (seed subset not run)")   # a floor: normal quantile
+    assert "seeds 0, 1" in sds["average"].source and sds["average"].dof == 2
+    assert ic.noise_sds(None, 2.0)["average"] == ic.Noise(2.0, None, "report.incclip.noise_floor (seed subset not run)")
 
 
 def test_subset_spread_reads_the_runs_dir_and_falls_back_when_a_run_is_missing(tmp_path):
@@ -118,7 +118,7 @@ def notebook_cell(name, cell_id):
 def test_sensitivity_reads_each_choice_against_its_noise():
     runs = {"ref": [result(20.0, [[0.0]], 1.0)], "band": [result(26.0, [[0.0]], 1.0)],
             "kd": [result(21.0, [[0.0]], 1.0)], "two": [result(20.0, [[0.0]], 1.0), result(22.0, [[0.0]], 1.0)]}
-    sds = {"average": (2.0, "given"), "r1_mean": (2.0, "given")}
+    sds = {"average": ic.Noise(2.0, None, "given"), "r1_mean": ic.Noise(2.0, None, "given")}
     choices = [{"choice": "band", "ours": "[0.1, 0.3]", "alternative": "[0.3, 0.5]", "experiment": "band"},
                {"choice": "kd", "ours": "own", "alternative": "0.2", "experiment": "kd"},
                {"choice": "missing", "ours": 1, "alternative": 2, "experiment": "absent"},
@@ -226,7 +226,7 @@ def ledger_runs(seeds4: int = 3) -> dict:
     return out
 
 
-FLOORS = {m: ic.Noise(2.0, "a test subset", 20) for m in ("average", "r1_mean", "bwt_rm")}
+FLOORS = {m: ic.Noise(2.0, 20, "a test subset") for m in ("average", "r1_mean", "bwt_rm")}
 
 
 def judged(runs, calibrated=False, floors=FLOORS) -> dict:

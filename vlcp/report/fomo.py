@@ -20,8 +20,7 @@ from scipy import stats
 from vlcp.eval import continual
 from vlcp.report import ledger as lg
 from vlcp.report import stats as st
-from vlcp.report.claims import runs_where, seed_spread
-from vlcp.report.claims import spread_frame  # noqa: F401  (the notebook's seed-spread table)
+from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: the notebook's seed-spread table)
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
 from vlcp.report.study import ClaimSpec, ComparisonSpec, Runs, Study, as_lists, calibration_mismatch, load_runs, values

@@ -20,7 +20,7 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report import stats as st
-from vlcp.report.claims import Noise
+from vlcp.report.stats import Noise
 from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
 from vlcp.report.targets import engineering_targets  # noqa: F401  (ic.engineering_targets)
 from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, not_testable
@@ -128,7 +128,7 @@ def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[di
 
 
 def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
-    """{metric: Noise(sd of ONE single-seed difference, its source, its dof)} for "average",
+    """{metric: Noise(sd of ONE single-seed difference, its dof, its source)} for "average",
     "r1_mean" and "bwt_rm": the difference spread (√2 × the pooled seed std) of the study's seed
     subset where `spread` (`spread`'s dict) has the metric, its source naming the runs, seeds and
     degrees of freedom, dof = the spread's; else `fallback` (report.incclip.noise_floor), dof None."""
@@ -136,10 +136,10 @@ def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
     for m in SPREAD_METRICS:
         if spread and m in spread.get("metrics", {}):
             d = spread["metrics"][m]
-            out[m] = Noise(float(d["difference_spread"]), f"{spread['source']}, Student's t on {d['dof']} dof",
-                           int(d["dof"]))
+            out[m] = Noise(float(d["difference_spread"]), int(d["dof"]),
+                           f"{spread['source']}, Student's t on {d['dof']} dof")
         else:
-            out[m] = Noise(float(fallback), "report.incclip.noise_floor (seed subset not run)", None)
+            out[m] = Noise(float(fallback), None, "report.incclip.noise_floor (seed subset not run)")
     return out
 
 
@@ -163,7 +163,7 @@ def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict]
         moved = False
         for key, fn, label in (("average", average, "Average"), ("r1_mean", r1_mean, "mean R@1")):
             diff = float(np.mean([fn(r) for r in alt]) - np.mean([fn(r) for r in ref]))
-            noise = sds[key][0] / np.sqrt(min(len(alt), len(ref)))
+            noise = sds[key].sd / np.sqrt(min(len(alt), len(ref)))
             row[f"Δ {label}"], row[f"noise {label}"] = diff, noise
             moved |= abs(diff) > 2 * noise
         row["reading"] = "moves the result (|Δ| > 2 × noise)" if moved else "within 2 × noise (not shown to be harmless)"

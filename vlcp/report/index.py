@@ -9,11 +9,11 @@ import html
 import json
 from pathlib import Path
 
-from vlcp.report.claims import VERDICTS
+from vlcp.report.ledger import VERDICTS
 from vlcp.utils import atomic_path
 
 COLOURS = {"confirmed": "#1a7f37", "refuted": "#cf222e", "underpowered": "#8250df", "inconclusive": "#9a6700",
-           "not confirmed": "#bc4c00", "not testable": "#57606a"}
+           "not testable": "#57606a"}
 
 SORT_JS = """<script>
 document.querySelectorAll('table.sortable th').forEach((th, i) => th.addEventListener('click', () => {

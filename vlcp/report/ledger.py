@@ -359,7 +359,7 @@ def ledger_frame(rows: list[Row]):
 
 
 VERDICT_STYLE = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "color:#cf222e;font-weight:bold",
-                 "not confirmed": "color:#cf222e;font-weight:bold", "underpowered": "color:#6e7781;font-weight:bold",
+                 "underpowered": "color:#6e7781;font-weight:bold",
                  "inconclusive": "color:#9a6700;font-weight:bold", "not testable": "color:#6e7781"}
 
 

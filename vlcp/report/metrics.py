@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from vlcp.errors import VlcpError
-from vlcp.report.claims import VERDICTS
+from vlcp.report.ledger import VERDICTS
 from vlcp.report.study import load_study, registered
 from vlcp.utils import atomic_dir, read_json, read_results, write_json
 
