@@ -1,5 +1,6 @@
-"""Power: the MDE is what the ledger's own rule detects 80 % of the time (checked by simulating that
-rule), the scaling rule, the seeds that decide, and every verdict of `power_verdict` / `powered`."""
+"""Power (vlcp/report/power.py): the MDE and the seeds that decide, the scaling rule, every verdict of
+`power_verdict`, power tables and levers, and the calibration fingerprints. The engine's own rules
+are simulated in tests/test_verdict_rules.py."""
 import math
 from pathlib import Path
 
@@ -10,7 +11,6 @@ import yaml
 from scipy import stats
 
 from vlcp.report import power as pw
-from vlcp.report.claims import VERDICTS, Claim, effect, powered, write_claims
 
 
 def test_mde_of_one_run_each_with_a_known_sd_is_z_plus_z():
@@ -18,21 +18,6 @@ def test_mde_of_one_run_each_with_a_known_sd_is_z_plus_z():
     assert pw.mde(1.0, 1) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
     assert pw.mde(2.0, 1) == pytest.approx(2 * (1.959964 + 0.841621), abs=1e-5)
     assert pw.mde(1.0, 4, paired=False) == pytest.approx((1.959964 + 0.841621) / 2, abs=1e-5)
-
-
-@pytest.mark.parametrize("n", [2, 3, 5])
-def test_mde_is_what_the_ledgers_paired_rule_confirms_80_percent_of_the_time(n):
-    sigma = 1.7
-    d = pw.mde(sigma, n)
-    rng = np.random.default_rng(n)
-    diffs = rng.normal(d, sigma, size=(20000, n))       # per-seed differences a − b, paired by seed
-    se = diffs.std(axis=1, ddof=1) / math.sqrt(n)
-    low = diffs.mean(axis=1) - stats.t.ppf(0.975, n - 1) * se
-    assert (low > 0).mean() == pytest.approx(0.8, abs=0.015)
-    a = list(rng.normal(d, sigma, n))                   # and `effect` is that rule
-    e = effect(a, [0.0] * n)
-    assert e.paired and e.dof == n - 1 and e.sd == pytest.approx(np.std(a, ddof=1))
-    assert e.mde() == pytest.approx(pw.mde(e.sd, n))
 
 
 def test_mde_shrinks_with_seeds_and_grows_with_comparisons():
@@ -70,83 +55,8 @@ def test_power_verdict_returns_each_verdict(low, high, scaled, mde, refute_high,
     assert pw.power_verdict(low, high, scaled, mde, refute_high=refute_high) == verdict
 
 
-def test_powered_claims_reach_every_verdict_and_carry_their_power():
-    strong = powered("a > b", [([5.1, 6.0, 5.5], [1.0, 1.2, 0.9])], 2.0, paper="Table 1: +4.0 of H 10")
-    assert strong.verdict == "confirmed" and strong.seeds_to_decide is None
-    assert strong.scaled_effect == 2.0 and strong.paper_effect == "Table 1: +4.0 of H 10" and strong.comparisons == 1
-    assert strong.mde == pytest.approx(pw.mde(strong.sigma_d, 3))
-    smaller = powered("a > b", [([1.1, 1.0, 1.2], [1.0, 1.1, 1.0])], 2.0, paper="p")
-    assert smaller.verdict == "refuted"
-    weak = powered("a > b", [([1.0], [0.5])], 2.0, paper="p", sd=1.0)
-    assert weak.verdict == "underpowered" and weak.seeds_to_decide == pw.seeds_to_decide(2.0, 1.0)
-    assert f"{weak.seeds_to_decide} seeds per arm would decide it" in weak.evidence
-    middle = powered("a > b", [([1.0], [0.0])], 2.9, paper="p", sd=1.0)     # MDE 2.80 ≤ 2.9 ≤ high 2.96
-    assert middle.verdict == "inconclusive"
-    assert {c.verdict for c in (strong, smaller, weak, middle)} == {"confirmed", "refuted", "underpowered", "inconclusive"}
-
-
-def test_exploratory_rows_read_only_underpowered_or_inconclusive():
-    """A row below the study's depth (issue 48: one seed per arm) cannot decide: what its interval
-    alone would read is said, and the seeds that would decide it are given."""
-    kw = dict(paper="p", sd=0.2, exploratory=True)
-    up = powered("a > b", [([1.0], [0.0])], 0.5, **kw)          # 1.0 ± 0.39 clears 0
-    down = powered("a > b", [([0.0], [0.0])], 2.0, **kw)        # 0 ± 0.39 excludes 2.0
-    assert (up.verdict, down.verdict) == ("inconclusive", "inconclusive")
-    assert "its interval alone would read confirmed" in up.evidence and "would read refuted" in down.evidence
-    assert up.seeds_to_decide == pw.seeds_to_decide(0.5, 0.2)
-    weak = powered("a > b", [([1.0], [0.5])], 2.0, paper="p", sd=1.0, exploratory=True)
-    assert weak.verdict == "underpowered" and "exploratory" not in weak.evidence
-
-
-def test_a_claim_of_many_comparisons_confirms_when_the_papers_effect_is_true():
-    """With every one of k comparisons at the scaled effect and the study powered for it (MDE for k
-    comparisons ≤ the effect), the claim confirms about 80 % of the time and is refuted rarely (the
-    rest read "underpowered": the MDE from the spread those seeds happened to show). The old rule
-    (any negative point estimate sinks it) confirmed a paper-sized effect 1 % of the time."""
-    k, n, sigma = 8, 5, 1.0
-    scaled = pw.mde(sigma, n, comparisons=k)
-    rng = np.random.default_rng(0)
-    verdicts = []
-    for _ in range(300):
-        pairs = [(list(rng.normal(scaled, sigma, n)), [0.0] * n) for _ in range(k)]
-        verdicts.append(powered("a beats every b", pairs, scaled, paper="p").verdict)
-    share = {v: verdicts.count(v) / len(verdicts) for v in set(verdicts)}
-    assert share.get("confirmed", 0) == pytest.approx(0.8, abs=0.08)
-    assert share.get("refuted", 0) <= 0.05
-
-
-def test_power_rows_reach_the_claims_file(tmp_path):
-    import json
-
-    c = powered("a > b", [([5.1, 6.0, 5.5], [1.0, 1.2, 0.9])], 2.0, paper="p")
-    sp = pw.StudyPower("Rm", headroom=6.0, sigma_d=0.5, tasks_teaching=6, tasks=9, seeds=3,
-                       headroom_from="JointT − SeqF", noise_from="paired by seed")
-    write_claims(tmp_path / "x_claims.json", "x", [c, Claim("c", "not testable", "why")], power=sp)
-    data = json.loads((tmp_path / "x_claims.json").read_text())
-    assert data["power"]["headroom_over_noise"] == pytest.approx(12.0)
-    assert {"headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds"} <= set(data["power"])
-    assert data["claims"][0]["scaled_effect"] == 2.0 and data["claims"][0]["mde"] > 0
-    assert set(VERDICTS) >= {"confirmed", "refuted", "underpowered", "inconclusive"}
-    frame = pw.power_frame({"spine": sp})
-    assert frame.loc[0, "H/σ_d"] == pytest.approx(12.0) and frame.loc[0, "tasks that teach"] == "6/9"
-
-
-def test_each_comparison_is_judged_against_its_own_scaled_effect():
-    a = [5.0, 5.4, 4.8]
-    close, far = [5.1, 5.2, 4.6], [1.0, 1.2, 0.9]      # a − close: −0.1, +0.2, +0.2
-    # against the close baseline the paper's effect was small (0.3): this study cannot tell
-    c = powered("a beats b and c", [(a, far), (a, close)], [3.5, 0.3], paper="p", labels=["far", "close"])
-    assert c.scaled_effect == 0.3 and c.comparisons == 2 and c.verdict == "underpowered"
-    assert "close: " in c.evidence and "(scaled paper effect +0.30)" in c.evidence
-    # the same data against a paper effect of 3.5 over the close one: refuted
-    c = powered("a beats b and c", [(a, far), (a, close)], [3.5, 3.5], paper="p")
-    assert c.verdict == "refuted"
-    with pytest.raises(ValueError, match="2 scaled effects for 1 comparisons"):
-        powered("x", [(a, far)], [1.0, 2.0], paper="p")
-
-
 def test_study_power_from_paired_seeds_or_a_subset_spread_and_its_line():
-    from vlcp.report.claims import seed_spread
+    from vlcp.report.spread import seed_spread
 
     gains = pd.DataFrame({"teaches": [True, True, False]})
     p = pw.study_power("Rm", [10.0, 12.0, 11.0], [2.0, 3.0, 2.5], gains, headroom_from="JointT − SeqF")
@@ -197,64 +107,6 @@ def test_equivalence_mde_is_what_two_one_sided_tests_show_80_percent_of_the_time
     inside = (np.abs(d.mean(axis=1)) + half < m).mean()
     assert 0.77 < inside < 0.83
     assert pw.seeds_to_show_equivalence(m, sd) <= n and pw.seeds_to_show_equivalence(-1, sd) is None
-
-
-@pytest.mark.parametrize("a,b,margin,verdict", [
-    ([20.0, 20.1, 19.9, 20.0], [20.0, 20.0, 20.0, 20.0], 0.5, "confirmed"),     # 90 % interval ±0.1 inside ±0.5
-    ([23.0, 23.1, 22.9, 23.0], [20.0, 20.0, 20.0, 20.0], 0.5, "refuted"),       # 3 apart: wholly outside
-    ([20.0, 22.0, 18.0, 20.5], [20.0, 20.0, 20.0, 20.0], 0.5, "underpowered"),  # the design shows ±4 at best
-    ([20.3, 20.5, 20.4, 20.45], [20.0, 20.0, 20.0, 20.0], 0.5, "inconclusive"),  # shows ±0.2, straddles 0.5
-])
-def test_powered_equivalence_each_verdict(a, b, margin, verdict):
-    from vlcp.report.claims import powered_equivalence
-
-    c = powered_equivalence("a ≈ b", a, b, margin, paper="the paper's margin")
-    assert c.verdict == verdict, c
-    assert c.scaled_effect == margin and c.sigma_d > 0 and (c.seeds_to_decide is None) == (verdict in ("confirmed", "refuted"))
-    one = powered_equivalence("a ≈ b", a[:1], b[:1], margin, paper="p", sd=0.01, exploratory=True)
-    assert one.verdict == "inconclusive" and "would read" in one.evidence
-
-
-def test_powered_equivalence_refutes_one_of_k_only_on_its_bonferroni_interval():
-    """Outside the margin at 90 % but not at 1 − 0.10/k: one of k equivalences does not refute the row."""
-    from vlcp.report.claims import all_equivalent, powered_equivalence
-
-    a, b = [21.0, 21.3, 20.8, 21.1], [20.0, 20.0, 20.0, 20.0]       # 90 % [+0.81, +1.29]; at k = 20 [+0.27, +1.83]
-    assert powered_equivalence("c", a, b, 0.5, paper="p").verdict == "refuted"
-    wide = powered_equivalence("c", a, b, 0.5, paper="p", comparisons=20)
-    assert wide.verdict in ("inconclusive", "underpowered")
-    far = powered_equivalence("c", [25.0, 25.1, 24.9, 25.0], b, 0.5, paper="p", comparisons=20)
-    assert far.verdict == "refuted"
-    row = all_equivalent("all hold", [powered_equivalence("x", b, b, 0.5, paper="p", sd=0.01), far])
-    assert row.verdict == "refuted" and row.claim == "all hold" and row.effect == far.effect
-
-
-def test_powered_equivalence_with_a_zero_margin_is_never_confirmed():
-    """A headroom that is not positive carries the paper's margin to 0: refuted by an interval that
-    excludes 0, else underpowered (no number of seeds decides it)."""
-    from vlcp.report.claims import powered_equivalence
-
-    same = powered_equivalence("c", [20.0, 20.1, 19.9, 20.0], [20.0] * 4, 0.0, paper="p")
-    assert same.verdict == "underpowered" and same.seeds_to_decide is None and "margin 0" in same.evidence
-    apart = powered_equivalence("c", [23.0, 23.1, 22.9, 23.0], [20.0] * 4, 0.0, paper="p")
-    assert apart.verdict == "refuted" and apart.scaled_effect == 0.0
-    with pytest.raises(ValueError, match=">= 0"):
-        powered_equivalence("c", [1.0], [1.0], -0.1, paper="p")
-
-
-def test_an_equivalence_on_an_unresolved_headroom_has_no_margin_to_refute_by():
-    """A measured headroom these runs do not resolve is carried to 0 as unknown (`Scale.unresolved`),
-    not as 0: an equivalence margin drawn from it cannot be shown or refuted, however far apart the
-    two sides are, where a headroom that is not positive (margin 0) refutes any difference it sees."""
-    from vlcp.report.claims import measured_scale, powered_equivalence
-
-    gated = measured_scale(3.23, 16.32, "measured here", "Joint − ER does not resolve its headroom")
-    assert gated.headroom == 0.0 and gated.unresolved == "Joint − ER does not resolve its headroom"
-    assert measured_scale(3.23, 16.32, "measured here").unresolved is None
-    apart = powered_equivalence("c", [23.0, 23.1, 22.9, 23.0], [20.0] * 4, gated(1.6), paper="p", unknown_margin=gated.unresolved)
-    assert apart.verdict == "underpowered" and apart.scaled_effect is None and apart.seeds_to_decide is None
-    assert "equivalence margin unknown: Joint − ER does not resolve its headroom" in apart.evidence
-    assert apart.effect == pytest.approx(3.0) and apart.seeds == 4
 
 
 def test_levers_frame_from_recorded_rows():
@@ -362,7 +214,7 @@ def test_levers_intro_says_how_the_lever_rows_read_sigma_d():
     assert "; H here is joint − full fine-tuning;" in noted and "H/σ_d ≥ 12 " in noted and "; ;" not in plain
 
 
-# -- a calibrated headroom holds for the configuration it was measured on (claims.calibration_mismatch) --
+# -- a calibrated headroom holds for the configuration it was measured on (study.calibration_mismatch) --
 
 def _cfg(**train):
     return {"name": "seqf", "seed": 0, "data": {"root": "data/emoji", "seed": 0, "workers": 4},
@@ -370,7 +222,7 @@ def _cfg(**train):
 
 
 def test_a_fingerprint_ignores_seed_paths_and_execution_but_not_what_the_runs_measure():
-    from vlcp.report.claims import calibration_fingerprint
+    from vlcp.report.study import calibration_fingerprint
 
     base = calibration_fingerprint(_cfg())
     moved = {"seed": 7, "data": {"root": "/elsewhere", "seed": 0, "workers": 1},
@@ -382,7 +234,7 @@ def test_a_fingerprint_ignores_seed_paths_and_execution_but_not_what_the_runs_me
 
 def test_calibration_mismatch_names_the_experiment_and_both_fingerprints():
     from vlcp.errors import VlcpError
-    from vlcp.report.claims import calibration_fingerprint, calibration_mismatch
+    from vlcp.report.study import calibration_fingerprint, calibration_mismatch
 
     on = {"seqf": calibration_fingerprint(_cfg())}
     same = {"seqf": [{"config": _cfg() | {"seed": s}} for s in (0, 1)]}
@@ -403,7 +255,7 @@ def test_every_calibration_in_params_matches_the_default_configuration():
     change to those experiments' settings fails here until they are re-calibrated (or, where the
     change leaves the runs' numbers alone, the fingerprint is re-recorded)."""
     from vlcp.config import load_params, resolve_experiment
-    from vlcp.report.claims import calibration_fingerprint
+    from vlcp.report.study import calibration_fingerprint
 
     from vlcp.report.study import load_study, registered
 
@@ -434,7 +286,7 @@ def test_a_calibration_covers_the_theta0_its_runs_start_from(tmp_path):
     pretraining run in calibrated_on; its results are read from base_runs, so a θ0 pretrained
     otherwise (here: more steps) voids the calibration though the stream's own configs match."""
     from vlcp.errors import VlcpError
-    from vlcp.report.claims import calibration_fingerprint, calibration_mismatch, pretraining_runs
+    from vlcp.report.study import calibration_fingerprint, calibration_mismatch, pretraining_runs
     from vlcp.utils import write_json
 
     base = _cfg() | {"name": "x-base"}
@@ -452,46 +304,3 @@ def test_a_calibration_covers_the_theta0_its_runs_start_from(tmp_path):
     assert calibration_mismatch({k: v for k, v in power.items() if k != "base_runs"}, same, "report.x.power") is None
     with pytest.raises(VlcpError, match=r"report.x.power.base_runs"):
         calibration_mismatch(power | {"base_runs": ["runs"]}, same, "report.x.power")
-
-
-def test_a_measured_headroom_scales_only_where_the_runs_resolve_it():
-    """A headroom measured on a ledger's own runs (its calibration does not apply) carries the paper's
-    effects only where the study's power table resolves it, H > 2 σ_d; else, or with no power table
-    to check, the effects carry to 0 and the scale says why."""
-    from vlcp.report.claims import RESOLVED, measured_scale, unresolved_headroom
-
-    assert RESOLVED == 2.0
-    clear = pw.StudyPower("final Rm", headroom=9.0, sigma_d=1.0, tasks_teaching=6, tasks=9, seeds=3)
-    assert unresolved_headroom(clear) is None
-    murky = pw.StudyPower("final Rm", headroom=0.76, sigma_d=0.49, tasks_teaching=0, tasks=4, seeds=2)
-    why = unresolved_headroom(murky)
-    assert why.startswith("these runs do not resolve their headroom (H/σ_d 1.6 ≤ 2") and "H 0.76, σ_d 0.49" in why
-    assert unresolved_headroom(pw.StudyPower("x", headroom=2.0, sigma_d=1.0, tasks_teaching=0, tasks=1, seeds=2)) is not None
-    assert "no power table" in unresolved_headroom(None)
-    kept = measured_scale(4.0, 8.0, "measured here")
-    assert kept.headroom == 4.0 and kept(2.0) == pytest.approx(1.0) and kept.how == "measured here"
-    gone = measured_scale(4.0, 8.0, "measured here", why)
-    assert gone.headroom == 0.0 and gone(2.0) == 0.0 and gone.how == f"measured here; it measures 4.00, but {why}: carried to 0"
-
-
-def test_a_scales_own_pair_must_resolve_its_headroom_too():
-    """Where a scale's pair is not its power table's (IncCLIP's Joint − ER, FoMo-in-Flux's full-FT change,
-    CLL-CLIP's cells), that pair's own noise must resolve it as well: H > 2 σ_d of one run of that pair,
-    paired by seed; under 2 seeds there is no σ_d to check it against."""
-    from vlcp.report.claims import Noise, Scale, pair_noise, scales_how, unresolved_pair
-
-    n = pair_noise({0: 12.0, 1: 14.0, 2: 10.0}, {0: 2.0, 1: 2.0, 2: 2.0, 3: 9.0})   # seed 3 unpaired: left out
-    assert n.sd == pytest.approx(2.0) and n.dof == 2 and n.source == "sd of the per-seed differences, 3 seeds"
-    alone = pair_noise({0: 1.0, 1: 3.0})
-    assert alone.sd == pytest.approx(np.sqrt(2.0)) and alone.source == "seed sd, 2 seeds"
-    assert pair_noise({0: 1.0}) is None and pair_noise({0: 1.0, 1: 2.0}, {1: 0.0, 2: 0.0}) is None
-    assert unresolved_pair(4.01, Noise(2.0, "x"), "a − b") is None
-    why = unresolved_pair(4.0, Noise(2.0, "paired"), "a − b")   # the boundary H = 2 σ_d is not resolved
-    assert why == "a − b does not resolve its headroom (H/σ_d 2.0 ≤ 2: H 4.00, σ_d 2.00, paired)"
-    assert "H/σ_d undefined" in unresolved_pair(-1.0, Noise(0.0, "x"), "a − b")
-    assert unresolved_pair(4.0, None, "a − b") == "no σ_d of a − b to check it against (it needs ≥ 2 seeds)"
-    same = {"A_KA": Scale(1.0, 2.0, "one way"), "GM": Scale(1.0, 2.0, "one way")}
-    assert scales_how(same) == "one way" and scales_how({}) == ""
-    assert scales_how(same | {("in", "I2T", "F"): Scale(0.0, 2.0, "other")}) == "A_KA, GM: one way; in I2T F: other"
-    gated = same | {"A_ZS": Scale(0.0, 2.0, "one way; it measures 1.00, but x: carried to 0")}
-    assert scales_how(gated) == "one way; A_ZS: it measures 1.00, but x: carried to 0"

@@ -92,3 +92,5 @@ def test_a_report_stage_depends_on_what_its_notebook_runs(stage, notebook, deps)
     assert "vlcp/report" not in deps, f"{stage}: depends on the whole of vlcp/report, not on what its notebook runs"
     if study_folder(notebook):
         assert "vlcp/report/studies" not in deps, f"{stage}: depends on every study's folder, not its own"
+    gone = [d for d in deps if d.startswith("vlcp/") and not (ROOT / d).exists()]
+    assert not gone, f"{stage}: depends on files that no longer exist: {', '.join(gone)}"

@@ -1,12 +1,12 @@
 """The engine's verdict rules (vlcp/report/stats.py, ledger.py) by their operating characteristics,
 simulated at fixed seeds, and issue 74's defects 1-7, 9 and 10 each pinned as a difference from the
-old rules (vlcp/report/claims.py, power.py), which the tests call to show the old behaviour."""
+old rules (tests/legacy_claims.py, power.py), which the tests call to show the old behaviour."""
 import math
 
 import numpy as np
 import pytest
 
-from vlcp.report import claims as old
+import legacy_claims as old   # the rules of 51cbcae, to show each defect on them
 from vlcp.report import ledger as L
 from vlcp.report import power as pw
 from vlcp.report import stats as st

@@ -269,7 +269,7 @@ def early_retention(r: dict, k: int = EARLY_TASKS) -> float:
 
 
 def spread_values(subset: dict[str, list[dict]], k: int = EARLY_TASKS) -> dict[str, dict[str, list[float]]]:
-    """`claims.seed_spread`'s input from the seed subset ({experiment: [results per seed]}): per
+    """`spread.seed_spread`'s input from the seed subset ({experiment: [results per seed]}): per
     metric the ledger compares single-seed (endpoint A_KA, A_ZS, GM; the trajectory area, `AREA`;
     the early retention, `early_key(k)`), {experiment: [value per seed]}."""
     return {m: {e: [f(r) for r in rs] for e, rs in subset.items()} for m, f in ledger_metrics(k).items()}
@@ -283,7 +283,7 @@ def ledger_metrics(k: int = EARLY_TASKS) -> dict:
 
 
 def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict | None:
-    """`claims.seed_spread` of the subset's experiments that have ≥ 2 seeds (`load_subset`'s
+    """`spread.seed_spread` of the subset's experiments that have ≥ 2 seeds (`load_subset`'s
     first value), its source naming them and their seeds; None when none has (the ledger then
     uses test-set noise only)."""
     kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
@@ -295,7 +295,7 @@ def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> d
 
 def with_spread(test: dict[str, float], spread: dict | None) -> dict:
     """The ledger's noise: `test` ({metric: test-set sd of one difference}, e.g. `noise_sd`) and,
-    where `spread` (`claims.seed_spread`'s result) is given, its difference spread per metric
+    where `spread` (`spread.seed_spread`'s result) is given, its difference spread per metric
     ("seed"), their dof ("dof") and its source ("seed_source"). Without it, `test` as is."""
     noise = dict(test)
     if spread and spread.get("metrics"):

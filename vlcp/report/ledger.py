@@ -364,7 +364,7 @@ VERDICT_STYLE = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "colo
 
 
 def ledger_style(frame):
-    """A claims ledger (`claims_frame`) as every report shows it: each verdict in its colour, text
+    """A claims ledger (`ledger_frame`) as every report shows it: each verdict in its colour, text
     left-aligned, no index column."""
     styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
     return styler.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler

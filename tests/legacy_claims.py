@@ -1,4 +1,11 @@
-"""The claims ledger: each claim is a check over our runs, with its numbers and spread.
+"""The older claims ledger's verdict rules (vlcp/report/claims.py as it stood when the report engine,
+`vlcp.report.ledger`, replaced it; the rules of 51cbcae and their later patches): test code, kept
+only so that tests/test_verdict_rules.py can show each mended defect on them. Nothing in vlcp
+imports it.
+
+The original module docstring follows.
+
+The claims ledger: each claim is a check over our runs, with its numbers and spread.
 
 Verdicts (`VERDICTS`):
 
