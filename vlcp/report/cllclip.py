@@ -22,7 +22,7 @@ from vlcp.report import spread as spreads
 from vlcp.report.spread import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results
 from vlcp.report.stats import Noise
-from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs, paper_number, values
+from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
 
 SETS = {"in": "in_domain", "out": "out_domain"}
 DIRECTIONS = {"I2T": "TR@1", "T2I": "IR@1"}
@@ -419,11 +419,6 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.
     runs = ledger_runs(runs_dir, block, long)
     return lg.evaluate(study, runs, {}, calibrated=not stale_calibration(study, runs),
                        floors=floors(runs, test_emoji(params, seed=seed), spread))
-
-
-def stale_calibration(study: Study, runs: Runs) -> str | None:
-    """Why the claims file's calibrated headrooms do not apply to `runs`, or None when they do."""
-    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
 
 
 def metric_sources(block: dict, params: dict) -> dict:

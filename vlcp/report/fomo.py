@@ -23,7 +23,7 @@ from vlcp.report import stats as st
 from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: the notebook's seed-spread table)
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
-from vlcp.report.study import ClaimSpec, ComparisonSpec, Runs, Study, as_lists, calibration_mismatch, load_runs, values
+from vlcp.report.study import ClaimSpec, ComparisonSpec, Runs, Study, load_runs, stale_calibration, values
 from vlcp.utils import read_json, read_results
 
 
@@ -611,11 +611,6 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.
     ref = runs[block["reference"]]
     return lg.evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale_calibration(study, runs),
                        floors=floors(ref[min(ref)], subset_spread(runs)))
-
-
-def stale_calibration(study: Study, runs: Runs) -> str | None:
-    """Why the claims file's calibrated headrooms do not apply to `runs`, or None when they do."""
-    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
 
 
 def run_headline(r: dict) -> dict[str, float]:

@@ -27,7 +27,7 @@ from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, not_
 from vlcp.report.ledger import comparisons as row_comparisons
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import complete, load_subset, long_reads, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
-from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs
+from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, stale_calibration
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
                   "unseen_style/subgroup": "subgroup (unseen style)", "unseen_style/group": "group (unseen style)",
@@ -273,7 +273,7 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row
     spread_, _, _ = subset_spread(runs_dir, block)
     seeds, dirs = (long_reads(block, runs_dir, block["seeds"]) if long else (block["seeds"], runs_dir))
     runs = ledger_runs(block, dirs, seeds)
-    stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
+    stale = stale_calibration(study, runs)
     return evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale,
                     floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
 

@@ -18,7 +18,7 @@ import numpy as np
 from vlcp.report import stats as st
 from vlcp.report.stats import Effect, Noise, Values
 from vlcp.report.measures import MEASURES
-from vlcp.report.study import ClaimSpec, Claims, Runs, Study, as_lists, calibration_mismatch, load_runs, values
+from vlcp.report.study import Claims, ClaimSpec, Runs, Study, load_runs, stale_calibration, values
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not testable")
 RESOLVED = 2.0   # a headroom scales the paper's effects only where H > RESOLVED × σ_d of its own pair
@@ -326,7 +326,7 @@ def study_ledger(study: Study, params: Mapping, runs_dir) -> list[Row]:
         return own(study, params, runs_dir)
     block = study.block(params)
     runs = load_runs(runs_dir, block["experiments"], block.get("seeds", params["seeds"]))
-    stale = calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
+    stale = stale_calibration(study, runs)
     return evaluate(study, runs, MEASURES, calibrated=not stale)
 
 

@@ -349,3 +349,9 @@ def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: st
             return (f"{where} was calibrated on another configuration of {e} than its runs here (fingerprint "
                     f"{calibrated}, here {', '.join(here)}: another benchmark, profile, step count, split or θ0)")
     return None
+
+
+def stale_calibration(study: Study, runs: Runs) -> str | None:
+    """Why the study's claims file's calibration does not apply to `runs` (`calibration_mismatch`
+    of its `calibrated_on` fingerprints), or None when it does."""
+    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")

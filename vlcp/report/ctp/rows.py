@@ -14,7 +14,7 @@ import numpy as np
 from vlcp.report import stats as st
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
-from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, calibration_mismatch, load_runs, paper_number, values
+from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, paper_number, stale_calibration, values
 from vlcp.report.ctp.study import (final_row, flop_ratios, single_seed_experiments, table1_experiments,
                                    train_seconds)
 
@@ -292,11 +292,6 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row
     return evaluate(study, runs, GENERIC_MEASURES, calibrated=stale_calibration(study, runs) is None,
                     floors=floors(t1, table1_experiments(block), block.get("noise_floor", "auto"),
                                   float(block.get("noise_floor_default", 1.0))))
-
-
-def stale_calibration(study: Study, runs: Runs) -> str | None:
-    """Why the claims file's calibration does not apply to `runs` (None: it does)."""
-    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
 
 
 __all__ = ["MEASURES", "KINDS", "floors", "noise_floor", "ledger", "ledger_runs", "kendall_tau", "tau_null",
