@@ -375,7 +375,8 @@ def test_time_target_on_the_benchmark_or_the_study_timings(tmp_path):
     path = tmp_path / "ctp_cost.json"
     with_bench = spec_of("time-target", benchmark=str(path))
     for reps, median, flop, verdict in [([1.10, 1.15, 1.12], 1.12, 1.1, "confirmed"), ([1.10, 1.25, 1.12], 1.12, 1.1, "inconclusive"),
-                                        ([1.10, 1.25, 1.22], 1.2, 1.1, "refuted"), ([1.10, 1.15, 1.12], 1.12, 1.3, "not testable")]:
+                                        ([1.10, 1.25, 1.22], 1.2, 1.1, "inconclusive"),   # the median over, one repeat under
+                                        ([1.20, 1.25, 1.22], 1.22, 1.1, "refuted"), ([1.10, 1.15, 1.12], 1.12, 1.3, "not testable")]:
         path.write_text(json.dumps(bench | {"paired_ratios": {"ctp-ctp": reps}, "ratio_to_reference": {"ctp-ctp": median},
                                             "flop_ratio": {"ctp-ctp": flop}}))
         assert row(timed_runs([15, 15, 15], 1.1e9), with_bench).verdict == verdict   # the study's 1.5× only quoted

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from vlcp.report import targets as tg
 from vlcp.report.ledger import Row
@@ -15,54 +16,18 @@ from vlcp.report.results import fill_pass_flops, flops_per_step, load_runs, run_
 from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_results
 
-# Why a method's step can cost more time than its FLOPs say (torch's flop counter counts matrix
-# products, convolutions and attention only): by method name, the loop phases (`vlcp.train.loop.PHASES`,
-# `TASK_PHASES`) where the method does work of its own beyond its reference's, and what that work is.
-# Every run records its seconds per phase; for rows over the target the report checks the phases
-# against the runs (`study_overheads`). A method not listed says so.
-FB = ("forward", "backward")
-UNCOUNTED_WORK = {
-    "si": (FB + ("after_backward", "after_step"), "the penalty over every parameter in the loss and the path-integral update after each step (elementwise)"),
-    "rwalk": (FB + ("after_backward", "after_step"), "the penalty, path-integral scores and Fisher update over every parameter each step (elementwise)"),
-    "ewc": (FB + ("after_task",), "the penalty over every parameter each step (elementwise); the Fisher passes after each task"),
-    "mas": (FB + ("after_task",), "the penalty over every parameter each step (elementwise); the importance passes after each task"),
-    "afec": (FB + ("before_task", "after_task", "after_backward"), "two penalties (old and expanded model) over every parameter each step (elementwise); the expansion"),
-    "lwf": (FB, "the distillation targets' softmax over each sample's feature dimensions (small ops)"),
-    "kmeans": (("after_task",), "k-means selection of the buffer after each task (scikit-learn, outside torch)"),
-    "icarl": (("after_task",), "herding selection of exemplars after each task (small ops)"),
-    "lucir": (FB + ("after_task",), "normalised-feature distillation and margin ranking over the batch (small ops); exemplar selection"),
-    "mof": (("after_task",), "mean-of-features buffer selection after each task (small ops)"),
-    "er": (("data", "after_step"), "sampling and materialising replayed pairs; the buffer update after each step"),
-    "jointt": (("data",), "sampling from every task seen so far (data path, no FLOPs)"),
-    "ctp": (("after_step", "forward", "before_task"), "the momentum update over every parameter each step; queue updates (elementwise)"),
-    "ctp-er": (("after_step", "forward", "data", "before_task"), "the momentum update over every parameter each step (elementwise); replay sampling"),
-    "incclip": (("forward", "backward", "after_step"), "building pseudo texts each step (sampling, tokenising, the inversion's small steps)"),
-    "ucir": (FB, "normalised-feature distillation and margin ranking over the batch (small ops)"),
-    "geodl": (FB, "geodesic interpolation of old and new features (small ops)"),
-    "co2l": (FB, "asymmetric contrastive masks and distillation over the batch (small ops)"),
-    "galore": (("optimizer",), "the SVD of each projected gradient every few steps and the projections (not counted)"),
-    "dora": (FB, "the weight norm of every adapted matrix each step (elementwise)"),
-    "vera": (FB, "shared random projections scaled per layer (small ops)"),
-    "ema-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
-    "ft-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
-    "zs-merge": (("after_task",), "merging every parameter after each task (elementwise)"),
-    "isolated": (("before_task",), "restoring θ0's weights before each task (a copy)"),
-    "lora": (FB, "low-rank adapter products (many small matmuls, far below the large ones' efficiency); freezing drops weight-gradient FLOPs, not the backward's memory traffic"),
-    "bitfit": (("backward",), "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer"),
-    "lnfit": (("backward",), "freezing drops weight-gradient FLOPs, not the backward's memory traffic through every layer"),
-    "locked-image": (("backward",), "freezing drops the image tower's weight-gradient FLOPs; its forward activations are still kept"),
-    "locked-text": (("backward",), "freezing drops the text tower's weight-gradient FLOPs; its forward activations are still kept"),
-    "cll-joint": (("optimizer", "before_task"), "AdamW over every language's embedding rows from the first step (elementwise; the stream grows its rows task by task); every vocabulary merged at the first task"),
-    "cll-lora": (FB + ("before_task",), "low-rank adapter products per language (many small matmuls); a new adapter per task"),
-    "cll-ptuning": (FB + ("before_task",), "the per-language prompt encoder (many small ops); a new encoder per task"),
-    "cll-oewc": (FB + ("after_task",), "the penalty over every trainable parameter (the growing embedding included) each step (elementwise); the Fisher passes after each task"),
-    "cll-er": (("data", "after_step"), "sampling and materialising replayed captions; the buffer update after each step"),
-    "cll-der": (("data", "after_step", "forward"), "sampling replayed captions and their stored features; storing features after each step"),
-    "cll-mla": (FB + ("before_task",), "per-language adapter routing (small ops); a new adapter per task"),
-    "cll-dualprompt": (FB + ("before_task",), "prompt-key matching and top-k selection (small ops)"),
-    "cll-codaprompt": (FB + ("before_task",), "attention over the prompt components (small ops)"),
-}
-TEIR_WORK = (("optimizer",), "TEIR's per-row gradient and weight-decay scaling (elementwise)")
+def _uncounted_work() -> tuple[dict[str, tuple[tuple[str, ...], str]], tuple[tuple[str, ...], str]]:
+    """`uncounted_work.yaml` beside this module: {method: (phases, work)} and TEIR's (phases, work)."""
+    data = yaml.safe_load((Path(__file__).with_name("uncounted_work.yaml")).read_text(encoding="utf-8"))
+    unknown = sorted(set(p for w in [*data["methods"].values(), data["teir"]] for p in w["phases"]) - set(PHASES) - set(TASK_PHASES))
+    if unknown:
+        raise ValueError(f"vlcp/report/uncounted_work.yaml: unknown loop phase(s) {', '.join(unknown)}")
+    return ({m: (tuple(w["phases"]), w["work"]) for m, w in data["methods"].items()},
+            (tuple(data["teir"]["phases"]), data["teir"]["work"]))
+
+
+# why a method's step can cost more time than its FLOPs say, by method name (data: uncounted_work.yaml)
+UNCOUNTED_WORK, TEIR_WORK = _uncounted_work()
 
 
 def explain(method: dict) -> tuple[tuple[str, ...], str]:

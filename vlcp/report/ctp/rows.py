@@ -12,6 +12,7 @@ from types import MappingProxyType
 import numpy as np
 
 from vlcp.report import stats as st
+from vlcp.report import targets as tg
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, paper_number, stale_calibration, values
@@ -165,8 +166,8 @@ def _read_benchmark(path: str | None) -> dict | None:
 
 def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"a's time ≤ `target` × b's": not testable when a's FLOP ratio alone exceeds the target; else on
-    the paired benchmark (`benchmark`, its repeats: confirmed when every repeat meets it, refuted when
-    the median does not) where it has a, else on the runs' per-seed time ratios (target − ratio)."""
+    the paired benchmark (`benchmark`, its repeats: `targets.repeats_verdict`, confirmed when every
+    repeat meets it, refuted when none does) where it has a, else on the runs' per-seed time ratios (target − ratio)."""
     unready = _unready(spec, runs, ctx)
     if unready is not None:
         return unready
@@ -182,7 +183,7 @@ def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     if paired:
         reps = paired["paired_ratios"][c.a]
         median, slowest = float(paired["ratio_to_reference"][c.a]), max(reps)
-        verdict = "confirmed" if slowest <= target else "refuted" if median > target else "inconclusive"
+        verdict = tg.repeats_verdict(median, slowest, min(reps), target)
         return Row(spec.id, verdict, spec.kind, target - median, target - slowest, target - min(reps), len(reps),
                    notes=[f"paired benchmark ({len(reps)} repeats): median {median:.3f} ({min(reps):.3f}–{slowest:.3f}) "
                           f"against {target:.2f}; FLOP ratio {flop:.3f}; the effect shown: {target:.2f} − the ratio"])
