@@ -461,8 +461,8 @@ def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float 
         goal = tolerance * f
         return "confirmed" if t <= goal else "refuted" if rng and rng[0] > goal else "inconclusive"
 
-    verdict = tg.all_of([one(t, f, rng) for t, f, rng, _ in overhead_judged(ov, spine_cost).values()])
     judged = overhead_judged(ov, spine_cost)
+    verdict = tg.all_of([one(t, f, rng) for t, f, rng, _ in judged.values()])
     return tg.target(
         f"every method's time ratio ≤ its FLOP ratio × {tolerance:g} (vs SeqF)", verdict,
         "; ".join(f"{e}: time {t:.2f} vs FLOPs {f:.2f} ({src}"

@@ -39,6 +39,14 @@ def repeats_verdict(median: float, worst: float, best: float | None, goal: float
     return "refuted" if best is not None and not meets(best) and not meets(median) else "inconclusive"
 
 
+def sign_verdict(e) -> str:
+    """A target read as the sign of a paired interval (`stats.Effect` of goal − measurement):
+    confirmed above 0, refuted below it, else (or on a noise that decides nothing) inconclusive."""
+    if not e.usable:
+        return "inconclusive"
+    return "confirmed" if e.low > 0 else "refuted" if e.high < 0 else "inconclusive"
+
+
 def exact_verdict(holds: bool) -> str:
     """A target on an exact measurement (memory, counts: no sampling noise): confirmed or refuted."""
     return "confirmed" if holds else "refuted"

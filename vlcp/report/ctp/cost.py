@@ -56,8 +56,9 @@ def time_flops_target(runs, ctp: str, reference: str, tolerance: float = 1.1, be
         return tg.target(text, "not testable", f"missing runs: {', '.join(missing)}", src)
     o, p = overhead(runs, ctp, reference, tolerance), paired_cost(bench, ctp, tolerance)
     r = time_ratio_by_seed(runs[ctp], runs[reference])
-    study_ev = (f"study: time ratio {mean_std(list(r.values()))[0]:.2f}" + (f" ± {mean_std(list(r.values()))[1]:.2f}" if len(r) > 1 else "")
-                + f" over {len(r)} seed(s)") if r else "study: no common seed"
+    m, sd = mean_std(list(r.values())) if r else (None, None)
+    study_ev = (f"study: time ratio {m:.2f}" + (f" ± {sd:.2f}" if len(r) > 1 else "") + f" over {len(r)} seed(s)"
+                if r else "study: no common seed")
     if p:
         ev = (f"paired benchmark ({p['repeats']} repeats): median {p['median']:.3f} ({p['fastest']:.3f}–"
               f"{p['slowest']:.3f}); FLOP ratio {p['FLOP ratio']:.3f} × {tolerance:g} = {p['FLOP target']:.3f}; {study_ev}")
@@ -67,7 +68,6 @@ def time_flops_target(runs, ctp: str, reference: str, tolerance: float = 1.1, be
     if not r:
         return tg.target(text, "inconclusive", study_ev, src)
     e = st.effect({s: o["FLOP target"] for s in r}, r)
-    verdict = "inconclusive" if not e.usable else "confirmed" if e.low > 0 else "refuted" if e.high < 0 else "inconclusive"
     ev = (f"{study_ev}; FLOP ratio {o['FLOP ratio']:.3f} × {tolerance:g} = {o['FLOP target']:.3f}; "
           "the effect shown: that target − the time ratio")
-    return tg.target(text, verdict, ev, src, effect=e.diff, low=e.low, high=e.high, seeds=e.n)
+    return tg.target(text, tg.sign_verdict(e), ev, src, effect=e.diff, low=e.low, high=e.high, seeds=e.n)

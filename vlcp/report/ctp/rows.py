@@ -189,8 +189,7 @@ def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
                           f"against {target:.2f}; FLOP ratio {flop:.3f}; the effect shown: {target:.2f} − the ratio"])
     r = time_ratio(runs, c.a, c.b)
     e = st.effect({s: target for s in r}, r)
-    verdict = ("confirmed" if e.low > 0 else "refuted" if e.high < 0 else "inconclusive") if e.usable else "inconclusive"
-    return Row(spec.id, verdict, spec.kind, e.diff, e.low if e.usable else None, e.high if e.usable else None, e.n,
+    return Row(spec.id, tg.sign_verdict(e), spec.kind, e.diff, e.low if e.usable else None, e.high if e.usable else None, e.n,
                sigma_d=e.sd, notes=[f"time ratio over {len(r)} seed(s), FLOP ratio {flop:.3f}; the effect shown: "
                                     f"{target:.2f} − the time ratio ({e.how})"])
 
