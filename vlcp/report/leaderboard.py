@@ -1,0 +1,103 @@
+"""The leaderboard: every method on one stream, ranked with its uncertainty.
+
+Scores are {method: {seed: value}}; each seed is one draw of the benchmark (its `data.seed`) and of
+training, shared by every method, so a paired difference carries both noises. Ranks and the group
+that cannot be told from the best come from paired t tests, Holm-corrected over their family.
+"""
+from __future__ import annotations
+
+import math
+from typing import Hashable, Mapping
+
+import pandas as pd
+from scipy import stats as sps
+
+from vlcp.report import stats as st
+from vlcp.report.stats import Values
+
+ALPHA = 1 - st.LEVEL
+Scores = Mapping[str, Values]
+
+
+def paired_p(a: Values, b: Values, alternative: str = "two-sided") -> float | None:
+    """The paired t test's p-value of a − b at their common seeds; None when its noise cannot decide
+    (fewer than 3 seeds, or a zero sd: `stats.Noise.usable`)."""
+    d = st.paired(a, b)
+    noise = st.pair_noise(d)
+    if noise is None or not noise.usable:
+        return None
+    n, mean = len(d), sum(d.values()) / len(d)
+    t = mean / (noise.sd / math.sqrt(n))
+    return float(sps.t.sf(t, n - 1) if alternative == "greater" else 2 * sps.t.sf(abs(t), n - 1))
+
+
+def holm(pvalues: Mapping[Hashable, float | None], alpha: float = ALPHA) -> set:
+    """The hypotheses Holm's step-down rejects at family-wise level `alpha`; a None p-value (a test
+    that cannot decide) counts in the family and is never rejected."""
+    m = len(pvalues)
+    ordered = sorted((p, k) for k, p in pvalues.items() if p is not None)
+    rejected = set()
+    for i, (p, k) in enumerate(ordered):
+        if p > alpha / (m - i):
+            break
+        rejected.add(k)
+    return rejected
+
+
+def standings(scores: Scores, level: float = st.LEVEL) -> pd.DataFrame:
+    """Each method's mean over its seeds with its t interval, best first."""
+    rows = []
+    for method, v in scores.items():
+        x = [float(y) for y in v.values()]
+        n, mean = len(x), sum(x) / len(x)
+        half = st.quantile(level, n - 1) * st.seed_sd(x) / math.sqrt(n) if n >= 2 else math.inf
+        rows.append({"method": method, "mean": mean, "low": mean - half, "high": mean + half, "seeds": n})
+    return pd.DataFrame(rows).sort_values("mean", ascending=False, ignore_index=True)
+
+
+def rank_intervals(scores: Scores, alpha: float = ALPHA) -> dict[str, tuple[int, int]]:
+    """Each method's rank interval (1 = best): 1 + the methods surely better, to the number of
+    methods less those surely worse, from every pair's two-sided paired test, Holm over all pairs."""
+    names = list(scores)
+    pairs = {(a, b): paired_p(scores[a], scores[b]) for i, a in enumerate(names) for b in names[i + 1:]}
+    differs = holm(pairs, alpha)
+    better = {m: 0 for m in names}
+    worse = {m: 0 for m in names}
+    for a, b in differs:
+        d = st.paired(scores[a], scores[b])
+        hi, lo = (a, b) if sum(d.values()) > 0 else (b, a)
+        worse[hi] += 1
+        better[lo] += 1
+    return {m: (1 + better[m], len(names) - worse[m]) for m in names}
+
+
+def tied_with_best(scores: Scores, alpha: float = ALPHA) -> tuple[str, list[str]]:
+    """The best method by mean and the methods no other is surely better than (rank interval from
+    1), by mean. Read from all pairs: testing the best of the means against the rest would be biased
+    by having picked it."""
+    means = {m: sum(v.values()) / len(v) for m, v in scores.items()}
+    ranks = rank_intervals(scores, alpha)
+    tied = sorted((m for m in scores if ranks[m][0] == 1), key=means.get, reverse=True)
+    return tied[0] if tied else max(means, key=means.get), tied
+
+
+def against(scores: Scores, baseline: str, level: float = st.LEVEL) -> dict[str, st.Effect]:
+    """Every method − `baseline`, paired by seed, on Bonferroni intervals over the family."""
+    others = [m for m in scores if m != baseline]
+    at = st.bonferroni_level(len(others), level)
+    return {m: st.effect(scores[m], scores[baseline], level=at) for m in others}
+
+
+def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
+    """The ranking: standings with rank intervals, membership of the group tied with the best, and
+    each method against `baseline`."""
+    ranks = rank_intervals(scores, alpha)
+    _, tied = tied_with_best(scores, alpha)
+    vs = against(scores, baseline, 1 - alpha)
+    frame = standings(scores, 1 - alpha)
+    frame["rank"] = [f"{ranks[m][0]}–{ranks[m][1]}" if ranks[m][0] < ranks[m][1] else str(ranks[m][0])
+                     for m in frame["method"]]
+    frame["tied with best"] = frame["method"].isin(tied)
+    frame[f"vs {baseline}"] = [f"{vs[m].diff:+.2f} [{vs[m].low:+.2f}, {vs[m].high:+.2f}]" if m in vs else "—"
+                              for m in frame["method"]]
+    return frame
