@@ -76,3 +76,15 @@ def test_the_table_ranks_best_first_with_its_group_and_the_baseline_column():
     assert list(t["method"])[0] == "m2" and t.loc[0, "rank"] == "1" and bool(t.loc[0, "tied with best"])
     assert set(t.loc[~t["tied with best"], "method"]) == {"m0", "m1"}
     assert t.set_index("method").loc["m0", "vs m0"] == "—"
+
+
+def test_the_method_catalogue_names_every_registered_method_and_why_one_does_not_run():
+    import yaml
+    from vlcp.registry import METHODS
+    from vlcp.report.paper import studies_root
+
+    cat = yaml.safe_load((studies_root() / "leaderboard" / "methods.yaml").read_text())
+    one, two, why = set(cat["track1"]), set(cat["track2"]), cat["not_on_track1"]
+    assert len(cat["track1"]) == len(one) and len(cat["track2"]) == len(two)
+    assert one | set(why) == set(METHODS) and not one & set(why), "each method on track 1 or saying why not"
+    assert two <= set(METHODS) and all(isinstance(w, str) and w for w in why.values())
