@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from vlcp.report import stats as st
+from vlcp.report.results import flops_per_step, run_seconds
 from vlcp.report.stats import Values
 
 ALPHA = 1 - st.LEVEL
@@ -101,3 +102,40 @@ def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
     frame[f"vs {baseline}"] = [f"{vs[m].diff:+.2f} [{vs[m].low:+.2f}, {vs[m].high:+.2f}]" if m in vs else "—"
                               for m in frame["method"]]
     return frame
+
+
+def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
+    """Each method's cost, mean over its seeds: FLOPs per step (its per-task passes included), the
+    run's training FLOPs, its wall seconds and its replay memory (pairs)."""
+    rows = []
+    for method, by_seed in runs.items():
+        rs = list(by_seed.values())
+        step = [flops_per_step(r) for r in rs]
+        total = [f * sum(t["steps"] for t in r["train"]) for f, r in zip(step, rs)]
+        rows.append({"method": method, "GFLOPs/step": sum(step) / len(rs) / 1e9,
+                     "training PFLOPs": sum(total) / len(rs) / 1e15,
+                     "wall s": sum(run_seconds(r) for r in rs) / len(rs),
+                     "memory (pairs)": rs[0]["config"]["method"].get("buffer_size", 0)})
+    return pd.DataFrame(rows).set_index("method")
+
+
+def pareto(score: Mapping[str, float], cost: Mapping[str, float]) -> list[str]:
+    """The methods no other beats on both: a higher score at no more cost (ties kept)."""
+    return [m for m in score
+            if not any(score[o] > score[m] and cost[o] <= cost[m] for o in score if o != m)]
+
+
+def reading(scores: Scores, baseline: str, power_ok: bool, alpha: float = ALPHA) -> str:
+    """One paragraph, from the ranking's numbers, of what it decides and what it cannot."""
+    best, tied = tied_with_best(scores, alpha)
+    better = [m for m, e in against(scores, baseline, 1 - alpha).items() if e.usable and e.low > 0]
+    seeds = min(len(v) for v in scores.values())
+    text = (f"**{best}** has the best mean of {len(scores)} methods at {seeds} seeds; {len(tied)} cannot be told "
+            f"from the best ({', '.join(tied)}), paired by seed with Holm's correction. {len(better)} beat "
+            f"{baseline} on Bonferroni intervals" + (f" ({', '.join(better)})" if better else "") + ".")
+    if not power_ok:
+        return text + (" The track's calibration falls short of its power goal, so this ranking is exploratory;"
+                       " more seeds (the `long` profile) would decide it.")
+    if len(tied) > 1:
+        text += f" Telling the {len(tied)} tied methods apart needs more seeds than these {seeds}."
+    return text
