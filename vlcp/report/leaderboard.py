@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from vlcp.report import stats as st
-from vlcp.report.results import flops_per_step, run_seconds
+from vlcp.report.results import fill_pass_flops, flops_per_step, run_seconds
 from vlcp.report.stats import Values
 
 ALPHA = 1 - st.LEVEL
@@ -106,10 +106,11 @@ def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
 
 def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
     """Each method's cost, mean over its seeds: FLOPs per step (its per-task passes included), the
-    run's training FLOPs, its wall seconds and its replay memory (pairs)."""
+    run's training FLOPs, its wall seconds and its replay memory (pairs). Seeds that did not count
+    their per-task passes take the counts of one that did (`results.fill_pass_flops`)."""
     rows = []
     for method, by_seed in runs.items():
-        rs = list(by_seed.values())
+        rs = fill_pass_flops(list(by_seed.values()))
         step = [flops_per_step(r) for r in rs]
         total = [f * sum(t["steps"] for t in r["train"]) for f, r in zip(step, rs)]
         rows.append({"method": method, "GFLOPs/step": sum(step) / len(rs) / 1e9,
@@ -135,7 +136,7 @@ def reading(scores: Scores, baseline: str, power_ok: bool, alpha: float = ALPHA)
             f"{baseline} on Bonferroni intervals" + (f" ({', '.join(better)})" if better else "") + ".")
     if not power_ok:
         return text + (" The track's calibration falls short of its power goal, so this ranking is exploratory;"
-                       " more seeds (the `long` profile) would decide it.")
+                       " more seeds would decide it.")
     if len(tied) > 1:
         text += f" Telling the {len(tied)} tied methods apart needs more seeds than these {seeds}."
     return text
