@@ -52,4 +52,27 @@ def pretrain(cfg: ExperimentCfg, weights: str | Path, out_dir: str | Path, ckpt_
     return Path(weights)
 
 
-__all__ = ["pretrain", "run_experiment"]
+def step_costs(cfg: ExperimentCfg, device: str = "cpu") -> dict:
+    """What FoMo-in-Flux's budget rule compares, on `cfg`'s stream without training: full fine-tuning's
+    `step_cost` on the model before the method prepares it, the method's after (from the task its
+    `budget_probe_task` names), and the stream's number of tasks."""
+    from vlcp.methods import get_method
+    from vlcp.methods.seqf import SeqF
+    from vlcp.run.accounting import step_cost
+    from vlcp.utils import derive_seed, seed_everything
+
+    device = torch.device(device)
+    seed_everything(derive_seed(cfg.seed, "init"))
+    method_cls = get_method(cfg.method.name)
+    method = method_cls(method_cls.Config(**cfg.method.args), seed=derive_seed(cfg.seed, "method"))
+    stream = load_stream(cfg.data.stream)(cfg, device)
+    stream.build(method)
+    full_ft = step_cost(stream.model, SeqF(), stream.context(0), cfg, device)
+    method.prepare_model(stream.model)
+    t = method.budget_probe_task
+    probe = stream.context(t) if 0 < t < stream.num_tasks else None
+    own = step_cost(stream.model, method, stream.context(0), cfg, device, probe)
+    return {"full_ft": full_ft, "method": own, "num_tasks": stream.num_tasks}
+
+
+__all__ = ["pretrain", "run_experiment", "step_costs"]

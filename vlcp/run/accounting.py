@@ -185,15 +185,16 @@ def step_cost(model, method: Method, ctx: TaskContext, cfg: ExperimentCfg, devic
     return {"flops": flops, "task_flops": task_flops, "memory": mem}
 
 
-def mafs_steps(steps: int, ref: dict, own: dict, use_mafs: bool = True) -> tuple[int, dict]:
+def mafs_steps(steps: int, ref: dict, own: dict, use_mafs: bool = True, tasks: int = 1) -> tuple[int, dict]:
     """Steps for a method under FoMo-in-Flux's MAFs budget, and the measurements behind them.
-    `steps`: full fine-tuning's steps; `ref`, `own`: `step_cost` of full fine-tuning (the model before
-    `prepare_model`) and of the method. The method gets the memory-adjusted FLOPs full fine-tuning
-    spends in `steps` steps, less its per-task work (a Fisher pass, paid once per task from the task's
+    `steps`: full fine-tuning's steps over `tasks` tasks (one task: the concept stream's per-task budget;
+    a whole stream: the group stream's total); `ref`, `own`: `step_cost` of full fine-tuning (the model
+    before `prepare_model`) and of the method. The method gets the memory-adjusted FLOPs full fine-tuning
+    spends in `steps` steps, less its per-task work (a Fisher pass, paid once per task from the
     budget); `use_mafs=False`: equal steps (the measurements are still returned)."""
     mult = budget.memory_multiplier(own["memory"]["total"], ref["memory"]["total"])
     mafs, task_mafs = own["flops"] * mult, own["task_flops"] * mult
     if use_mafs:
-        steps = budget.steps_for_budget(1, steps * ref["flops"] - task_mafs, mafs)
+        steps = budget.steps_for_budget(1, steps * ref["flops"] - tasks * task_mafs, mafs)
     return steps, {"method": own, "full_ft": ref, "memory_multiplier": mult, "mafs": mafs, "task_mafs": task_mafs,
                    "full_ft_mafs": ref["flops"], "steps_per_task": steps}
