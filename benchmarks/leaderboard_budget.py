@@ -28,7 +28,7 @@ OUT = ROOT / "vlcp/report/studies/leaderboard/budget.yaml"
 HEADER = """\
 # Leaderboard track 1 under FoMo-in-Flux's budget rule, measured by benchmarks/leaderboard_budget.py on the
 # track's stream: full fine-tuning's and each experiment's FLOPs of one step, FLOPs of its per-task passes
-# (a Fisher pass, a buffer's selection) and training memory in bytes; `steps`: full fine-tuning's
+# (a Fisher pass, a buffer's selection), training memory in bytes and trainable parameters; `steps`: full fine-tuning's
 # memory-adjusted FLOPs over `reference_steps`, less every task's passes, over the method's per step.
 """
 
@@ -51,7 +51,8 @@ def measure(params: dict, experiments: list[str], root: str) -> dict:
             raise SystemExit(f"{name}: another model or stream than the track's other experiments")
         full_ft, tasks = cost(c["full_ft"]), c["num_tasks"]
         steps, _ = mafs_steps(cfg.train.steps, c["full_ft"], c["method"], tasks=tasks)
-        rows[name] = {"method": cfg.method.name, **cost(c["method"]), "steps": steps}
+        rows[name] = {"method": cfg.method.name, **cost(c["method"]), "trainable_params": c["trainable_params"],
+                      "steps": steps}
         print(f"{name}: {rows[name]}", flush=True)
     return {"reference_steps": cfg.train.steps, "tasks": tasks, "full_ft": full_ft, "experiments": rows}
 

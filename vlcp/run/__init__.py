@@ -55,7 +55,7 @@ def pretrain(cfg: ExperimentCfg, weights: str | Path, out_dir: str | Path, ckpt_
 def step_costs(cfg: ExperimentCfg, device: str = "cpu") -> dict:
     """What FoMo-in-Flux's budget rule compares, on `cfg`'s stream without training: full fine-tuning's
     `step_cost` on the model before the method prepares it, the method's after (from the task its
-    `budget_probe_task` names), and the stream's number of tasks."""
+    `budget_probe_task` names), the stream's number of tasks and the parameters the method trains."""
     from vlcp.methods import get_method
     from vlcp.methods.seqf import SeqF
     from vlcp.run.accounting import step_cost
@@ -72,7 +72,8 @@ def step_costs(cfg: ExperimentCfg, device: str = "cpu") -> dict:
     t = method.budget_probe_task
     probe = stream.context(t) if 0 < t < stream.num_tasks else None
     own = step_cost(stream.model, method, stream.context(0), cfg, device, probe)
-    return {"full_ft": full_ft, "method": own, "num_tasks": stream.num_tasks}
+    trainable = sum(p.numel() for p in stream.model.parameters() if p.requires_grad)
+    return {"full_ft": full_ft, "method": own, "num_tasks": stream.num_tasks, "trainable_params": trainable}
 
 
 __all__ = ["pretrain", "run_experiment", "step_costs"]
