@@ -277,14 +277,26 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
                   f"{runs}, sd {sd:.2f} ({sd_source})", float(sd), sd_dof or None)
 
 
+def largest_block(values: dict[str, dict]) -> tuple[tuple, list[str]] | None:
+    """(seeds, experiments) of the largest block {experiment: {seed: value}} holds: one experiment's
+    seed set (≥ 2 seeds) and every experiment run at all of them, with the most residual degrees of
+    freedom (E − 1)(S − 1) (ties: the first seed set in sorted order); None without one of ≥ 3
+    experiments."""
+    best = None
+    for seeds in sorted({tuple(sorted(v)) for v in values.values() if len(v) >= 2}):
+        members = [e for e, v in values.items() if all(s in v for s in seeds)]
+        dof = (len(members) - 1) * (len(seeds) - 1)
+        if len(members) >= 3 and (best is None or dof > best[0]):
+            best = (dof, seeds, members)
+    return None if best is None else best[1:]
+
+
 def blocked_noise(values: dict[str, dict], where: str = "") -> Noise | None:
     """The noise of a comparison paired by seed, with the study's seeds as blocks (`block_spread`):
     `values` = {experiment: {seed: value}}. The block is the largest one the values hold: the seed
     set of one experiment (≥ 2 seeds) and every experiment run at all of those seeds, the one with
     the most residual degrees of freedom (E − 1)(S − 1). None when no block has ≥ 3 experiments
     (with two, the block is the pair itself: nothing is pooled). `where` names the runs."""
-    from vlcp.report.stats import largest_block
-
     block = largest_block(values)
     if block is None:
         return None
