@@ -36,12 +36,10 @@ def _matrix_parts(r: dict, metric: str, eval_set: str, pool_sizes: Sequence[int]
     tasks = r.get("tasks") or [f"task {t + 1}" for t in range(len(a))]
     if pool_sizes is not None and len(pool_sizes) != len(tasks):
         raise VlcpError(f"teach: pool_sizes: {len(pool_sizes)} sizes for the {len(tasks)} tasks of {_who(r)}")
-    rows = []
-    for t in range(len(a)):   # tasks trained so far (a checkpointed partial run has fewer rows)
-        rows.append({"t": t, "task": str(tasks[t]), "part": str(tasks[t]), "weight": 1.0,
-                     "before": z[t] if t == 0 else a[t - 1][t], "after": a[t][t],
-                     "n": np.nan if pool_sizes is None else pool_sizes[t], "baseline": ZERO_SHOT if t == 0 else PREVIOUS})
-    return rows
+    return [{"t": t, "task": str(tasks[t]), "part": str(tasks[t]), "weight": 1.0,
+             "before": z[t] if t == 0 else a[t - 1][t], "after": a[t][t],
+             "n": np.nan if pool_sizes is None else pool_sizes[t], "baseline": ZERO_SHOT if t == 0 else PREVIOUS}
+            for t in range(len(a))]   # the tasks trained so far (a partial run has fewer rows)
 
 
 def _language_parts(r: dict, metric: str, eval_set: str, pool_sizes: Mapping[str, int] | None) -> list[dict]:
