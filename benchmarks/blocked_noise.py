@@ -13,7 +13,7 @@ its seeds too), on the study's headline metric and its candidates (`power_levers
   pooled over every experiment on (E − 1)(S − 1) degrees of freedom; √2 σ is the sd of one
   difference at a common seed;
 
-and the MDE of one comparison paired at the study's seeds under each (`power.mde`). Nothing here
+and the MDE of one comparison paired at the study's seeds under each (`stats.mde`). Nothing here
 changes a ledger: it measures a rule before any ledger adopts it. Writes
 benchmarks/results/blocked_noise.json (`--long`: blocked_noise_long.json) with provenance.
 """
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from vlcp.config import load_params  # noqa: E402
-from vlcp.report import power as pw  # noqa: E402
+from vlcp.report import stats as st  # noqa: E402
 from vlcp.report.spread import block_spread, seed_spread  # noqa: E402
 from vlcp.report.results import find_run  # noqa: E402
 from vlcp.utils import read_json, write_json  # noqa: E402
@@ -84,8 +84,8 @@ def measure(values: dict[str, list[float]]) -> dict:
             "paired_own_sd": {"median": today, "min": min(own), "max": max(own), "dof": n - 1},
             "single_seed_sd": {"sd": single["difference_spread"], "dof": single["dof"]},
             "blocked_sd": {"sd": blocked["difference_spread"], "dof": blocked["dof"]},
-            "mde_paired_today": pw.mde(today, n, paired=True),
-            "mde_paired_blocked": pw.mde(blocked["difference_spread"], n, dof=blocked["dof"], paired=False)}
+            "mde_paired_today": st.mde(today, n, n - 1),
+            "mde_paired_blocked": st.mde(blocked["difference_spread"], n, blocked["dof"])}
 
 
 def main(argv=None) -> None:

@@ -49,7 +49,6 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from vlcp.report import power as pw
 from vlcp.utils import write_json
 # moved to the engine; imported here for the ledgers not yet on it
 from vlcp.report.ledger import VERDICT_STYLE, ledger_style  # noqa: E402,F401
@@ -59,6 +58,8 @@ from vlcp.report.study import (EXECUTION_FIELDS, calibration_fingerprint, calibr
 
 if TYPE_CHECKING:   # annotations only: pandas is imported where a frame is built
     import pandas as pd
+
+    from vlcp.report.power import StudyPower
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not confirmed", "not testable")
 DECIDED = ("confirmed", "refuted")
@@ -75,7 +76,7 @@ class Claim:
     high: float | None = None
     seeds: int | None = None         # runs per arm behind it
     paper_effect: str | None = None  # the paper's effect, as the paper gives it (numbers and where)
-    scaled_effect: float | None = None   # that effect carried to our headroom (vlcp.report.power.scaled_effect)
+    scaled_effect: float | None = None   # that effect carried to our headroom (`scaled_effect`)
     sigma_d: float | None = None     # the sd of one single-run difference behind the interval
     mde: float | None = None         # the minimum detectable effect at these seeds (80 % power)
     seeds_to_decide: int | None = None   # seeds per arm at which the scaled effect is detectable
@@ -100,7 +101,7 @@ class Scale(NamedTuple):
 
 
     def __call__(self, paper_effect: float) -> float:
-        return pw.scaled_effect(paper_effect, self.paper_headroom, max(self.headroom, 0.0))
+        return scaled_effect(paper_effect, self.paper_headroom, max(self.headroom, 0.0))
 
     def cite(self) -> str:
         return f"× our H {self.headroom:.2f} / the paper's {self.paper_headroom:.2f}" + (f" ({self.how})" if self.how else "")
@@ -111,7 +112,7 @@ class Scale(NamedTuple):
 RESOLVED = 2.0
 
 
-def unresolved_headroom(power: "pw.StudyPower | None") -> str | None:
+def unresolved_headroom(power: "StudyPower | None") -> str | None:
     """Why a headroom measured on a ledger's own runs (a calibration that does not apply:
     `calibration_mismatch`) cannot scale the paper's effects, or None when it can: the study's power
     table (`power.study_power`) must resolve its headroom, H > `RESOLVED` × σ_d. Below that, H is
@@ -211,7 +212,7 @@ class Effect:
         without a measured spread."""
         if self.sd is None or not math.isfinite(self.sd) or not self.sd > 0:
             return math.inf
-        return pw.mde(self.sd, self.n, comparisons=comparisons, dof=self.dof, paired=self.paired)
+        return mde(self.sd, self.n, comparisons=comparisons, dof=self.dof, paired=self.paired)
 
     def __str__(self) -> str:
         return f"{self.diff:+.2f} [{self.low:+.2f}, {self.high:+.2f}] ({self.how})"
@@ -276,14 +277,26 @@ def effect(a, b, *, sd: float | None = None, level: float = 0.95, paired: bool |
                   f"{runs}, sd {sd:.2f} ({sd_source})", float(sd), sd_dof or None)
 
 
+def largest_block(values: dict[str, dict]) -> tuple[tuple, list[str]] | None:
+    """(seeds, experiments) of the largest block {experiment: {seed: value}} holds: one experiment's
+    seed set (≥ 2 seeds) and every experiment run at all of them, with the most residual degrees of
+    freedom (E − 1)(S − 1) (ties: the first seed set in sorted order); None without one of ≥ 3
+    experiments."""
+    best = None
+    for seeds in sorted({tuple(sorted(v)) for v in values.values() if len(v) >= 2}):
+        members = [e for e, v in values.items() if all(s in v for s in seeds)]
+        dof = (len(members) - 1) * (len(seeds) - 1)
+        if len(members) >= 3 and (best is None or dof > best[0]):
+            best = (dof, seeds, members)
+    return None if best is None else best[1:]
+
+
 def blocked_noise(values: dict[str, dict], where: str = "") -> Noise | None:
     """The noise of a comparison paired by seed, with the study's seeds as blocks (`block_spread`):
     `values` = {experiment: {seed: value}}. The block is the largest one the values hold: the seed
     set of one experiment (≥ 2 seeds) and every experiment run at all of those seeds, the one with
     the most residual degrees of freedom (E − 1)(S − 1). None when no block has ≥ 3 experiments
     (with two, the block is the pair itself: nothing is pooled). `where` names the runs."""
-    from vlcp.report.stats import largest_block
-
     block = largest_block(values)
     if block is None:
         return None
@@ -360,7 +373,7 @@ def powered(claim: str, pairs: list[tuple], scaled: float | list[float], *, pape
         raise ValueError(f"claim {claim!r}: {len(targets)} scaled effects for {k} comparisons")
     kw = dict(sd=sd, sd_source=sd_source, sd_dof=sd_dof, block=block)
     effects = [effect(a, b, **kw) for a, b in pairs]
-    adjusted = effects if k == 1 else [effect(a, b, level=pw.bonferroni_level(k), **kw) for a, b in pairs]
+    adjusted = effects if k == 1 else [effect(a, b, level=bonferroni_level(k), **kw) for a, b in pairs]
     return judge(claim, effects, adjusted, targets, paper=paper, evidence=evidence, source=source, labels=labels,
                  exploratory=exploratory)
 
@@ -420,7 +433,7 @@ def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: lis
     weakest = min(effects, key=lambda e: e.low)
     # each comparison against its own scaled effect: the verdict of the margins (interval high end − effect,
     # MDE − effect), the closest comparison deciding each (the same rule as one comparison against 0)
-    verdict = pw.power_verdict(weakest.low, min(e.high - t for e, t in zip(adjusted, targets)), 0.0,
+    verdict = power_verdict(weakest.low, min(e.high - t for e, t in zip(adjusted, targets)), 0.0,
                                max(m - t for m, t in zip(mdes, targets)))
     sigma = max((e.sd for e in effects if e.sd is not None), default=None)
     target, mde = min(targets), max(mdes)
@@ -435,15 +448,15 @@ def judge(claim: str, effects: list[Effect], adjusted: list[Effect], scaled: lis
         explored, verdict = _below_depth(verdict, any(below))
         if verdict == "refuted":   # show the comparison that refuted the row, not the one with the lowest low end
             weakest = effects[min(range(k), key=lambda i: adjusted[i].high - targets[i])]
-    decide = None if verdict in DECIDED or sigma is None else pw.seeds_to_decide(target, sigma, comparisons=k)
+    decide = None if verdict in DECIDED or sigma is None else seeds_to_decide(target, sigma, comparisons=k)
     parts = ([f"{(labels or [''] * k)[i]}{': ' if labels else ''}{e} (scaled paper effect {t:+.2f})"
               for i, (e, t) in enumerate(zip(effects, targets))] if k > 1 else [])
     what = (f"{k} comparisons, all must hold (each at 95 %; refuted by a Bonferroni interval at "
-            f"{100 * pw.bonferroni_level(k):.2f} %)" if k > 1 else "")
+            f"{100 * bonferroni_level(k):.2f} %)" if k > 1 else "")
     power_note = (f"scaled paper effect {target:+.2f}; MDE {mde:.2f} at {weakest.n} seed{'s' if weakest.n > 1 else ''}"
                   + ("" if decide is None or verdict in DECIDED else f"; {decide} seeds per arm would decide it")
                   + ("" if verdict in DECIDED or decide is not None or sigma is None
-                     else f"; more than {pw.MAX_SEEDS} seeds per arm would be needed: a larger headroom decides it"))
+                     else f"; more than {MAX_SEEDS} seeds per arm would be needed: a larger headroom decides it"))
     ev = "; ".join(x for x in (explored, evidence, what, "; ".join(parts), power_note, f"weakest effect {weakest}")
                    if x)
     return Claim(claim, verdict, ev, source, weakest.diff, weakest.low, weakest.high, weakest.n, paper,
@@ -484,11 +497,11 @@ def powered_equivalence(claim: str, a, b, margin: float, *, paper: str, evidence
         shown, "underpowered" if mde > margin else "inconclusive")
     explored, verdict = _below_depth(verdict, exploratory)
     decide = (None if verdict in DECIDED or not e.sd or not math.isfinite(e.sd)
-              else pw.seeds_to_show_equivalence(margin, e.sd))
+              else seeds_to_show_equivalence(margin, e.sd))
     note = (f"equivalence margin ±{margin:.2f} (90 % interval inside it); smallest margin this design shows "
             f"{mde:.2f} at {e.n} seed{'s' if e.n > 1 else ''}"
             + ("" if verdict in DECIDED else (f"; {decide} seeds per arm would decide it" if decide
-                                              else f"; more than {pw.MAX_SEEDS} seeds per arm would be needed")))
+                                              else f"; more than {MAX_SEEDS} seeds per arm would be needed")))
     ev = "; ".join(x for x in (explored, evidence, note, f"effect {e} (90 %)") if x)
     return Claim(claim, verdict, ev, source, e.diff, e.low, e.high, e.n, paper, margin, e.sd, mde, decide, 1)
 
@@ -502,7 +515,7 @@ def equivalence_level(margin: float, comparisons: int = 1, unknown_margin: str |
 
 def _equivalence_mde(e: Effect) -> float:
     """The smallest margin `e`'s design shows (`power.equivalence_mde`); inf without a finite sd."""
-    return pw.equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
+    return equivalence_mde(e.sd, e.n, dof=e.dof, paired=e.paired) if e.sd and math.isfinite(e.sd) else math.inf
 
 
 def _zero_margin(claim, a, b, paper, evidence, source, sd, sd_source, sd_dof, exploratory, comparisons) -> Claim:
@@ -575,7 +588,7 @@ def combine(verdicts: list[str]) -> str:
             else "inconclusive" if any(v in ("inconclusive", "not testable") for v in verdicts) else "confirmed")
 
 
-def write_claims(path: str | Path, report: str, claims: list[Claim], power: "pw.StudyPower | None" = None) -> None:
+def write_claims(path: str | Path, report: str, claims: list[Claim], power: "StudyPower | None" = None) -> None:
     """`reports/<report>_claims.json`: every claim, and with `power` the study's power table
     ({"headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds", ...})."""
     write_json(path, {"report": report, "claims": [asdict(c) for c in claims],
@@ -586,3 +599,114 @@ def claims_frame(claims: list[Claim]):
     import pandas as pd
 
     return pd.DataFrame([asdict(c) for c in claims])
+
+
+# ---- vlcp/report/power.py's older statistics, as the rules above read them -------------------
+
+LEVEL = 0.95
+POWER = 0.8
+MAX_SEEDS = 100
+
+
+def scaled_effect(paper_effect: float, paper_headroom: float, headroom: float) -> float:
+    """The paper's effect carried to our scale: its share of the paper's headroom times ours."""
+    if not paper_headroom > 0:
+        raise ValueError(f"scaled_effect: the paper's headroom must be > 0, got {paper_headroom}")
+    return paper_effect / paper_headroom * headroom
+
+
+def _critical(level: float, dof: float | None) -> float:
+    q = 1 - (1 - level) / 2
+    return stats.norm.ppf(q) if dof is None else stats.t.ppf(q, dof)
+
+
+def detection_power(effect: float, sigma_d: float, n: int = 1, *, level: float = LEVEL, dof: float | None = None,
+                    paired: bool = True) -> float:
+    """P(the `level` interval's low end is above 0) at a true `effect`: paired by seed with n ≥ 2,
+    noncentral t on n − 1 dof; otherwise a known σ_d (normal), or Student's t on `dof`."""
+    if not sigma_d > 0:
+        raise ValueError(f"detection_power: sigma_d must be > 0, got {sigma_d}")
+    if paired and n >= 2:
+        dof = n - 1
+    se = sigma_d / math.sqrt(n)
+    crit = _critical(level, dof)
+    nc = effect / se
+    return float(stats.norm.sf(crit - nc) if dof is None else stats.nct.sf(crit, dof, nc))
+
+
+def mde(sigma_d: float, n: int = 1, *, level: float = LEVEL, power: float = POWER, comparisons: int = 1,
+        dof: float | None = None, paired: bool = True) -> float:
+    """The smallest true effect confirmed with probability `power` (power^(1/comparisons) each)."""
+    from scipy import optimize
+
+    if comparisons < 1:
+        raise ValueError(f"mde: comparisons must be >= 1, got {comparisons}")
+    target = power ** (1 / comparisons)
+    f = lambda d: detection_power(d, sigma_d, n, level=level, dof=dof, paired=paired) - target  # noqa: E731
+    hi = sigma_d
+    while f(hi) < 0:
+        hi *= 2
+    return float(optimize.brentq(f, 0.0, hi, xtol=1e-9 * sigma_d))
+
+
+def seeds_to_decide(effect: float, sigma_d: float, *, level: float = LEVEL, power: float = POWER,
+                    comparisons: int = 1, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds per arm (paired, ≥ 2) at which `effect` is detectable; None past `max_seeds`."""
+    if not effect > 0:
+        return None
+    for n in range(2, max_seeds + 1):
+        if mde(sigma_d, n, level=level, power=power, comparisons=comparisons) <= effect:
+            return n
+    return None
+
+
+def equivalence_mde(sigma_d: float, n: int = 1, *, dof: float | None = None, paired: bool = True,
+                    power: float = POWER) -> float:
+    """The smallest margin two one-sided tests at 5 % show with probability `power` at a true 0
+    (an estimated sd: its chi-square law averaged over 400 quantiles)."""
+    from scipy import optimize
+
+    if not sigma_d > 0:
+        raise ValueError(f"equivalence_mde: sigma_d must be > 0, got {sigma_d}")
+    if paired and n >= 2:
+        dof = n - 1
+    se = sigma_d / math.sqrt(n)
+    if dof is None:
+        return float((stats.norm.ppf(0.95) + stats.norm.ppf((1 + power) / 2)) * se)
+    t = stats.t.ppf(0.95, dof)
+    root = np.sqrt(stats.chi2.ppf((np.arange(400) + 0.5) / 400, dof) / dof)
+
+    def shown(m: float) -> float:
+        return float(np.mean(np.clip(2 * stats.norm.cdf((m - t * se * root) / se) - 1, 0.0, None)))
+
+    hi = 4 * se * t
+    while shown(hi) < power:
+        hi *= 2
+    return float(optimize.brentq(lambda m: shown(m) - power, 0.0, hi, xtol=1e-9 * se))
+
+
+def seeds_to_show_equivalence(margin: float, sigma_d: float, *, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds per arm (paired, ≥ 2) at which `margin` is within `equivalence_mde`."""
+    if not margin > 0 or equivalence_mde(sigma_d, max_seeds) > margin:
+        return None
+    lo, hi = 1, max_seeds
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mid >= 2 and equivalence_mde(sigma_d, mid) <= margin else (mid, hi)
+    return hi
+
+
+def bonferroni_level(comparisons: int, level: float = LEVEL) -> float:
+    return 1 - (1 - level) / comparisons
+
+
+def power_verdict(low: float, high: float, scaled: float, mde_: float, *, refute_high: float | None = None) -> str:
+    """"effect > 0" against the scaled effect: confirmed, refuted (`refute_high`, default `high`,
+    below it), underpowered (the MDE above it) or inconclusive."""
+    if low > 0:
+        return "confirmed"
+    if (high if refute_high is None else refute_high) < scaled:
+        return "refuted"
+    if mde_ > scaled:
+        return "underpowered"
+    return "inconclusive"

@@ -1,6 +1,6 @@
-"""Power (vlcp/report/power.py): the MDE and the seeds that decide, the scaling rule, every verdict of
-`power_verdict`, power tables and levers, and the calibration fingerprints. The engine's own rules
-are simulated in tests/test_verdict_rules.py."""
+"""Power tables and levers, the calibration fingerprints, and the older MDE, seeds to decide, scaling
+rule and `power_verdict` (tests/legacy_claims.py). The engine's own rules are simulated in
+tests/test_verdict_rules.py."""
 import math
 from pathlib import Path
 
@@ -10,37 +10,38 @@ import pytest
 import yaml
 from scipy import stats
 
+import legacy_claims as old   # the older power rules, which tests/legacy_claims.py keeps
 from vlcp.report import power as pw
 
 
 def test_mde_of_one_run_each_with_a_known_sd_is_z_plus_z():
     # the normal case by hand: (z_0.975 + z_0.8) × σ_d
-    assert pw.mde(1.0, 1) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
-    assert pw.mde(2.0, 1) == pytest.approx(2 * (1.959964 + 0.841621), abs=1e-5)
-    assert pw.mde(1.0, 4, paired=False) == pytest.approx((1.959964 + 0.841621) / 2, abs=1e-5)
+    assert old.mde(1.0, 1) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    assert old.mde(2.0, 1) == pytest.approx(2 * (1.959964 + 0.841621), abs=1e-5)
+    assert old.mde(1.0, 4, paired=False) == pytest.approx((1.959964 + 0.841621) / 2, abs=1e-5)
 
 
 def test_mde_shrinks_with_seeds_and_grows_with_comparisons():
-    ms = [pw.mde(1.0, n) for n in (2, 3, 5, 10, 30)]
+    ms = [old.mde(1.0, n) for n in (2, 3, 5, 10, 30)]
     assert all(x > y for x, y in zip(ms, ms[1:]))
-    ks = [pw.mde(1.0, 5, comparisons=k) for k in (1, 2, 10, 80)]
+    ks = [old.mde(1.0, 5, comparisons=k) for k in (1, 2, 10, 80)]
     assert all(x < y for x, y in zip(ks, ks[1:]))
-    assert pw.detection_power(pw.mde(1.0, 5, comparisons=10), 1.0, 5) == pytest.approx(0.8 ** 0.1, abs=1e-6)
+    assert old.detection_power(old.mde(1.0, 5, comparisons=10), 1.0, 5) == pytest.approx(0.8 ** 0.1, abs=1e-6)
 
 
 def test_seeds_to_decide_is_the_fewest_that_detect_the_effect():
-    n = pw.seeds_to_decide(1.0, 1.0)
-    assert pw.mde(1.0, n) <= 1.0 < pw.mde(1.0, n - 1)
-    assert pw.seeds_to_decide(0.01, 1.0) is None         # more than MAX_SEEDS
-    assert pw.seeds_to_decide(-1.0, 1.0) is None         # no positive effect to detect
-    assert pw.seeds_to_decide(1.0, 1.0, comparisons=10) > n
+    n = old.seeds_to_decide(1.0, 1.0)
+    assert old.mde(1.0, n) <= 1.0 < old.mde(1.0, n - 1)
+    assert old.seeds_to_decide(0.01, 1.0) is None         # more than MAX_SEEDS
+    assert old.seeds_to_decide(-1.0, 1.0) is None         # no positive effect to detect
+    assert old.seeds_to_decide(1.0, 1.0, comparisons=10) > n
 
 
 def test_scaled_effect_is_the_papers_share_of_its_headroom_times_ours():
-    assert pw.scaled_effect(2.0, 10.0, 5.0) == pytest.approx(1.0)
-    assert pw.scaled_effect(-3.0, 12.0, 4.0) == pytest.approx(-1.0)
+    assert old.scaled_effect(2.0, 10.0, 5.0) == pytest.approx(1.0)
+    assert old.scaled_effect(-3.0, 12.0, 4.0) == pytest.approx(-1.0)
     with pytest.raises(ValueError, match="headroom"):
-        pw.scaled_effect(1.0, 0.0, 5.0)
+        old.scaled_effect(1.0, 0.0, 5.0)
 
 
 @pytest.mark.parametrize("low,high,scaled,mde,refute_high,verdict", [
@@ -52,7 +53,7 @@ def test_scaled_effect_is_the_papers_share_of_its_headroom_times_ours():
     (-1.0, 1.5, 2.0, 9.0, None, "refuted"),         # an interval that excludes it refutes, however weak the study
 ])
 def test_power_verdict_returns_each_verdict(low, high, scaled, mde, refute_high, verdict):
-    assert pw.power_verdict(low, high, scaled, mde, refute_high=refute_high) == verdict
+    assert old.power_verdict(low, high, scaled, mde, refute_high=refute_high) == verdict
 
 
 def test_study_power_from_paired_seeds_or_a_subset_spread_and_its_line():
@@ -96,17 +97,17 @@ def test_the_noise_of_a_few_seeds_is_itself_uncertain():
 def test_equivalence_mde_is_what_two_one_sided_tests_show_80_percent_of_the_time():
     from scipy import stats
 
-    assert pw.equivalence_mde(1.0) == pytest.approx(stats.norm.ppf(0.95) + stats.norm.ppf(0.9))     # one run each, known sd
-    assert pw.equivalence_mde(2.0, 5) > (stats.norm.ppf(0.95) + stats.norm.ppf(0.9)) * 2 / math.sqrt(5)   # an estimated sd costs
+    assert old.equivalence_mde(1.0) == pytest.approx(stats.norm.ppf(0.95) + stats.norm.ppf(0.9))     # one run each, known sd
+    assert old.equivalence_mde(2.0, 5) > (stats.norm.ppf(0.95) + stats.norm.ppf(0.9)) * 2 / math.sqrt(5)   # an estimated sd costs
     # simulated: at a true difference of 0 and a margin of the MDE, the paired 90 % interval lies inside it ≈ 80 % of the time
     rng = np.random.default_rng(1)
     n, sd = 8, 1.0
-    m = pw.equivalence_mde(sd, n)
+    m = old.equivalence_mde(sd, n)
     d = rng.normal(0, sd, (4000, n))
     half = stats.t.ppf(0.95, n - 1) * d.std(axis=1, ddof=1) / math.sqrt(n)
     inside = (np.abs(d.mean(axis=1)) + half < m).mean()
     assert 0.77 < inside < 0.83
-    assert pw.seeds_to_show_equivalence(m, sd) <= n and pw.seeds_to_show_equivalence(-1, sd) is None
+    assert old.seeds_to_show_equivalence(m, sd) <= n and old.seeds_to_show_equivalence(-1, sd) is None
 
 
 def test_levers_frame_from_recorded_rows():

@@ -1,6 +1,6 @@
 """The engine's verdict rules (vlcp/report/stats.py, ledger.py) by their operating characteristics,
 simulated at fixed seeds, and issue 74's defects 1-7, 9 and 10 each pinned as a difference from the
-old rules (tests/legacy_claims.py, power.py), which the tests call to show the old behaviour."""
+old rules (tests/legacy_claims.py), which the tests call to show the old behaviour."""
 import math
 
 import numpy as np
@@ -159,7 +159,7 @@ def test_er_forgets_less_is_rarely_refuted_when_neither_forgets(n):
     assert refuted(lambda i: seeds(jointt[i])) <= 0.03
     if n >= 3:
         assert refuted(lambda i: None) > 0.05
-        was = sum(pw.power_verdict(e.low, e.high, 0.5 * np.mean(seqf[i]), 0.0) == "refuted"
+        was = sum(old.power_verdict(e.low, e.high, 0.5 * np.mean(seqf[i]), 0.0) == "refuted"
                   for i in range(1000) for e in [old.effect(seqf[i], er[i])])
         assert was / 1000 > 0.08
 
@@ -256,7 +256,7 @@ def test_defect_9_a_row_prints_the_deciding_comparisons_effect_beside_its_mde():
     assert row.mde == pytest.approx(st.mde(0.2, 3, 2, k=2))
     # seeds to decide read the dof the design has at that many seeds (a block of 5: 4 (n − 1))
     blk = old.powered("r", [([-0.1, 0.1, 0.3], zero)], 0.3, paper="p", block=old.Noise(0.2, "pool", 8))
-    assert blk.verdict == "underpowered" and blk.mde == pytest.approx(pw.mde(0.2, 3, dof=8, paired=False))
+    assert blk.verdict == "underpowered" and blk.mde == pytest.approx(old.mde(0.2, 3, dof=8, paired=False))
     n = st.seeds_to_decide(0.3, lambda n: Noise(0.2, 4 * (n - 1)))
     assert st.mde(0.2, n, 4 * (n - 1)) <= 0.3 < st.mde(0.2, n - 1, 4 * (n - 2))
     assert blk.seeds_to_decide > n                 # the old row's seeds: a pair's n − 1 dof, not its block's

@@ -1,12 +1,6 @@
-"""The one comparison path from a claim to its verdict: per-seed values paired by seed, the
-paper's effect carried to our headroom by a `Scale`, and the rules of `vlcp.report.stats`.
-
-Verdicts: confirmed (every comparison clears it, each at the study's depth); refuted (a comparison
-at depth excludes its scaled effect on its Bonferroni interval); underpowered (the deciding
-comparison's MDE is above its scaled effect, or the scale or the noise is unknown); inconclusive
-(otherwise); not testable. A comparison below the depth (exploratory) can keep a row from being
-confirmed, never refute it.
-"""
+"""The one comparison path from a claim to its verdict: per-seed values paired by seed, the paper's
+effect carried to our headroom by a `Scale`, judged by `vlcp.report.stats`' rules. A comparison
+below the study's depth (exploratory) can keep a row from being confirmed, never refute it."""
 from __future__ import annotations
 
 import math
@@ -25,8 +19,7 @@ RESOLVED = 2.0   # a headroom scales the paper's effects only where H > RESOLVED
 
 
 def unresolved(headroom: float, noise: Noise | None) -> str | None:
-    """Why a headroom cannot scale the paper's effects, or None when it can: H > 2 σ_d of its own
-    pair, on a usable noise (sd > 0, ≥ 2 dof)."""
+    """Why a headroom cannot scale the paper's effects (H > 2 σ_d of its own pair), or None."""
     if noise is None:
         return f"H {headroom:.2f} has no σ_d to check it against"
     r = st.ratio(headroom, noise)
@@ -39,9 +32,8 @@ def unresolved(headroom: float, noise: Noise | None) -> str | None:
 
 @dataclass(frozen=True)
 class Scale:
-    """Carries a paper's effect to ours: its share of the paper's headroom times our H. `headroom`
-    None: unknown (`how` says why), never a known zero. Build it with `of` or `measured`, which
-    apply the one rule (`unresolved`)."""
+    """Carries a paper's effect to ours: its share of the paper's headroom times our H (None: unknown,
+    `how` says why). Build it with `of` or `measured`, which apply `unresolved`."""
     paper_headroom: float
     headroom: float | None
     how: str = ""
@@ -58,9 +50,8 @@ class Scale:
 
     @classmethod
     def measured(cls, upper: Values, lower: Values | None, paper_headroom: float, how: str = "") -> "Scale":
-        """H = mean of upper − lower at their common seeds (or of `upper` against a fixed 0), its
-        noise the sd of those per-seed values. A metric with a noise floor above 0 (max-based
-        forgetting) needs a `lower` that has it too (a run that does not forget)."""
+        """H = mean of upper − lower at their common seeds (`lower` None: 0), its noise the sd of
+        those per-seed values."""
         d = st.paired(upper, lower) if lower is not None else {s: float(v) for s, v in upper.items()}
         if not d:
             return cls(paper_headroom, None, f"{how}: no common seeds")
@@ -72,8 +63,8 @@ class Scale:
 
 @dataclass(frozen=True)
 class Comparison:
-    """One comparison of a claim: a − b ({seed: value}), the paper's effect (or margin) in the
-    paper's units and the `Scale` that carries it; `floor`: the noise of single-run comparisons."""
+    """a − b ({seed: value}), the paper's effect (or margin) and the `Scale` that carries it; `floor`:
+    the noise of single-run comparisons."""
     label: str
     a: Values
     b: Values
@@ -84,8 +75,8 @@ class Comparison:
 
 @dataclass
 class Row:
-    """A claims-file row: the verdict, and the deciding (or refuting, or weakest) comparison's
-    numbers; `comparisons` holds each one's, `notes` the evidence, `needs` what would decide it."""
+    """A claims-file row: the verdict and the deciding (or refuting) comparison's numbers; `needs`:
+    what would decide it."""
     claim_id: str
     verdict: str
     kind: str = ""
@@ -101,7 +92,7 @@ class Row:
     needs: str = ""
     comparisons: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    claim: str = ""                  # the claim's text, its source and the paper's numbers, from the claims file
+    claim: str = ""                  # these three from the claims file
     source: str = ""
     paper: str = ""
 
@@ -170,36 +161,38 @@ def _row(claim_id: str, kind: str, judged: list[_Judged], depth: int, mde_of) ->
                [_record(j) for j in judged], notes)
 
 
-def greater(claim_id: str, comparisons: list[Comparison], *, depth: int = 2, level: float = st.LEVEL) -> Row:
-    """"a > b" for every comparison (intersection-union, each at `level`); refuted when one at
-    depth has its Bonferroni interval below its scaled effect (below 0 for an unknown scale).
-    Each paper effect must be > 0. `depth`: the seeds per arm below which a comparison is exploratory."""
+def _count(claim_id: str, comparisons: list[Comparison], rule: str) -> int:
     if not comparisons:
         raise ValueError(f"claim {claim_id!r}: no comparisons")
-    k, judged = len(comparisons), []
     for c in comparisons:
         if not c.paper_effect > 0:
-            raise ValueError(f"claim {claim_id!r}, {c.label}: paper_effect must be > 0 for a > b, got {c.paper_effect}")
+            raise ValueError(f"claim {claim_id!r}, {c.label}: {rule}, got {c.paper_effect}")
+    return len(comparisons)
+
+
+def greater(claim_id: str, comparisons: list[Comparison], *, depth: int = 2, level: float = st.LEVEL) -> Row:
+    """"a > b" for every comparison, each at `level`; refuted when one at `depth` seeds has its
+    Bonferroni interval below its scaled effect (below 0 for an unknown scale)."""
+    k = _count(claim_id, comparisons, "paper_effect must be > 0 for a > b")
+
+    def judge(c: Comparison) -> _Judged:
         e = st.effect(c.a, c.b, level=level, floor=c.floor)
         wide = e if k == 1 else st.effect(c.a, c.b, level=st.bonferroni_level(k, level), floor=c.floor)
         target, at_depth = c.scale(c.paper_effect), e.n >= depth
         slack = e.low if e.usable else -math.inf
-        excess = ((0.0 if target is None else target) - wide.high if e.usable and at_depth and not slack > 0
-                  else -math.inf)
-        judged.append(_Judged(c, e, target, e.mde(k, level), at_depth, slack, excess))
-    return _row(claim_id, "greater", judged, depth, st.mde)
+        refutes = e.usable and at_depth and not slack > 0
+        excess = (0.0 if target is None else target) - wide.high if refutes else -math.inf
+        return _Judged(c, e, target, e.mde(k, level), at_depth, slack, excess)
+
+    return _row(claim_id, "greater", [judge(c) for c in comparisons], depth, st.mde)
 
 
 def equivalent(claim_id: str, comparisons: list[Comparison], *, depth: int = 2) -> Row:
-    """"|a − b| < margin" for every comparison (the paper's margin as `paper_effect`, scaled): two
-    one-sided tests at 5 % (the 90 % interval inside ±margin); refuted when one at depth lies wholly
-    outside on its Bonferroni interval (1 − 0.10/k). An unknown margin is neither shown nor refuted."""
-    if not comparisons:
-        raise ValueError(f"claim {claim_id!r}: no comparisons")
-    k, judged = len(comparisons), []
-    for c in comparisons:
-        if not c.paper_effect > 0:
-            raise ValueError(f"claim {claim_id!r}, {c.label}: the paper's margin must be > 0, got {c.paper_effect}")
+    """"|a − b| < margin" (the paper's scaled) for every comparison: the 90 % interval inside ±margin;
+    refuted when one at `depth` lies wholly outside on its Bonferroni interval (1 − 0.10/k)."""
+    k = _count(claim_id, comparisons, "the paper's margin must be > 0")
+
+    def judge(c: Comparison) -> _Judged:
         e = st.effect(c.a, c.b, level=0.90, floor=c.floor)
         wide = e if k == 1 else st.effect(c.a, c.b, level=1 - 0.10 / k, floor=c.floor)
         m, at_depth = c.scale(c.paper_effect), e.n >= depth
@@ -207,8 +200,9 @@ def equivalent(claim_id: str, comparisons: list[Comparison], *, depth: int = 2) 
         slack = m - max(-e.low, e.high) if known else -math.inf
         excess = max(wide.low, -wide.high) - m if known and at_depth else -math.inf
         emde = st.unit_equivalence_mde(e.dof, k) * e.se if e.usable else math.inf
-        judged.append(_Judged(c, e, m, emde, at_depth, slack, excess))
-    return _row(claim_id, "equivalent", judged, depth, st.equivalence_mde)
+        return _Judged(c, e, m, emde, at_depth, slack, excess)
+
+    return _row(claim_id, "equivalent", [judge(c) for c in comparisons], depth, st.equivalence_mde)
 
 
 def not_testable(claim_id: str, why: str) -> Row:
@@ -220,10 +214,8 @@ def not_testable(claim_id: str, why: str) -> Row:
 
 def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibrated: bool,
            floors: Mapping[str, Noise] | None = None) -> dict[str, Scale]:
-    """Each of the claims file's scales on these runs: its calibrated headroom where `calibrated`
-    (the study's calibration applies to these runs) and it has one, checked against the noise of
-    its own pair here (its `floor` where the pair ran below 2 common seeds); else H measured on
-    these runs (`Scale.measured`)."""
+    """The claims file's scales on these runs: the calibrated headroom where `calibrated` and it has
+    one, checked against its own pair's noise here (or its `floor`); else H measured here."""
     out = {}
     for name, s in claims.scales.items():
         up = values(runs, s.upper, measures[s.measure])
@@ -241,10 +233,9 @@ def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibra
 
 def comparisons(spec: ClaimSpec, runs: Runs, measure: Callable | None, scale: Scale | None, floor: Noise | None = None,
                 ctx: "Context | None" = None) -> list[Comparison]:
-    """The claim's comparisons as per-seed values of its measure (b absent: 0 at a's seeds), at
-    the row's `seeds` option where it has one (a list, or `common`: each comparison at the seeds
-    both its arms ran, never one run against the mean of several); `floor`: the noise of its
-    single-run comparisons. A comparison naming its own measure, scale or floor reads it from `ctx`."""
+    """The claim's comparisons as per-seed values of its measure (b absent: 0 at a's seeds), at the
+    row's `seeds` (a list, or `common`: the seeds both arms ran); a comparison's own measure, scale
+    or floor is read from `ctx`."""
     keep = spec.options.get("seeds")
     out = []
     for c in spec.comparisons:
@@ -279,8 +270,7 @@ def _generic(judge: Callable) -> Callable:
 
 @dataclass(frozen=True)
 class Context:
-    """What a claim kind reads besides its row and the runs: the study's measures, its scales on
-    these runs, its depth, and its noise floors for single-run comparisons (a row's `floor:`)."""
+    """What a claim kind reads besides its row and the runs."""
     measures: Mapping[str, Callable]
     scales: Mapping[str, Scale]
     depth: int
@@ -293,10 +283,9 @@ KINDS = {"greater": _generic(greater), "equivalent": _generic(equivalent),
 
 def evaluate(study: Study, runs: Runs, measures: Mapping[str, Callable], calibrated: bool = True,
              floors: Mapping[str, Noise] | None = None) -> list[Row]:
-    """Every row of `study`'s claims file judged on `runs`: generic kinds (`KINDS`) and the study
-    module's own (its `KINDS`), measures from `measures` and the module's `MEASURES`; `calibrated`:
-    whether the study's calibration applies to these runs; `floors`: {name: the noise of one
-    single-run comparison} (e.g. from a seed subset), for rows whose arms ran one seed."""
+    """Every row of `study`'s claims file judged on `runs`, with the study module's own `KINDS` and
+    `MEASURES` too; `calibrated`: whether its calibration applies to these runs; `floors`: {name:
+    the noise of one single-run comparison}."""
     if study.claims is None:
         raise ValueError(f"study {study.name!r} has no claims file")
     measures = {**measures, **study.own("MEASURES")}
@@ -318,16 +307,13 @@ def evaluate(study: Study, runs: Runs, measures: Mapping[str, Callable], calibra
 
 def study_ledger(study: Study, params: Mapping, runs_dir) -> list[Row]:
     """The study's ledger on its runs under `runs_dir`, as its report stage renders it: its module's
-    own `ledger(study, params, runs_dir)` where it has one, else its experiments
-    (`report.<params>.experiments`) at its seeds (the block's `seeds`, else params' `seeds`), with
-    the calibrated headrooms where the claims file's calibration applies to them."""
+    own `ledger(study, params, runs_dir)`, else its block's experiments at its seeds."""
     own = study.own("ledger")
     if callable(own):
         return own(study, params, runs_dir)
     block = study.block(params)
     runs = load_runs(runs_dir, block["experiments"], block.get("seeds", params["seeds"]))
-    stale = stale_calibration(study, runs)
-    return evaluate(study, runs, MEASURES, calibrated=not stale)
+    return evaluate(study, runs, MEASURES, calibrated=not stale_calibration(study, runs))
 
 
 def _num(x: float | None) -> str:
@@ -335,7 +321,7 @@ def _num(x: float | None) -> str:
 
 
 def evidence(row: Row) -> str:
-    """The row's numbers in one line: each comparison's effect, interval and scaled effect, its notes."""
+    """The row's numbers in one line: each comparison's effect, interval and scaled effect, and notes."""
     parts = [f"{c['label']} {_num(c['effect'])} [{_num(c['low'])}, {_num(c['high'])}] vs scaled {_num(c['scaled_effect'])}"
              f", n={c['seeds']}" for c in row.comparisons]
     return "; ".join(parts + row.notes + ([f"needs {row.needs}"] if row.needs else []))
@@ -364,7 +350,6 @@ VERDICT_STYLE = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "colo
 
 
 def ledger_style(frame):
-    """A claims ledger (`ledger_frame`) as every report shows it: each verdict in its colour, text
-    left-aligned, no index column."""
+    """A `ledger_frame` as every report shows it: each verdict in its colour, text left-aligned."""
     styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
     return styler.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler

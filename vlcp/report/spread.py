@@ -9,8 +9,7 @@ import numpy as np
 
 
 def runs_where(seeds_of: dict) -> str:
-    """"fomo-ft, fomo-ema-merge at seeds 0, 1, 2" ({experiment: its seeds}; experiments grouped by
-    the seeds they have): the runs a seed spread was measured on, as every ledger names them."""
+    """"fomo-ft, fomo-ema-merge at seeds 0, 1, 2" from {experiment: its seeds}, grouped by seeds."""
     groups: dict[tuple, list[str]] = {}
     for e, seeds in seeds_of.items():
         groups.setdefault(tuple(sorted(seeds)), []).append(e)
@@ -19,14 +18,9 @@ def runs_where(seeds_of: dict) -> str:
 
 
 def seed_spread(values: dict[str, dict[str, list[float]]], where: str) -> dict:
-    """A study's seed spread, from the subset of its experiments run at several seeds (`values`:
-    {metric: {experiment: [value per seed]}}; `where` names the subset, e.g. "ic4-er, ic4-incclip
-    at seeds 0, 1, 2"). Per metric: each experiment's seed std (ddof 1; experiments with fewer
-    than 2 seeds left out), the pooled std (the seed variances averaged with weights seeds − 1:
-    the experiments' seed variances assumed equal), its degrees of freedom `dof` (Σ (seeds − 1)) and
-    `difference_spread` = √2 × pooled, the sd of a difference of two single-seed values (their
-    seeds independent): the `sd` (with `sd_dof`) of `effect` for single-seed comparisons. A
-    metric no experiment has at 2 seeds is left out. Returns {"metrics": {...}, "source": ...}."""
+    """{"metrics": {metric: ...}, "source": ...} from {metric: {experiment: [value per seed]}} (`where`
+    names the runs): per metric each experiment's seed std (≥ 2 seeds), the pooled std on `dof` =
+    Σ (seeds − 1), and `difference_spread` = √2 × pooled, the sd of a difference of two single runs."""
     metrics = {}
     for m, per_exp in values.items():
         per_exp = {e: np.asarray(v, float) for e, v in per_exp.items() if len(v) >= 2}
@@ -41,13 +35,9 @@ def seed_spread(values: dict[str, dict[str, list[float]]], where: str) -> dict:
 
 
 def block_spread(values: dict[str, list[float]]) -> dict:
-    """The seed noise with seeds as blocks: `values` = {experiment: [value per seed]}, every
-    experiment at the same seeds in the same order (≥ 2 experiments, ≥ 2 seeds). Fits value =
-    experiment effect + seed effect + residual (two-way, no interaction) and pools the residual
-    over every experiment: `residual_std` σ on `dof` = (E − 1)(S − 1) degrees of freedom, and
-    `difference_spread` = √2 σ, the sd of one difference of two experiments at the same seed (the
-    seed's shared part cancels in it, as in a comparison paired by seed). Unlike `seed_spread`, the
-    seed effect every experiment shares (its initialisation, its data order) is not counted as noise."""
+    """The seed noise with seeds as blocks, from {experiment: [value per seed]} at the same ≥ 2 seeds:
+    value = experiment + seed + residual; `residual_std` on `dof` = (E − 1)(S − 1), and
+    `difference_spread` = √2 σ, the sd of one difference of two experiments at the same seed."""
     lengths = {len(v) for v in values.values()}
     if len(values) < 2 or len(lengths) != 1 or min(lengths) < 2:
         raise ValueError("block_spread: ≥ 2 experiments, each at the same ≥ 2 seeds, expected; got "
@@ -61,9 +51,8 @@ def block_spread(values: dict[str, list[float]]) -> dict:
 
 
 def spread_frame(spread: dict):
-    """A `seed_spread` result for display: rows = its metrics; columns = each experiment's seed
-    std ("seed std <experiment>"), the pooled std, its dof and the difference spread (√2 × pooled:
-    the sd of a difference of two single-seed values)."""
+    """A `seed_spread` for display: a row per metric; each experiment's seed std, the pooled std, its
+    dof and the difference spread."""
     import pandas as pd
 
     return pd.DataFrame.from_dict({m: {**{f"seed std {e}": v for e, v in d["std_per_experiment"].items()},

@@ -1,17 +1,7 @@
-"""The report engine's statistics: effects of per-seed values ({seed: value}), their noise, minimum
-detectable effects and the seeds that would decide a claim. Pure functions and small values.
-
-What the rules are: "a > b" is confirmed when the 95 % interval of a − b lies above 0, a one-sided
-test at 2.5 %. A claim of k comparisons that must all hold confirms when each does (an
-intersection-union test: its error stays at most 2.5 % one-sided, with no correction), and so needs
-power 0.8^(1/k) in each for 80 % in all (`mde` with k). Equivalence: two one-sided tests at 5 % (the
-90 % interval inside ±margin). A noise of sd 0, or estimated on fewer than 2 degrees of freedom,
-decides nothing (`Noise.usable`).
-
-A comparison paired by seed reads its own paired t, never a pool of other experiments
-(`block_noise`): a pool guarded by the pair's own sd neither keeps the error of a pair noisier
-than the rest nor lowers the MDE at 80 % power (tests/test_verdict_rules.py).
-"""
+"""The report engine's statistics over per-seed values ({seed: value}): effects, their noise, minimum
+detectable effects and the seeds that would decide a claim. "a > b" is confirmed when the 95 %
+interval of a − b lies above 0 (one-sided 2.5 %); k comparisons that must all hold need power
+0.8^(1/k) each; equivalence is two one-sided tests at 5 %."""
 from __future__ import annotations
 
 import math
@@ -30,15 +20,14 @@ Values = Mapping[Hashable, float]
 
 @dataclass(frozen=True)
 class Noise:
-    """The noise of ONE single-run comparison: the sd of a difference of two single runs, and the
-    degrees of freedom it was estimated on (None: known, a fixed floor)."""
+    """The sd of a difference of two single runs, on `dof` degrees of freedom (None: known)."""
     sd: float
     dof: int | None = None
     source: str = ""
 
     @property
     def usable(self) -> bool:
-        """Whether it can decide a row: sd > 0 (finite), on ≥ 2 degrees of freedom or known."""
+        """Whether it can decide a row: a finite sd > 0, on ≥ 2 degrees of freedom or known."""
         return math.isfinite(self.sd) and self.sd > 0 and (self.dof is None or self.dof >= 2)
 
 
@@ -90,9 +79,8 @@ def quantile(level: float, dof: int | None) -> float:
 
 
 def effect(a: Values, b: Values, *, level: float = LEVEL, floor: Noise | None = None) -> Effect:
-    """a − b at `level`. At ≥ 2 common seeds: paired by seed, its own t on n − 1 dof. Otherwise a
-    single-run design: the means' difference with the noise `floor` (its sd is of one single-run
-    difference: se = sd √((1/n_a + 1/n_b) / 2)); without a floor the interval is unbounded."""
+    """a − b at `level`: paired by seed on n − 1 dof at ≥ 2 common seeds; otherwise the means'
+    difference with the noise `floor` (se = sd √((1/n_a + 1/n_b) / 2)), unbounded without one."""
     if not a or not b:
         raise ValueError(f"effect: no values in {'a' if not a else 'b'}")
     d = paired(a, b)
@@ -113,8 +101,8 @@ def effect(a: Values, b: Values, *, level: float = LEVEL, floor: Noise | None = 
 
 @lru_cache(maxsize=None)
 def unit_mde(dof: int | None, k: int = 1, level: float = LEVEL, power: float = POWER) -> float:
-    """The MDE in units of the standard error: the true effect at which the `level` interval's low
-    end clears 0 with probability power^(1/k) (noncentral t on `dof`; the normal for None)."""
+    """The MDE in standard errors: the true effect whose `level` interval clears 0 with probability
+    power^(1/k) (noncentral t on `dof`; the normal for None)."""
     if k < 1:
         raise ValueError(f"mde: k must be >= 1, got {k}")
     target, q = power ** (1 / k), quantile(level, dof)
@@ -124,15 +112,14 @@ def unit_mde(dof: int | None, k: int = 1, level: float = LEVEL, power: float = P
 
 
 def mde(sd: float, n: int, dof: int | None, k: int = 1, level: float = LEVEL, power: float = POWER) -> float:
-    """The minimum detectable effect of a comparison of `n` runs per arm whose single-run difference
-    has noise `sd` on `dof` (paired: n − 1; a floor's own; None known), one of `k` that must hold."""
+    """The MDE of `n` runs per arm whose single-run difference has noise `sd` on `dof`."""
     return unit_mde(dof, k, level, power) * sd / math.sqrt(n)
 
 
 @lru_cache(maxsize=None)
 def unit_equivalence_mde(dof: int | None, k: int = 1, power: float = POWER) -> float:
-    """The smallest equivalence margin, in standard errors, that the 90 % interval lies inside with
-    probability power^(1/k) at a true difference of 0 (the sd's chi-square law averaged for `dof`)."""
+    """The smallest margin, in standard errors, that the 90 % interval lies inside with probability
+    power^(1/k) at a true 0 (for `dof`, averaged over the sd's chi-square law)."""
     target, q = power ** (1 / k), quantile(0.90, dof)
     if dof is None:
         return q + float(stats.norm.ppf((1 + target) / 2))
@@ -151,9 +138,8 @@ def equivalence_mde(sd: float, n: int, dof: int | None, k: int = 1, power: float
 
 def seeds_to_decide(target: float | None, noise_at: Callable[[int], Noise | None], k: int = 1, *,
                     mde_of: Callable = mde, max_seeds: int = MAX_SEEDS) -> int | None:
-    """The fewest seeds per arm at which `target` is detectable: `noise_at(n)` is the design's noise
-    at n seeds (its dof grows with n: a pair's n − 1); `mde_of` is `mde` or `equivalence_mde`. None
-    when the target is not positive or even `max_seeds` do not suffice."""
+    """The fewest seeds per arm at which `target` is detectable, `noise_at(n)` the design's noise at n
+    seeds, `mde_of` `mde` or `equivalence_mde`; None for a target ≤ 0 or past `max_seeds`."""
     def enough(n: int) -> bool:
         nz = noise_at(n)
         return nz is not None and nz.usable and mde_of(nz.sd, n, nz.dof, k) <= target
@@ -173,42 +159,10 @@ def bonferroni_level(k: int, level: float = LEVEL) -> float:
 
 
 def ratio(headroom: float, noise: Noise | None) -> float | None:
-    """H/σ_d, or None when the noise cannot decide anything (`Noise.usable`): never infinite."""
+    """H/σ_d, or None when the noise cannot decide anything: never infinite."""
     return headroom / noise.sd if noise is not None and noise.usable else None
 
 
-def largest_block(values: Mapping[str, Values]) -> tuple[tuple, list[str]] | None:
-    """(seeds, experiments) of the largest block {experiment: {seed: value}} holds: one experiment's
-    seed set (≥ 2 seeds) and every experiment run at all of them, with the most residual degrees of
-    freedom (E − 1)(S − 1) (ties: the first seed set in sorted order); None without one of ≥ 3
-    experiments (with two, the block is the pair itself: nothing is pooled)."""
-    best = None
-    for seeds in sorted({tuple(sorted(v)) for v in values.values() if len(v) >= 2}):
-        members = [e for e, v in values.items() if all(s in v for s in seeds)]
-        dof = (len(members) - 1) * (len(seeds) - 1)
-        if len(members) >= 3 and (best is None or dof > best[0]):
-            best = (dof, seeds, members)
-    return None if best is None else best[1:]
-
-
 def pair_noise(d: Values) -> Noise | None:
-    """The noise of one comparison from its per-seed differences `d`: their sd on n − 1 dof; None
-    below 2 seeds."""
+    """The noise of one comparison from its per-seed differences: their sd on n − 1 dof; None below 2."""
     return Noise(seed_sd(d.values()), len(d) - 1, f"{len(d)} seeds") if len(d) >= 2 else None
-
-
-def block_noise(values: Mapping[str, Values], where: str = "") -> Noise | None:
-    """A study's typical noise of one comparison, with seeds as blocks: {experiment: {seed: value}}
-    fitted as experiment + seed + residual over the largest block (one experiment's seeds, ≥ 2, and
-    every experiment run at all of them; ≥ 3 experiments); √2 × the residual sd on (E − 1)(S − 1)
-    dof. For power tables and planning; `effect` never reads it (see the module's note)."""
-    block = largest_block(values)
-    if block is None:
-        return None
-    seeds, members = block
-    dof = (len(members) - 1) * (len(seeds) - 1)
-    y = np.asarray([[values[e][s] for s in seeds] for e in members], float)
-    resid = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
-    sd = math.sqrt(2 * float((resid ** 2).sum()) / dof)
-    return Noise(sd, dof, f"seeds as blocks ({where + ': ' if where else ''}{len(members)} experiments × seeds "
-                          f"{', '.join(map(str, seeds))})")

@@ -1,7 +1,5 @@
 """Engineering targets (speed, memory, time budgets) as ledger rows: a measurement against a goal,
-judged with the ledger's verdicts. Confirmed when the measurement meets the goal; refuted only
-when it excludes it (an interval or every paired repeat on the wrong side, an exact measurement,
-a budget missed even at the reference pace); inconclusive otherwise (one timing cannot refute)."""
+confirmed when it meets the goal, refuted only when it excludes it, else inconclusive."""
 from __future__ import annotations
 
 import re
@@ -19,20 +17,17 @@ def target(text: str, verdict: str, evidence: str, source: str = "performance is
 
 def interval_verdict(estimate: float, low: float, high: float, goal: float, margin: float,
                      control: tuple[float, float] | None = None) -> str:
-    """"A ratio ≥ `goal`" from paired repeats (an estimate and its 95 % interval): confirmed when the
-    estimate meets the goal and the interval's low end stays above `margin` (≤ goal); refuted when
-    the whole interval is below the goal; else inconclusive. `control`: the interval the protocol
-    reads for two identical loops (A/A); when it excludes 1.0 the protocol is biased at its own
-    resolution, and a confirmation becomes inconclusive."""
+    """"A ratio ≥ `goal`" from an estimate and its 95 % interval: confirmed when the estimate meets it
+    and the low end stays above `margin`, refuted when the interval is below it. `control`: the A/A
+    interval of two identical loops; one that excludes 1.0 turns a confirmation inconclusive."""
     if estimate >= goal and low >= margin:
         return "confirmed" if control is None or control[0] <= 1.0 <= control[1] else "inconclusive"
     return "refuted" if high < goal else "inconclusive"
 
 
 def repeats_verdict(median: float, worst: float, best: float | None, goal: float, *, at_least: bool = False) -> str:
-    """A ratio ≤ `goal` (a cost; with `at_least`, ≥: a speed-up) from paired repeats: confirmed when
-    every repeat meets it (`worst`), refuted when none does (`best`; None: not recorded, never
-    refuted), else inconclusive."""
+    """A ratio ≤ `goal` (with `at_least`, ≥) from paired repeats: confirmed when the `worst` meets it,
+    refuted when neither the `best` (None: never refuted) nor the median does."""
     meets = (lambda x: x >= goal) if at_least else (lambda x: x <= goal)  # noqa: E731
     if meets(worst):
         return "confirmed"
@@ -40,28 +35,25 @@ def repeats_verdict(median: float, worst: float, best: float | None, goal: float
 
 
 def sign_verdict(e) -> str:
-    """A target read as the sign of a paired interval (`stats.Effect` of goal − measurement):
-    confirmed above 0, refuted below it, else (or on a noise that decides nothing) inconclusive."""
+    """The sign of a paired interval (`stats.Effect` of goal − measurement) as a target's verdict."""
     if not e.usable:
         return "inconclusive"
     return "confirmed" if e.low > 0 else "refuted" if e.high < 0 else "inconclusive"
 
 
 def exact_verdict(holds: bool) -> str:
-    """A target on an exact measurement (memory, counts: no sampling noise): confirmed or refuted."""
+    """A target on an exact measurement (memory, counts)."""
     return "confirmed" if holds else "refuted"
 
 
 def single_verdict(holds: bool) -> str:
-    """A target on single timings (no repeats to measure their noise): confirmed when met, else
-    inconclusive: one timing cannot refute it."""
+    """A target on single timings: confirmed when met, else inconclusive (one timing cannot refute)."""
     return "confirmed" if holds else "inconclusive"
 
 
 def budget_verdict(measured: float, budget: float, slowdown: float = 1.0) -> str:
-    """A time budget from one measurement taken while the machine ran `slowdown` × slower than its
-    reference pace (`vlcp.report.performance.pace_slowdown`): confirmed within the budget;
-    inconclusive when only the time at the reference pace is; refuted when even that is over."""
+    """A time budget from one measurement on a machine `slowdown` × slower than its reference pace:
+    inconclusive when only the time at the reference pace is within it."""
     if measured <= budget:
         return "confirmed"
     return "inconclusive" if measured / slowdown <= budget else "refuted"
@@ -75,9 +67,8 @@ def all_of(verdicts: list[str]) -> str:
 
 
 def engineering_targets(rows: list[dict]):
-    """A study's engineering targets shown beside its ledger (not paper claims), one row each
-    {target, ratio (the median of paired measurements), slowest, goal, source, note}: "met" when
-    every measurement meets the goal, "met by the median only", else "not met"."""
+    """A study's engineering targets beside its ledger, from rows {target, ratio (the median of
+    paired measurements), slowest, goal, source, note}."""
     import pandas as pd
 
     def result(r: dict) -> str:

@@ -1,14 +1,7 @@
-"""Does the stream teach? Per task t, the gain of training on task t on its own evaluation pool:
-the score after task t minus the score before it (after task t−1; before task 0, the starting
-model's `zero_shot` row), against noise. A task *teaches* when its mean gain exceeds 2 × noise.
-
-`pool_scores` reads each study's results shape: `matrix[eval_set][metric][i][j]` (CTP, IncCLIP,
-the spine); the language stream's columns of languages, a language's "before" being the base
-model's (a task scores the mean over its languages); FoMo-in-Flux's `trajectory`, task t's pool
-its concepts' test images scored by per-class top-1 (older runs without per-class scores: the
-dataset's score, weighted by the task's share of concepts). Noise: with ≥ 2 seeds the seed std
-of the gain; with one seed the sampling SE of a difference of two proportions on the pool's size.
-"""
+"""Does the stream teach? Per task t, the gain of training on it on its own evaluation pool (the
+score after task t minus after task t−1, or the starting model's before task 0), against noise: the
+seed std of the gain, or with one seed the sampling SE on the pool's size. A task *teaches* when its
+mean gain exceeds 2 × noise."""
 from __future__ import annotations
 
 from collections import Counter
@@ -43,12 +36,10 @@ def _matrix_parts(r: dict, metric: str, eval_set: str, pool_sizes: Sequence[int]
     tasks = r.get("tasks") or [f"task {t + 1}" for t in range(len(a))]
     if pool_sizes is not None and len(pool_sizes) != len(tasks):
         raise VlcpError(f"teach: pool_sizes: {len(pool_sizes)} sizes for the {len(tasks)} tasks of {_who(r)}")
-    rows = []
-    for t in range(len(a)):   # tasks trained so far (a checkpointed partial run has fewer rows)
-        rows.append({"t": t, "task": str(tasks[t]), "part": str(tasks[t]), "weight": 1.0,
-                     "before": z[t] if t == 0 else a[t - 1][t], "after": a[t][t],
-                     "n": np.nan if pool_sizes is None else pool_sizes[t], "baseline": ZERO_SHOT if t == 0 else PREVIOUS})
-    return rows
+    return [{"t": t, "task": str(tasks[t]), "part": str(tasks[t]), "weight": 1.0,
+             "before": z[t] if t == 0 else a[t - 1][t], "after": a[t][t],
+             "n": np.nan if pool_sizes is None else pool_sizes[t], "baseline": ZERO_SHOT if t == 0 else PREVIOUS}
+            for t in range(len(a))]   # the tasks trained so far (a partial run has fewer rows)
 
 
 def _language_parts(r: dict, metric: str, eval_set: str, pool_sizes: Mapping[str, int] | None) -> list[dict]:
@@ -96,11 +87,9 @@ def _fomo_parts(r: dict, metric: str) -> list[dict]:
 
 def pool_scores(r: dict, metric: str, eval_set: str | None = None,
                 pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
-    """One run: per task t (`t`, `task`), one row per part of its pool (`part`: the task itself,
-    a language, a dataset) with its `weight` in the task's score, the score `before` and `after`
-    training on the task (%), the part's test-set size `n` (NaN when unknown) and which model
-    `before` is (`baseline`). `pool_sizes`: per task (matrix runs) or per language (language
-    runs); FoMo runs record their own."""
+    """One run: per task t, a row per part of its pool (the task, a language, a FoMo concept or
+    dataset) with its `weight` in the task's score, the score `before` and `after` it (%), its size
+    `n` (NaN: unknown; `pool_sizes` per task or per language) and which model `before` is."""
     if "trajectory" in r:
         rows = _fomo_parts(r, metric)
     elif r.get("stream") == "language":
@@ -112,9 +101,8 @@ def pool_scores(r: dict, metric: str, eval_set: str | None = None,
 
 
 def sampling_se(before, after, n, weight=None) -> float:
-    """Test-set sampling SE (points) of the difference of two weighted means of proportions:
-    √(Σ w² (p_b(1−p_b) + p_a(1−p_a)) / n) with w normalised to sum 1, scores in %. One part of
-    weight 1 is the plain SE of a difference of two proportions on n items. NaN if any n is."""
+    """The sampling SE (points) of a difference of two weighted means of proportions (in %):
+    √(Σ w² (p_b(1−p_b) + p_a(1−p_a)) / n), w summing to 1; NaN if any n is."""
     pb, pa = (np.clip(np.asarray(x, float) / 100, 0, 1) for x in (before, after))
     n = np.asarray(n, float)
     w = np.ones_like(pb) if weight is None else np.asarray(weight, float)
@@ -124,8 +112,7 @@ def sampling_se(before, after, n, weight=None) -> float:
 
 def run_gains(r: dict, metric: str, eval_set: str | None = None,
               pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
-    """One run: per task (index t) its `task`, `baseline`, `before`, `after`, `gain` (points),
-    the pool's size `n` and the sampling SE of its gain `se` (`sampling_se`)."""
+    """One run: per task its `before`, `after`, `gain` (points), pool size `n` and sampling SE `se`."""
     parts = pool_scores(r, metric, eval_set, pool_sizes)
     rows = []
     for t, p in parts.groupby("t", sort=True):
@@ -139,10 +126,8 @@ def run_gains(r: dict, metric: str, eval_set: str | None = None,
 
 def task_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str | None = None,
                pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
-    """Per task of one experiment (its runs, one per seed): the mean `before`, `after` and
-    `gain_mean` over seeds, the `noise` (the seed std of the gain with ≥ 2 seeds, else the
-    sampling SE on the pool's size `n`), `noise_source`, `n_seeds` and `teaches` (gain_mean >
-    2 × noise; False where the noise is unknown). Index: the task's position."""
+    """Per task of one experiment (a run per seed): the means of `before`, `after` and the gain over
+    seeds, the `noise` and its source, and `teaches` (gain_mean > 2 × noise; False where unknown)."""
     if not results_by_seed:
         raise VlcpError("teach: task_gains: no runs given (results_by_seed is empty)")
     per = [run_gains(r, metric, eval_set, pool_sizes) for r in results_by_seed]
@@ -171,10 +156,8 @@ def task_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str | Non
 
 
 def recorded_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str = "test") -> pd.DataFrame | None:
-    """`task_gains` of one experiment's matrix runs (the spine, CTP, IncCLIP) on `eval_set`, None when
-    a run holds no per-task scores there (no `zero_shot` or `matrix` row: results written before
-    they were recorded). With one seed the noise needs the pools' sizes, read from the run's data
-    (`pool_sizes`)."""
+    """`task_gains` of one experiment's matrix runs on `eval_set`, None when a run holds no per-task
+    scores there; with one seed, the pools' sizes are read from the run's data."""
     if not results_by_seed or not all((r.get("zero_shot") or {}).get(eval_set) and (r.get("matrix") or {}).get(eval_set)
                                       for r in results_by_seed):
         return None
@@ -183,8 +166,8 @@ def recorded_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str =
 
 
 def teach_sentence(gains: pd.DataFrame, who: str = "") -> str:
-    """"<who>: training teaches on k of T tasks (gain > 2 × noise); median gain x points" (the
-    noise named), from `task_gains`' frame."""
+    """"<who>: training teaches on k of T tasks (gain > 2 × noise); median gain x points", from a
+    `task_gains` frame."""
     k, total = int(gains["teaches"].sum()), len(gains)
     median = float(np.median(gains["gain_mean"])) if total else float("nan")
     sources = "; ".join(dict.fromkeys(s.split(" (n = ")[0] for s in gains["noise_source"]))
@@ -193,8 +176,7 @@ def teach_sentence(gains: pd.DataFrame, who: str = "") -> str:
 
 
 def gains_frame(gains: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Several runs' `task_gains` side by side for display: rows = tasks (with the model each
-    `before` is), columns = (run, before | after | gain | noise (its source) | teaches), rounded."""
+    """Several runs' `task_gains` side by side, rounded: a row per task, columns (run, quantity)."""
     cols = {}
     for label, g in gains.items():
         kinds = dict.fromkeys("seed std" if s.startswith("seed std") else "sampling SE" if s.startswith("sampling")
@@ -208,10 +190,9 @@ def gains_frame(gains: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
-    """The images of each task in evaluation set `eval_set` of a matrix run (CTP, IncCLIP), read
-    from the prepared benchmark its recorded `config.data` names (the sets the runner evaluates:
-    "test" = the test split in the training styles, "unseen_style" = every split in the unseen
-    styles). For single-seed noise; the results themselves do not record the pools' sizes."""
+    """The images of each task in evaluation set `eval_set` ("test": the test split in the training
+    styles, "unseen_style": every split in the unseen ones) of a matrix run, read from the prepared
+    benchmark its `config.data` names (the results do not record them)."""
     import torch
 
     from vlcp.config import DataCfg, build
@@ -230,11 +211,8 @@ def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
 
 
 def testable_line(gains: pd.DataFrame, needs_teaching: Sequence[str], who: str) -> str:
-    """What the study can test, said plainly from `who`'s `task_gains` (the study's least
-    regularised run): training teaches on at least half of the tasks, or the study cannot test
-    the claims that need a stream that teaches (`needs_teaching`: the study's list,
-    `report.<study>.needs_teaching`); their ledger rows then measure how methods keep the
-    starting model, not how they learn and keep new tasks."""
+    """What the study can test, from `who`'s `task_gains` (its least regularised run): whether
+    training teaches on at least half of the tasks, else which claims (`needs_teaching`) it cannot."""
     k, total = int(gains["teaches"].sum()), len(gains)
     if total and 2 * k >= total:
         return (f"**The stream teaches** ({who}: gain > 2 × noise on {k} of {total} tasks): the claims about learning "
