@@ -55,8 +55,10 @@ def rank_intervals(scores: Scores, alpha: float = ALPHA) -> dict[str, tuple[int,
     """Each method's rank interval (1 = best) from every pair's two-sided paired test, Holm over all pairs."""
     names = list(scores)
     pairs = {(a, b): paired_p(scores[a], scores[b]) for i, a in enumerate(names) for b in names[i + 1:]}
-    wins = [(a, b) if sum(st.paired(scores[a], scores[b]).values()) > 0 else (b, a) for a, b in holm(pairs, alpha)]
-    return {m: (1 + sum(lo == m for _, lo in wins), len(names) - sum(hi == m for hi, _ in wins)) for m in names}
+    wins = [(a, b) if sum(st.paired(scores[a], scores[b]).values()) > 0 else (b, a)
+            for a, b in holm(pairs, alpha)]   # (better, worse)
+    return {m: (1 + sum(lo == m for _, lo in wins), len(names) - sum(hi == m for hi, _ in wins))
+            for m in names}
 
 
 def tied_with_best(scores: Scores, alpha: float = ALPHA) -> tuple[str, list[str]]:
@@ -76,7 +78,7 @@ def against(scores: Scores, baseline: str, level: float = st.LEVEL) -> dict[str,
 
 
 def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
-    """The ranking: standings, rank intervals, the group tied with the best, each method against `baseline`."""
+    """The ranking: standings, rank intervals, the group tied with the best, and each method − `baseline`."""
     ranks = rank_intervals(scores, alpha)
     _, tied = tied_with_best(scores, alpha)
     vs = against(scores, baseline, 1 - alpha)

@@ -42,7 +42,8 @@ def live_dir(root: str | Path | None = None) -> Path:
 
 def stamped(stamp_file: Path, stamp: dict, *outputs: Path) -> bool:
     """Whether `outputs` exist and were made with the settings `stamp_file` records as `stamp`."""
-    return all(p.is_file() for p in (stamp_file, *outputs)) and read_json(stamp_file) == json.loads(json.dumps(stamp))
+    fresh = all(p.is_file() for p in (stamp_file, *outputs))
+    return fresh and read_json(stamp_file) == json.loads(json.dumps(stamp))
 
 
 def prepare_data(params: dict, root: str | Path | None = None) -> Path:
