@@ -15,7 +15,6 @@ from vlcp.errors import VlcpError
 from vlcp.report import project_root
 from vlcp.utils import read_json, read_results, write_json
 
-LIVE = ".live"
 # the DataCfg fields `vlcp.data.emoji.prepare_emoji` reads: a prepared folder is reused while they match
 PREPARED_BY = ("benchmark", "styles", "image_size", "max_version", "seed", "split", "captions_per_item")
 
@@ -37,7 +36,7 @@ def missing_note(missing: list[str], stage: str, run_live: bool = False) -> str:
 
 
 def live_dir(root: str | Path | None = None) -> Path:
-    return Path(root if root is not None else project_root()) / LIVE
+    return Path(root if root is not None else project_root()) / ".live"
 
 
 def stamped(stamp_file: Path, stamp: dict, *outputs: Path) -> bool:

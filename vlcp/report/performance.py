@@ -40,18 +40,15 @@ def explain(method: dict) -> tuple[tuple[str, ...], str]:
     return tuple(p for ph, _ in parts for p in ph), "; ".join(text for _, text in parts)
 
 
-def phase_ms(rs: list[dict]) -> pd.Series | None:
-    """Milliseconds per step in each loop phase, mean over seeds; None when a run has no phase times."""
-    if not all("phase_seconds" in t for r in rs for t in r["train"]):
-        return None
-    per_run = [pd.DataFrame([t["phase_seconds"] for t in r["train"]]).fillna(0).sum() * 1e3
-               / sum(t["steps"] for t in r["train"]) for r in rs]
-    return pd.concat(per_run, axis=1).fillna(0).mean(axis=1)
-
-
 def study_phases(runs: dict[str, list[dict]]) -> pd.DataFrame:
-    """experiments x phases (loop order): `phase_ms` of the runs that record them."""
-    df = pd.DataFrame({e: ms for e, rs in runs.items() if (ms := phase_ms(rs)) is not None}).T.fillna(0.0)
+    """experiments x phases (loop order): milliseconds per step in each loop phase, mean over seeds,
+    of the experiments whose runs all record phase times."""
+    def ms(r):
+        per_task = pd.DataFrame([t["phase_seconds"] for t in r["train"]]).fillna(0)
+        return per_task.sum() * 1e3 / sum(t["steps"] for t in r["train"])
+    rows = {e: pd.concat([ms(r) for r in rs], axis=1).fillna(0).mean(axis=1) for e, rs in runs.items()
+            if all("phase_seconds" in t for r in rs for t in r["train"])}
+    df = pd.DataFrame(rows).T.fillna(0.0)
     return df[[p for p in PHASES + TASK_PHASES if p in df.columns]]
 
 
