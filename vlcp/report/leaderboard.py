@@ -1,9 +1,6 @@
-"""The leaderboard: every method on one stream, ranked with its uncertainty.
-
-Scores are {method: {seed: value}}; each seed is one draw of the benchmark (its `data.seed`) and of
-training, shared by every method, so a paired difference carries both noises. Ranks and the group
-that cannot be told from the best come from paired t tests, Holm-corrected over their family.
-"""
+"""The leaderboard: every method on one stream, ranked with its uncertainty. Scores are
+{method: {seed: value}}; a seed is one benchmark draw shared by every method, so methods are compared
+paired by seed, with Holm's correction over the family."""
 from __future__ import annotations
 
 import math
@@ -21,8 +18,7 @@ Scores = Mapping[str, Values]
 
 
 def paired_p(a: Values, b: Values, alternative: str = "two-sided") -> float | None:
-    """The paired t test's p-value of a − b at their common seeds; None when its noise cannot decide
-    (fewer than 3 seeds, or a zero sd: `stats.Noise.usable`)."""
+    """The paired t test's p-value of a − b; None when its noise cannot decide (`stats.Noise.usable`)."""
     d = st.paired(a, b)
     noise = st.pair_noise(d)
     if noise is None or not noise.usable:
@@ -33,8 +29,7 @@ def paired_p(a: Values, b: Values, alternative: str = "two-sided") -> float | No
 
 
 def holm(pvalues: Mapping[Hashable, float | None], alpha: float = ALPHA) -> set:
-    """The hypotheses Holm's step-down rejects at family-wise level `alpha`; a None p-value (a test
-    that cannot decide) counts in the family and is never rejected."""
+    """The hypotheses Holm's step-down rejects; a None p-value counts in the family, never rejected."""
     m = len(pvalues)
     ordered = sorted((p, k) for k, p in pvalues.items() if p is not None)
     rejected = set()
@@ -57,25 +52,18 @@ def standings(scores: Scores, level: float = st.LEVEL) -> pd.DataFrame:
 
 
 def rank_intervals(scores: Scores, alpha: float = ALPHA) -> dict[str, tuple[int, int]]:
-    """Each method's rank interval (1 = best): 1 + the methods surely better, to the number of
-    methods less those surely worse, from every pair's two-sided paired test, Holm over all pairs."""
+    """Each method's rank interval (1 = best) from every pair's two-sided paired test, Holm over all pairs."""
     names = list(scores)
     pairs = {(a, b): paired_p(scores[a], scores[b]) for i, a in enumerate(names) for b in names[i + 1:]}
-    differs = holm(pairs, alpha)
-    better = {m: 0 for m in names}
-    worse = {m: 0 for m in names}
-    for a, b in differs:
-        d = st.paired(scores[a], scores[b])
-        hi, lo = (a, b) if sum(d.values()) > 0 else (b, a)
-        worse[hi] += 1
-        better[lo] += 1
-    return {m: (1 + better[m], len(names) - worse[m]) for m in names}
+    wins = [(a, b) if sum(st.paired(scores[a], scores[b]).values()) > 0 else (b, a)
+            for a, b in holm(pairs, alpha)]   # (better, worse)
+    return {m: (1 + sum(lo == m for _, lo in wins), len(names) - sum(hi == m for hi, _ in wins))
+            for m in names}
 
 
 def tied_with_best(scores: Scores, alpha: float = ALPHA) -> tuple[str, list[str]]:
-    """The best method by mean and the methods no other is surely better than (rank interval from
-    1), by mean. Read from all pairs: testing the best of the means against the rest would be biased
-    by having picked it."""
+    """The best method by mean and the methods no other is surely better than, by mean (from all
+    pairs: testing the picked best against the rest would be biased)."""
     means = {m: sum(v.values()) / len(v) for m, v in scores.items()}
     ranks = rank_intervals(scores, alpha)
     tied = sorted((m for m in scores if ranks[m][0] == 1), key=means.get, reverse=True)
@@ -90,8 +78,7 @@ def against(scores: Scores, baseline: str, level: float = st.LEVEL) -> dict[str,
 
 
 def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
-    """The ranking: standings with rank intervals, membership of the group tied with the best, and
-    each method against `baseline`."""
+    """The ranking: standings, rank intervals, the group tied with the best, and each method − `baseline`."""
     ranks = rank_intervals(scores, alpha)
     _, tied = tied_with_best(scores, alpha)
     vs = against(scores, baseline, 1 - alpha)
@@ -105,9 +92,8 @@ def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
 
 
 def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
-    """Each method's cost, mean over its seeds: FLOPs per step (its per-task passes included), the
-    run's training FLOPs, its wall seconds and its replay memory (pairs). Seeds that did not count
-    their per-task passes take the counts of one that did (`results.fill_pass_flops`)."""
+    """Each method's cost, mean over its seeds: FLOPs per step (per-task passes included, `fill_pass_flops`),
+    training FLOPs, wall seconds and replay memory (pairs)."""
     rows = []
     for method, by_seed in runs.items():
         rs = fill_pass_flops(list(by_seed.values()))

@@ -1,9 +1,11 @@
 """Performance summaries for `notebooks/performance.ipynb`: method overheads from run results,
-evaluation-memory scaling and per-paper time budgets from `benchmarks/results/*.json`."""
+evaluation-memory scaling, per-study time budgets from `benchmarks/results/*.json`, and the
+performance ledger's targets."""
 from __future__ import annotations
 
+import functools
 import itertools
-
+import operator
 from pathlib import Path
 
 import numpy as np
@@ -12,45 +14,40 @@ import yaml
 
 from vlcp.report import targets as tg
 from vlcp.report.ledger import Row
-from vlcp.report.results import fill_pass_flops, flops_per_step, load_runs, run_paths
+from vlcp.report.results import fill_pass_flops, flops_per_step, load_runs, run_paths, step_time
 from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_results
 
+
 def _uncounted_work() -> tuple[dict[str, tuple[tuple[str, ...], str]], tuple[tuple[str, ...], str]]:
-    """`uncounted_work.yaml` beside this module: {method: (phases, work)} and TEIR's (phases, work)."""
+    """`uncounted_work.yaml`: {method: (phases, work)} and TEIR's (phases, work)."""
     data = yaml.safe_load((Path(__file__).with_name("uncounted_work.yaml")).read_text(encoding="utf-8"))
-    unknown = sorted(set(p for w in [*data["methods"].values(), data["teir"]] for p in w["phases"]) - set(PHASES) - set(TASK_PHASES))
-    if unknown:
+    named = {p for w in [*data["methods"].values(), data["teir"]] for p in w["phases"]}
+    if unknown := sorted(named - set(PHASES) - set(TASK_PHASES)):
         raise ValueError(f"vlcp/report/uncounted_work.yaml: unknown loop phase(s) {', '.join(unknown)}")
     return ({m: (tuple(w["phases"]), w["work"]) for m, w in data["methods"].items()},
             (tuple(data["teir"]["phases"]), data["teir"]["work"]))
 
 
-# why a method's step can cost more time than its FLOPs say, by method name (data: uncounted_work.yaml)
+# why a method's step can cost more time than its FLOPs say, by method name
 UNCOUNTED_WORK, TEIR_WORK = _uncounted_work()
 
 
 def explain(method: dict) -> tuple[tuple[str, ...], str]:
-    """(phases, text) of the work a method's config adds that torch's flop counter does not see
-    (`UNCOUNTED_WORK`, plus TEIR's when `teir` is on); ((), "") for a method not analysed."""
+    """(phases, text) of the work a method's config adds that torch's flop counter does not see;
+    ((), "") for a method not analysed."""
     parts = [w for w in (UNCOUNTED_WORK.get(method["name"]), TEIR_WORK if method.get("teir") else None) if w]
     return tuple(p for ph, _ in parts for p in ph), "; ".join(text for _, text in parts)
 
 
-def phase_ms(rs: list[dict]) -> pd.Series | None:
-    """Milliseconds per optimiser step in each loop phase (`phase_seconds` summed over tasks, over
-    the steps, mean over seeds); None when a run has no phase times (results from older code)."""
-    if not all("phase_seconds" in t for r in rs for t in r["train"]):
-        return None
-    per_run = [pd.DataFrame([t["phase_seconds"] for t in r["train"]]).fillna(0).sum() * 1e3
-               / sum(t["steps"] for t in r["train"]) for r in rs]
-    return pd.concat(per_run, axis=1).fillna(0).mean(axis=1)
-
-
 def study_phases(runs: dict[str, list[dict]]) -> pd.DataFrame:
-    """experiments x phases: milliseconds per step (`phase_ms`) of the runs that record them,
-    phases in loop order."""
-    rows = {e: ms for e, rs in runs.items() if (ms := phase_ms(rs)) is not None}
+    """experiments x phases (loop order): milliseconds per step in each loop phase, mean over seeds,
+    of the experiments whose runs all record phase times."""
+    def ms(r):
+        per_task = pd.DataFrame([t["phase_seconds"] for t in r["train"]]).fillna(0)
+        return per_task.sum() * 1e3 / sum(t["steps"] for t in r["train"])
+    rows = {e: pd.concat([ms(r) for r in rs], axis=1).fillna(0).mean(axis=1) for e, rs in runs.items()
+            if all("phase_seconds" in t for r in rs for t in r["train"])}
     df = pd.DataFrame(rows).T.fillna(0.0)
     return df[[p for p in PHASES + TASK_PHASES if p in df.columns]]
 
@@ -61,42 +58,34 @@ def extra_time(phases: pd.DataFrame, reference: str, exp: str) -> pd.Series:
 
 
 def profile_frame(profile: dict, top: int = 4) -> pd.DataFrame:
-    """From `benchmarks/results/method_profile.json`: per profiled experiment (study, experiment),
-    the phase with the most milliseconds per step beyond its study's reference, that extra, and
-    the ops with the most self time in that phase (ms per step)."""
+    """From `method_profile.json`, per (study, experiment): the phase with the most extra ms/step over
+    its study's reference, that extra, and the ops with the most self time in it."""
     rows = {}
     for study, sp in profile["studies"].items():
         if sp["reference"] not in sp["experiments"]:
             continue
         ms = pd.DataFrame({e: p["ms_per_step"] for e, p in sp["experiments"].items()}).T.fillna(0.0)
         for exp, prof in sp["experiments"].items():
-            if exp == sp["reference"]:
-                continue
-            extra = extra_time(ms, sp["reference"], exp)
-            phase = extra.index[0]
-            rows[(study, exp)] = {"phase": phase, "extra ms/step": extra.iloc[0],
-                                  "its ops (self ms/step)": ", ".join(f"{op} {v:.1f}" for op, v in prof["top_ops"].get(phase, [])[:top])}
+            if exp != sp["reference"]:
+                extra = extra_time(ms, sp["reference"], exp)
+                ops = prof["top_ops"].get(extra.index[0], [])[:top]
+                rows[(study, exp)] = {"phase": extra.index[0], "extra ms/step": extra.iloc[0],
+                                      "its ops (self ms/step)": ", ".join(f"{op} {v:.1f}" for op, v in ops)}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, list[dict]]:
-    """{experiment: [results of every seed found]} (`report.results.run_paths`); experiments
-    without runs are left out."""
+    """{experiment: [results of every seed found]} (`run_paths`); experiments without runs left out."""
     found = {exp: run_paths(runs_dir, exp) for exp in experiments}
     return {exp: [read_results(p) for p in paths] for exp, paths in found.items() if paths}
 
 
 def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: float = 1.1) -> pd.DataFrame:
-    """`method_overheads` of one study's runs, with each row's method and, from the runs' phase
-    times (`study_phases`; blank without them): "own-work ratio", the time ratio with only the
-    phases its explanation names (`explain`) differing from the reference (the others at the
-    reference's: their differences are the same code's run-to-run variance). For rows over the
-    target: the phases where it spends more than the reference, the work torch's flop counter does
-    not see, and "explained": "its phases" when the phase with the most extra time is one the
-    explanation names, "variance elsewhere" when not but its own-work ratio is within the target,
-    else "no" ("" without phase times or explanation, and for rows within the target). Experiments
-    whose runs lack per-task FLOP counts (older results) are left out; a reference without them is
-    an error."""
+    """`method_overheads` of the runs with FLOP counts (a reference without them is an error), with each
+    row's method, seeds and, from its phase times (blank without them): the "own-work ratio" (the time
+    ratio with only the phases its explanation names differing from the reference) and, for rows over
+    the target, where the extra time is, the work the flop counter misses and whether that explains it
+    ("its phases", "variance elsewhere" when the own-work ratio is within the target, or "no")."""
     usable = {e: rs for e, rs in runs.items() if all(t.get("flops_per_step") for r in rs for t in r["train"])}
     if reference not in usable:
         raise ValueError(f"study reference {reference!r}: no runs with FLOP counts")
@@ -108,7 +97,7 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
     own, where, why, explained = [], [], [], []
     for exp, ok, flop_ratio in zip(df.index, df["within"], df["FLOP ratio"]):
         names, text = explain(usable[exp][0]["config"]["method"])
-        extra = extra_time(phases, reference, exp) if exp in phases.index and reference in phases.index else None
+        extra = extra_time(phases, reference, exp) if {exp, reference} <= set(phases.index) else None
         own.append(np.nan if extra is None or (not names and exp != reference)
                    else (ref_ms + extra[[p for p in names if p in extra.index]].sum()) / ref_ms)
         why.append("" if ok else text or "not analysed")
@@ -128,27 +117,24 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
     return df
 
 
-def step_seconds(r: dict) -> float:
-    """Training seconds per optimiser step of one run (evaluation excluded)."""
-    return sum(t["seconds"] for t in r["train"]) / sum(t["steps"] for t in r["train"])
-
-
 def method_overheads(runs: dict[str, list[dict]], reference: str = "seqf", tolerance: float = 1.1) -> pd.DataFrame:
-    """Per experiment, relative to `reference`: time per step (mean over seeds), FLOPs per step
-    (torch's flop counter, per-task passes included: `report.results.flops_per_step`) and peak memory; `within` = time ratio <= FLOP ratio x tolerance."""
+    """Per experiment against `reference`: time per step (mean over seeds), FLOPs per step (per-task
+    passes included) and peak memory; `within` = time ratio <= FLOP ratio x tolerance."""
+    def seconds(rs):
+        return [step_time(r, skip_first=False) for r in rs]
+
+    def memory(rs):
+        return np.mean([max(t["peak_memory_mb"] for t in r["train"]) for r in rs])
+
     ref = runs[reference]
-    t0 = np.mean([step_seconds(r) for r in ref])
-    f0 = flops_per_step(fill_pass_flops(ref)[0])
-    m0 = np.mean([max(t["peak_memory_mb"] for t in r["train"]) for r in ref])
+    t0, f0, m0 = np.mean(seconds(ref)), flops_per_step(fill_pass_flops(ref)[0]), memory(ref)
     rows = {}
     for exp, rs in runs.items():
-        t = [step_seconds(r) for r in rs]
-        mem = np.mean([max(x["peak_memory_mb"] for x in r["train"]) for r in rs])
-        flops = flops_per_step(fill_pass_flops(rs)[0])
+        t, flops, mem = seconds(rs), flops_per_step(fill_pass_flops(rs)[0]), memory(rs)
         time_ratio, flop_ratio = np.mean(t) / t0, flops / f0
         rows[exp] = {"ms/step": 1e3 * np.mean(t), "ms/step std": 1e3 * (np.std(t, ddof=1) if len(t) > 1 else 0.0),
-                     "GFLOPs/step": flops / 1e9, "time ratio": time_ratio,
-                     "FLOP ratio": flop_ratio, "peak MB": mem, "memory ratio": mem / m0,
+                     "GFLOPs/step": flops / 1e9, "time ratio": time_ratio, "FLOP ratio": flop_ratio,
+                     "peak MB": mem, "memory ratio": mem / m0,
                      "within": bool(time_ratio <= flop_ratio * tolerance)}
     return pd.DataFrame.from_dict(rows, orient="index")
 
@@ -164,37 +150,28 @@ def eval_memory_frame(bench: dict) -> pd.DataFrame:
     return df.pivot(index="n", columns="path", values=["seconds", "peak_mb"])
 
 
+# --------------------------------------------------------------------------- time budgets
+
 def resumed_attempts(pipeline: dict) -> list[dict]:
-    """The attempts of a repro stopped and resumed whose stages are listed per attempt (`stage_names`),
-    each to be read at its own pace; [] for one attempt or a file without them."""
+    """The attempts of a repro stopped and resumed, each listing its stages (`stage_names`); [] for one."""
     attempts = pipeline.get("attempts") or []
     return attempts if len(attempts) > 1 and all("stage_names" in a for a in attempts) else []
 
 
 def pace_slowdown(pipeline: dict, spine_cost: dict | None, stages: list[str] | None = None) -> float:
-    """How much slower the machine ran during a pipeline measurement than in its reference
-    measurement: the pipeline's SeqF seconds per training step ÷ `benchmarks/spine_cost.py`'s median
-    SeqF step on the same machine. `benchmarks/pipeline.py` reads the pace at both ends of the repro:
-    the spine's SeqF runs, which come first (`seqf_seconds_per_step`), and one SeqF run after it
-    (`seqf_seconds_per_step_end`); with both, their mean (the pace over the repro if it drifted
-    evenly: a whole repro takes hours, and the VM's speed drifts over that). Measurements made before
-    the end probe existed read the start alone. A repro stopped and resumed (`attempts`, each with the
-    stages it finished and its own start pace: a resumed attempt may run on another day) reads each
-    attempt's stages at that attempt's pace (its start, and for the last one the mean with the end):
-    the slowdown that turns the summed seconds into their sum at the reference pace. `stages` (names)
-    reads those stages alone: a study that ran in one attempt takes that attempt's pace, not the mean
-    over the repro (`study_slowdowns`). 1.0 when no pace or no reference was measured."""
+    """How much slower the machine ran during a `benchmarks/pipeline.py` measurement than in
+    `spine_cost.json`: SeqF seconds per step, the mean of the repro's start and end probes where both
+    exist. A resumed repro reads each attempt's stages at that attempt's pace (`stages`: those stages
+    alone). 1.0 when no pace or no reference was measured."""
     ref = ((spine_cost or {}).get("median_seconds_per_step") or {}).get("seqf")
     start, end = pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")
     if not ref:
         return 1.0
-    attempts = resumed_attempts(pipeline)
-    if attempts:
+    if attempts := resumed_attempts(pipeline):
         paces = []
         for i, a in enumerate(attempts):
-            ends = [a.get("seqf_seconds_per_step_start") or (start if i == 0 else None),
-                    end if i == len(attempts) - 1 else None]
-            known = [p for p in ends if p]
+            known = [p for p in (a.get("seqf_seconds_per_step_start") or (start if i == 0 else None),
+                                 end if i == len(attempts) - 1 else None) if p]
             paces.append(sum(known) / len(known) if known else None)
         secs = pipeline["stages"]
         timed = [(secs[n], pace) for a, pace in zip(attempts, paces) for n in a["stage_names"]
@@ -211,8 +188,7 @@ def study_stages(stages, prefixes) -> list[str]:
 
 
 def study_slowdowns(pipeline: dict, spine_cost: dict | None, budgets: dict[str, dict]) -> dict[str, float]:
-    """Each study's slowdown over its own stages (`pace_slowdown(stages=...)`): in a repro stopped and
-    resumed at another pace, the mean over the repro would move minutes between the studies."""
+    """Each study's `pace_slowdown` over its own stages."""
     return {study: pace_slowdown(pipeline, spine_cost, study_stages(pipeline["stages"], b["stages"]))
             for study, b in budgets.items()}
 
@@ -225,9 +201,8 @@ BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace 
 
 
 def study_runs(params: dict) -> dict[str, int]:
-    """How many training runs each study's stages make, from params.yaml's report lists (the keys of
-    `report.performance.budgets`): the spine's experiments × seeds; each paper's rows × their seeds,
-    its seed subset (`spread`) and the base models it pretrains (ctp-base, cll-base, FoMo's θ0s)."""
+    """How many training runs each study's stages make, from params.yaml's report lists: rows × seeds,
+    seed subsets (`spread`) and the base models each pretrains."""
     rep = params["report"]
 
     def grid(experiments, seeds):
@@ -244,47 +219,40 @@ def study_runs(params: dict) -> dict[str, int]:
             "incclip": grid(inc["experiments"], inc["seeds"]) + spread(inc)}
 
 
-def _param(params: dict, ref: str):
-    """`${a.b.c}` → params["a"]["b"]["c"] (DVC's interpolation, for the stage lists below)."""
-    value = params
-    for key in ref.strip("${}").split("."):
-        value = value[key]
-    return value
-
-
 def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
-    """The stage names `dvc repro` runs for these params: a `foreach` list gives `name@item`, a
-    mapping `name@key`, a `matrix` `name@v1-v2` (DVC's own naming)."""
+    """The stage names `dvc repro` runs for these params, as DVC names them: `name@item` for a
+    `foreach` list, `name@key` for a mapping, `name@v1-v2` for a `matrix`."""
+    def param(ref):   # DVC's `${a.b}` interpolation; a literal list or mapping as it is
+        if not isinstance(ref, str):
+            return ref
+        return functools.reduce(operator.getitem, ref.strip("${}").split("."), params)
     names = []
     for name, stage in dvc_yaml["stages"].items():
         if "foreach" in stage:
-            items = _param(params, stage["foreach"]) if isinstance(stage["foreach"], str) else stage["foreach"]
-            names += [f"{name}@{k}" for k in items]
+            names += [f"{name}@{k}" for k in param(stage["foreach"])]
         elif "matrix" in stage:
-            axes = [_param(params, v) if isinstance(v, str) else v for v in stage["matrix"].values()]
-            names += [f"{name}@" + "-".join(map(str, combo)) for combo in itertools.product(*axes)]
+            combos = itertools.product(*map(param, stage["matrix"].values()))
+            names += [f"{name}@" + "-".join(map(str, combo)) for combo in combos]
         else:
             names.append(name)
     return names
 
 
 def measured_at(measurement: dict) -> str:
-    """When a `benchmarks/pipeline.py` measurement began its last attempt (ISO time, from `attempts`;
-    its `date` where it recorded none): orders a whole repro and the parts timed alone on one day."""
+    """When a pipeline measurement began its last attempt (ISO time; its `date` where none recorded)."""
     return max((a["started"] for a in measurement.get("attempts") or () if a.get("started")), default=measurement["date"])
 
 
 def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict, float]]:
-    """The part measurements (`benchmarks/pipeline.py --targets`, `pipeline-<name>.json`: some
-    stages timed alone) with each one's own slowdown (`pace_slowdown`), oldest first (`measured_at`)."""
+    """The part measurements (`pipeline-<name>.json`: some stages timed alone), each with its own
+    `pace_slowdown`, oldest first."""
     timed = [p for name, p in parts.items() if name.startswith("pipeline-") and p.get("targets")]
     return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
 
 
 def stage_minutes(takes: list[tuple[float, float]], budget: float) -> tuple[float, float, float | None, str | None]:
-    """Stages timed as (seconds, the slowdown of the pace they ran at) → their minutes as measured and
-    at the reference pace (each stage ÷ its own slowdown), the slowdown those imply, and
-    `targets.budget_verdict` against `budget` minutes; NaN, NaN, None, None when no stage was timed."""
+    """Stages timed as (seconds, their pace's slowdown) → minutes as measured and at the reference pace,
+    the slowdown those imply, and the verdict against `budget` minutes; NaN, NaN, None, None for none."""
     if not takes:
         return float("nan"), float("nan"), None, None
     measured = sum(s for s, _ in takes) / 60
@@ -295,15 +263,11 @@ def stage_minutes(takes: list[tuple[float, float]], budget: float) -> tuple[floa
 
 def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | dict[str, float] = 1.0,
                 parts: list[tuple[dict, float]] = ()) -> pd.DataFrame:
-    """Per study (`report.performance.budgets`): its runs today (`study_runs`), its stages today, and
-    the measured minutes of those `pipeline` timed, as measured and at the reference pace (÷ `slowdown`:
-    one for every study, or one per study, `study_slowdowns`); `not
-    timed` names the stages added since the measurement (their time is not in the minutes). A study
-    whose every stage a later part measurement timed (`parts`: (measurement, its slowdown), from
-    `retimed`) takes that one's minutes, each at its own day's pace; `measured` names the source. A
-    budget's `shared` stages (e.g. the index, which reads every study's reports) cannot be timed
-    alone: a part that timed the study's other stages stands for those, and the shared ones keep the
-    whole repro's minutes at its pace (`slowdown` is then measured ÷ at the reference pace)."""
+    """Per study of `report.performance.budgets`: its runs and stages today, and the minutes `pipeline`
+    timed of them, as measured and at the reference pace (÷ `slowdown`, one or per study); `not timed`
+    names stages added since. A study whose own stages a later part measurement (`retimed`) all timed
+    takes that one's minutes at its pace (`measured` names the source); its `shared` stages keep the
+    whole repro's."""
     budgets = params["report"]["performance"]["budgets"]
     runs, today = study_runs(params), pipeline_stages(dvc_yaml, params)
     rows = {}
@@ -336,8 +300,7 @@ STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP",
 
 
 def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
-    """`study_costs` as the Markdown table docs/overview.md carries (tests/test_readme.py keeps it equal),
-    after the measurement's own notes on its pace readings (an attempt's `pace_note`, e.g. a probe set aside)."""
+    """`study_costs` as docs/overview.md's Markdown table, after the measurement's notes on its pace."""
     alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
     attempts = resumed_attempts(pipeline)
     lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
@@ -371,16 +334,14 @@ def costs_line(costs: pd.DataFrame) -> str:
 
 
 def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dict[str, float] = 1.0) -> pd.DataFrame:
-    """Measured minutes of each paper's DVC stages (matched by stage-name prefix) against its budget,
-    and scaled back to the machine's reference pace (÷ `slowdown`, see `pace_slowdown`: one for every
-    paper, or one per paper, `study_slowdowns`); `verdict` by `targets.budget_verdict`. A paper with no
-    measured stage yet shows NaN and `status` "not built"."""
+    """Measured minutes of each study's stages against its budget, and at the reference pace (÷
+    `slowdown`, one or per study); a study with no measured stage is NaN and "not built"."""
     stages = pipeline["stages"]
     rows = {}
     for paper, b in budgets.items():
         secs = [stages[n] for n in study_stages(stages, b["stages"])]
-        slow = _slowdown_of(slowdown, paper)
-        measured, at_reference, _, verdict = stage_minutes([(s, slow) for s in secs], b["minutes"])
+        takes = [(s, _slowdown_of(slowdown, paper)) for s in secs]
+        measured, at_reference, _, verdict = stage_minutes(takes, b["minutes"])
         rows[paper] = {"budget min": b["minutes"], "measured min": measured,
                        "at reference pace min": at_reference, "stages": len(secs),
                        "status": BUDGET_STATUS[verdict] if verdict else "not built", "verdict": verdict}
@@ -390,90 +351,73 @@ def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dic
 # --------------------------------------------------------------------------- the performance ledger
 
 def throughput_targets(tp: dict) -> list[Row]:
-    """`benchmarks/throughput.py`'s targets: vlcp's SeqF against open_clip_train on the same work
-    (paired repeats' interval where recorded) and, where measured, like for like with an A/A control."""
+    """`throughput.py`'s targets on paired repeats: vlcp's SeqF against open_clip_train on the same
+    work, and its loop like for like (the same fused AdamW) beside an A/A control."""
     where = f"{tp['device']}{' ' + tp['gpu'] if tp.get('gpu') else ''}, {tp['model']} {tp['precision']}"
-    s = tp["samples_per_second"]
-    ratio, loop_ratio = tp["ratio_vlcp_over_open_clip"], tp.get("ratio_vlcp_over_open_clip_fused_adamw")
-    shipped = tp.get("paired_over_open_clip")
-    sp = tp["pairs"]["shipped"]["samples_per_second"] if "pairs" in tp else s
-    goal = tp["target_ratio"]
-    verdict = (tg.interval_verdict(shipped["geometric_mean"], *shipped["ci95"], goal, goal) if shipped
-               else tg.single_verdict(ratio >= goal))
-    out = [tg.target(f"vlcp SeqF throughput ≥ {goal}× open_clip_train on the same work ({where})", verdict,
-                     f"ratio {ratio:.3f} ({sp['vlcp']:.0f} vs {sp['open_clip']:.0f} samples/s)"
-                     + (f"; paired {shipped['geometric_mean']:.3f}, 95% interval [{shipped['ci95'][0]:.3f}, "
-                        f"{shipped['ci95'][1]:.3f}]" if shipped else "")
-                     + (f"; {loop_ratio:.3f} against open_clip's loop with the same fused AdamW" if loop_ratio else ""),
-                     **_interval(shipped))]
-    like, aa = tp.get("paired_over_open_clip_fused_adamw"), tp.get("paired_a_a")
-    if like:
-        g, (lo, hi) = like["geometric_mean"], like["ci95"]
-        out.append(tg.target(
-            f"vlcp's loop ≥ {tp['loop_target']}× open_clip_train's like for like (same fused AdamW), "
-            f"paired repeats, interval above {tp['loop_margin']}× ({where})",
-            tg.interval_verdict(g, lo, hi, tp["loop_target"], tp["loop_margin"], control=tuple(aa["ci95"]) if aa else None),
-            f"geometric mean {g:.3f}, 95% interval [{lo:.3f}, {hi:.3f}] over {len(like['ratios'])} repeats"
-            + (f"; A/A control {aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]" if aa else ""),
-            **_interval(like)))
-    return out
+    shipped, like, aa = tp["paired_over_open_clip"], tp["paired_over_open_clip_fused_adamw"], tp["paired_a_a"]
+    sp, goal = tp["pairs"]["shipped"]["samples_per_second"], tp["target_ratio"]
+    return [tg.target(f"vlcp SeqF throughput ≥ {goal}× open_clip_train on the same work ({where})",
+                      tg.interval_verdict(shipped["geometric_mean"], *shipped["ci95"], goal, goal),
+                      f"ratio {tp['ratio_vlcp_over_open_clip']:.3f} ({sp['vlcp']:.0f} vs {sp['open_clip']:.0f} "
+                      f"samples/s); paired {_ci(shipped)}; {tp['ratio_vlcp_over_open_clip_fused_adamw']:.3f} "
+                      "against open_clip's loop with the same fused AdamW", **_interval(shipped)),
+            tg.target(f"vlcp's loop ≥ {tp['loop_target']}× open_clip_train's like for like (same fused AdamW), "
+                      f"paired repeats, interval above {tp['loop_margin']}× ({where})",
+                      tg.interval_verdict(like["geometric_mean"], *like["ci95"], tp["loop_target"],
+                                          tp["loop_margin"], control=tuple(aa["ci95"])),
+                      f"geometric mean {_ci(like)} over {len(like['ratios'])} repeats; A/A control "
+                      f"{aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]", **_interval(like))]
 
 
-def _interval(paired: dict | None) -> dict:
+def _ci(paired: dict) -> str:
+    return f"{paired['geometric_mean']:.3f}, 95% interval [{paired['ci95'][0]:.3f}, {paired['ci95'][1]:.3f}]"
+
+
+def _interval(paired: dict) -> dict:
     return {"effect": paired["geometric_mean"], "low": paired["ci95"][0], "high": paired["ci95"][1],
-            "seeds": len(paired.get("ratios") or ()) or None} if paired else {}
+            "seeds": len(paired.get("ratios") or ()) or None}
 
 
 def ddp_target(dd: dict) -> Row:
-    """`benchmarks/ddp_scaling.py`'s target: 2 DDP processes against one at the same per-rank batch."""
-    r, (lo, hi) = dd["ratio_to_one_process"]["2 processes"], dd["ratio_range"]["2 processes"]
+    """`ddp_scaling.py`'s target: 2 DDP processes against one at the same per-rank batch."""
+    ratios, (lo, hi) = dd["ratio_to_one_process"], dd["ratio_range"]["2 processes"]
+    r = ratios["2 processes"]
     return tg.target(
         f"2-process DDP on CPU ≥ {dd['target_ratio']}× one process's samples/s at the same per-rank batch",
         tg.repeats_verdict(r, lo, hi, dd["target_ratio"], at_least=True),
         f"{r:.2f}× (paired range {lo:.2f}–{hi:.2f} over {dd['repeats']} repeats; one process with 2 threads: "
-        f"{dd['ratio_to_one_process']['1 process, 2 threads']:.2f}×"
-        + (f"; two independent processes, no communication: {dd['ratio_to_one_process']['2 independent processes']:.2f}×, "
-           f"DDP keeps {dd['ddp_over_independent']:.0%} of it" if "ddp_over_independent" in dd else "")
+        f"{ratios['1 process, 2 threads']:.2f}×; two independent processes, no communication: "
+        f"{ratios['2 independent processes']:.2f}×, DDP keeps {dd['ddp_over_independent']:.0%} of it"
         + ("; by per-rank batch: " + ", ".join(f"{b}: {x['ratio']:.2f}×" for b, x in dd["by_batch"].items())
            if "by_batch" in dd else "") + ")",
         "scale-path issue target", effect=r, low=lo, high=hi, seeds=dd["repeats"])
 
 
-def overhead_judged(ov: pd.DataFrame, spine_cost: dict | None) -> dict[str, tuple]:
-    """Per method of the spine's overhead table: (time ratio, FLOP ratio, paired range or None, where
-    from): `benchmarks/spine_cost.py`'s paired repeats for the methods it re-times, else this run's."""
-    out = {}
+def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float = 1.1) -> Row:
+    """Every spine method's time ratio ≤ its FLOP ratio × `tolerance`, on `spine_cost.json`'s paired
+    median where it re-timed the method (refuted only where the paired range lies wholly above the
+    goal), else on this run's timing (which cannot refute)."""
+    verdicts, evidence = [], []
     for e in ov.index:
         if spine_cost and e != spine_cost["reference"] and e in spine_cost["ratio_to_reference"]:
-            lo, hi = spine_cost["ratio_range"][e]
-            out[e] = (spine_cost["ratio_to_reference"][e], spine_cost["flop_ratio"][e], (lo, hi),
-                      f"paired median of {spine_cost['repeats']} repeats, range {lo:.2f}–{hi:.2f}")
+            t, f, (lo, hi) = (spine_cost[k][e] for k in ("ratio_to_reference", "flop_ratio", "ratio_range"))
+            src = (f"paired median of {spine_cost['repeats']} repeats, range {lo:.2f}–{hi:.2f}; "
+                   f"this run {ov.loc[e, 'time ratio']:.2f}")
         else:
-            out[e] = (ov.loc[e, "time ratio"], ov.loc[e, "FLOP ratio"], None, "this run")
-    return out
-
-
-def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float = 1.1) -> Row:
-    """Every spine method's time ratio ≤ its FLOP ratio × `tolerance`, on its paired median where
-    re-timed: refuted only where a method's paired range lies wholly above it; one run's timing
-    cannot refute."""
-    def one(t, f, rng):
+            lo, t, f, src = None, ov.loc[e, "time ratio"], ov.loc[e, "FLOP ratio"], "this run"
         goal = tolerance * f
-        return "confirmed" if t <= goal else "refuted" if rng and rng[0] > goal else "inconclusive"
-
-    judged = overhead_judged(ov, spine_cost)
-    verdict = tg.all_of([one(t, f, rng) for t, f, rng, _ in judged.values()])
-    return tg.target(
-        f"every method's time ratio ≤ its FLOP ratio × {tolerance:g} (vs SeqF)", verdict,
-        "; ".join(f"{e}: time {t:.2f} vs FLOPs {f:.2f} ({src}"
-                  + (f"; this run {ov.loc[e, 'time ratio']:.2f}" if src != "this run" else "")
-                  + (f"; own-work ratio {ov.loc[e, 'own-work ratio']:.2f}: {ov.loc[e, 'explained']}" if ov.loc[e, "explained"] else "")
-                  + ")" for e, (t, f, _, src) in judged.items()))
+        refuted = lo is not None and lo > goal
+        verdicts.append("confirmed" if t <= goal else "refuted" if refuted else "inconclusive")
+        why = ov.loc[e, "explained"]
+        own = why and f"; own-work ratio {ov.loc[e, 'own-work ratio']:.2f}: {why}"
+        evidence.append(f"{e}: time {t:.2f} vs FLOPs {f:.2f} ({src}{own})")
+    return tg.target(f"every method's time ratio ≤ its FLOP ratio × {tolerance:g} (vs SeqF)",
+                     tg.all_of(verdicts), "; ".join(evidence))
 
 
 def study_tables(params: dict) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, list[dict]]]]:
-    """`study_overheads` of every paper study of `report.performance.studies` whose reference ran
-    with FLOP counts ({study: table}), and those studies' runs ({study: {experiment: [results]}})."""
+    """`study_overheads` of each study of `report.performance.studies` whose reference ran with FLOP
+    counts ({study: table}), and their runs ({study: {experiment: [results]}})."""
     tables, runs_of = {}, {}
     for study, spec in (params["report"]["performance"].get("studies") or {}).items():
         runs = discover_runs(spec["runs"], spec["experiments"])
@@ -486,7 +430,7 @@ def study_tables(params: dict) -> tuple[dict[str, pd.DataFrame], dict[str, dict[
 
 
 def studies_target(tables: dict[str, pd.DataFrame]) -> Row:
-    """Every paper study's methods within FLOPs × 1.1 of their study's reference, on single in-study timings."""
+    """Every paper study's methods within FLOPs × 1.1 of their study's reference."""
     over = [(s, e, t.loc[e]) for s, t in tables.items() for e in t.index[~t["within"]]]
     n = sum(len(t) for t in tables.values())
     return tg.target("every paper's method: time ratio ≤ its FLOP ratio × 1.1 (single in-study timings)",
@@ -497,8 +441,8 @@ def studies_target(tables: dict[str, pd.DataFrame]) -> Row:
 
 
 def explained_target(tables: dict[str, pd.DataFrame], phased: set[str]) -> Row | None:
-    """Every method over FLOPs × 1.1 explained by its run's phase times (`study_overheads`'
-    "explained"), over the studies whose runs record them (`phased`); None when none is over."""
+    """Every method over FLOPs × 1.1 in the studies with phase times (`phased`) explained by them
+    (`study_overheads`); None when none is over."""
     named = [(s, e, t.loc[e]) for s, t in tables.items() if s in phased for e in t.index[~t["within"]]]
     if not named:
         return None
@@ -513,8 +457,8 @@ def explained_target(tables: dict[str, pd.DataFrame], phased: set[str]) -> Row |
 
 
 def eval_memory_targets(em: dict) -> list[Row]:
-    """`benchmarks/eval_memory.py`'s targets (exact peak-memory measurements): linear growth of the
-    chunked path, and its saving against the naive path at the largest gallery."""
+    """`eval_memory.py`'s targets: linear memory growth of the chunked path, and its saving over the
+    naive one at the largest gallery."""
     t = eval_memory_frame(em)
     slope, ratio = loglog_slope(t.index, t["peak_mb"]["chunked"]), em["memory_ratio_at_largest"]
     return [tg.target("chunked evaluation memory grows linearly in gallery size (log-log slope ≤ 1.2)",
@@ -527,9 +471,8 @@ def eval_memory_targets(em: dict) -> list[Row]:
 
 
 def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[Row]:
-    """`benchmarks/pipeline.py`'s targets: the whole default repro and its no-op within their budgets,
-    and each study's stages within its own (re-timed alone since where a part measurement did),
-    each read at its measurement's pace (`study_slowdowns`)."""
+    """`pipeline.py`'s targets: the whole repro and its no-op within their budgets, and each study's
+    stages within its own (from a later part measurement where one re-timed them), each at its pace."""
     perf = params["report"]["performance"]
     spine_cost = bench.get("spine_cost")
     slow = pace_slowdown(pj, spine_cost)
@@ -562,8 +505,8 @@ def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[
 
 
 def targets(bench: dict[str, dict], params: dict, runs_dir, dvc_yaml: dict) -> list[Row]:
-    """The performance report's ledger: every target, from `benchmarks/results/*.json` (`bench`, by
-    file stem), the spine's runs under `runs_dir` (`report.performance`) and each paper study's runs."""
+    """The performance ledger: every target, from `benchmarks/results/*.json` (`bench`, by file stem),
+    the spine's runs under `runs_dir` and each paper study's runs."""
     perf = params["report"]["performance"]
     out = []
     for name, tp in bench.items():
