@@ -45,13 +45,6 @@ def test_summary_changes_and_distance_above_the_line():
     assert s.loc["lora", "steps/task"] == 20 and s.loc["lora", "memory ×"] == 0.5 and s.loc["ft", "train s"] == 1.5
 
 
-def test_macro_floor_is_the_binomial_se_of_the_macro_mean():
-    r = run([(10, 40), (50, 20)])
-    # adaptation: two sets at p = 0.5, n = 100: SE of the mean = √(2 · 0.25/100) / 2
-    assert fm.macro_floor(r, "adaptation") == pytest.approx(2 * math.sqrt(2) * math.sqrt(0.005) / 2 * 100)
-    assert fm.macro_floor(r, "retention") == pytest.approx(2 * math.sqrt(2) * math.sqrt(0.2 * 0.8 / 400) * 100)
-
-
 def test_budget_table_units():
     b = fm.budget_table({"ft": run([(1, 1), (2, 2)], mult=1.0, flops=3e6), "lt": run([(1, 1), (2, 2)], steps=30, mult=0.4)})
     assert b.loc["ft", "MFLOPs/step"] == 3 and b.loc["lt", "memory multiplier"] == 0.4 and b.loc["lt", "steps/task"] == 30

@@ -1,12 +1,7 @@
-"""CLL-CLIP's tables from our runs of the language stream (pure functions of results dicts;
-the notebook `cllclip_teir` lays them out beside the paper's numbers).
-
-a[i][j] = Recall@1 on language j after task i (columns in stream order, None before language j
-is learned). AR = mean over the learned languages of the final row; F = mean over j < T of
-max_{k < T} a[k][j] − a[T][j] (max-based, as the paper and CLFM's gather.py). I2T = TR@1, T2I =
-IR@1. "in" = unseen items in the training styles (MSCOCO36's role), "out" = the same items in
-the held-out style (XM3600's role).
-"""
+"""CLL-CLIP's tables and ledger measures from our runs of the language stream (the notebook
+`cllclip_teir` lays them out beside the paper's). a[i][j] = R@1 on language j after task i (NaN
+before it is learned); AR = mean of the final row, F = mean over j < T of max_{k<T} a[k][j] − a[T][j].
+I2T = TR@1, T2I = IR@1; "in" = unseen items in the training styles, "out" = the held-out style."""
 from __future__ import annotations
 
 import math
@@ -39,8 +34,7 @@ def ar(a: np.ndarray) -> float:
 
 
 def forgetting(a: np.ndarray) -> float | None:
-    """Max-based forgetting of the final model over the languages learned before the last task
-    (None for one task: joint training)."""
+    """Max-based forgetting over the languages learned before the last task (None for one task)."""
     if len(a) < 2:
         return None
     earlier = a[:-1]
@@ -49,7 +43,7 @@ def forgetting(a: np.ndarray) -> float | None:
 
 
 def ar_curve(a: np.ndarray) -> np.ndarray:
-    """AR_i after every task i (the per-task curve)."""
+    """AR_i after every task i."""
     return np.array([np.nanmean(row) for row in a])
 
 
@@ -68,37 +62,32 @@ def summary(r: dict, eval_set_suffix: str = "") -> dict[tuple[str, str, str], fl
 
 
 def as_runs(rs: dict | list[dict]) -> list[dict]:
-    """One run or a list of runs at several seeds, as a list."""
     return rs if isinstance(rs, list) else [rs]
 
 
 def cell_value(values: list[float | None]) -> float | str | None:
-    """A table cell from its runs' values: one run's value as it is; several runs' as "mean ± std"
-    (`results.over_seeds`); None where a run has none (F of joint training)."""
+    """One run's value as it is, several runs' "mean ± std"; None where a run has none."""
     if any(v is None for v in values):
         return None
     return float(values[0]) if len(values) == 1 else results.over_seeds(values)
 
 
 def cells(summaries: list[dict]) -> dict[tuple[str, str, str], float | str | None]:
-    """Each (set, direction, AR|F) cell of several runs' `summary` dicts as one `cell_value`."""
     return {c: cell_value([p.get(c) for p in summaries]) for c in summaries[0]}
 
 
 def summary_over(rs: dict | list[dict], eval_set_suffix: str = "") -> dict[tuple[str, str, str], float | str | None]:
-    """`summary` of one run, or each cell's mean ± std over a list of runs at several seeds (the
-    long profile's tables)."""
+    """`summary` of one run, or each cell's mean ± std over a list of runs."""
     return cells([summary(r, eval_set_suffix) for r in as_runs(rs)])
 
 
 def cell_mean_sd(rs: dict | list[dict], cell: tuple[str, str, str]) -> tuple[float, float]:
-    """(mean, sample std; 0 for one run) of one (set, direction, AR|F) cell over the runs (a figure's
-    bar and its error bar)."""
+    """(mean, sample std; 0 for one run) of one cell over the runs."""
     return results.mean_std([summary(r)[cell] for r in as_runs(rs)])
 
 
 def rounded(df: pd.DataFrame) -> pd.DataFrame:
-    """A table of single-run values as floats to one decimal; a table of "mean ± std" strings as it is."""
+    """A table of floats to one decimal; a table of "mean ± std" strings as it is."""
     try:
         return df.astype(float).round(1)
     except (TypeError, ValueError):
@@ -113,10 +102,8 @@ def table(runs: dict[str, dict], suffix: str = "") -> pd.DataFrame:
 
 
 def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str = "cll") -> pd.DataFrame:
-    """The paper's Table 2 layout: per method (experiments `<prefix>-<method>[-teir]`; † where it
-    needs the language at inference) rows plain / with TEIR / Δ (TEIR − plain), then joint
-    (`<prefix>-joint`). Columns = (set, direction, AR|F). An experiment given as a list of runs at
-    the same seeds shows each cell as mean ± std over them (`summary_over`), its Δ paired by seed."""
+    """Table 2's layout: per method (`<prefix>-<method>[-teir]`, † where it needs the language at
+    inference) rows plain / with TEIR / Δ paired by seed, then `<prefix>-joint`."""
     rows = {}
     for m in methods:
         plain_runs, teir_runs = as_runs(runs[f"{prefix}-{m}"]), as_runs(runs[f"{prefix}-{m}-teir"])
@@ -134,13 +121,8 @@ def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str =
     return df
 
 
-def convergence_frame(runs: dict[str, dict]) -> pd.DataFrame:
-    return pd.DataFrame({exp: r["convergence"] for exp, r in runs.items() if "convergence" in r}).T[["loss", "fisher_trace"]]
-
-
 def convergence_over(runs: dict[str, list[dict]]) -> pd.DataFrame:
-    """Fig. 3's measurements (`CONVERGENCE`) over each setting's runs, to three significant digits (a
-    loss differs in its second decimal): one run's value, or "mean ± std" over several seeds."""
+    """Fig. 3's measurements over each setting's runs to three significant digits (± std over seeds)."""
     def cell(values):
         m, sd = results.mean_std(values)
         return f"{m:.3g}" if len(values) == 1 else f"{m:.3g} ± {sd:.2g}"
@@ -152,9 +134,8 @@ def train_seconds(r: dict) -> float:
     return float(sum(t["seconds"] for t in r["train"]))
 
 
-# ----------------------------------------------------------------------------------------------
-# the claims ledger: rows of vlcp/report/studies/cllclip/claims.yaml, judged by vlcp.report.ledger;
-# this module adds their measures (`MEASURES`), their noise floors (`floors`) and two kinds (`KINDS`).
+# --------------------------------------------------------------------------- the claims ledger
+# The rows: vlcp/report/studies/cllclip/claims.yaml; here their measures, noise floors and two kinds.
 
 CELLS = [(s, d) for s in SETS for d in DIRECTIONS]   # (in|out, I2T|T2I): the paper's four columns per metric
 NOISE_SOURCE = "test-set noise only (binomial over each language's test captions); seed spread not measured"
@@ -167,17 +148,14 @@ def spread_key(metric: str, s: str, d: str) -> str:
 
 
 def load_subset(runs_dir, experiments: list[str], seeds: list[int]) -> tuple[dict[str, list[dict]], list[str]]:
-    """The seed subset's runs ({experiment: [results per seed, in `seeds` order]}) and the runs
-    missing from `runs_dir` ("<experiment> seed <S>"); an experiment with a missing seed is left out."""
+    """({experiment: [results per seed]}, the runs missing); an experiment with a missing seed is left out."""
     found, missing = results.load_subset(runs_dir, experiments, seeds)
     return results.complete(found, seeds), missing
 
 
 def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
-    """The study's seed spread (`spread.seed_spread`) over the subset's runs ({experiment: [results
-    per seed]}, at `seeds`): AR and F on every cell (keys `spread_key`) and Fig. 3's `CONVERGENCE`
-    measurements; with "where" (the runs and seeds, for the evidence). None when no metric has
-    two seeds (no subset run, or one seed)."""
+    """`spread.seed_spread` of AR and F on every cell and Fig. 3's measurements over the subset's
+    runs, with "where"; None when no metric has two seeds."""
     values: dict[str, dict[str, list[float]]] = {}
     for e, rs in subset.items():
         for r in rs:
@@ -193,8 +171,7 @@ def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
 
 
 def spread_note(spread: dict | None, missing: list[str], experiments: list[str], seeds: list[int]) -> str:
-    """One markdown line: the seed spread in use (its runs, seeds and where they are), or why there
-    is none (missing runs, no subset, one seed) and that the verdicts then use test-set noise only."""
+    """One markdown line: the seed spread in use, or why there is none."""
     if spread is not None:
         return (f"**Seed spread** of {spread['where']} (seed {seeds[0]}: the study's main runs; the others: "
                 "`spread-seed<S>/`), per metric below; it joins the test-set noise of every single-seed verdict.")
@@ -205,8 +182,7 @@ def spread_note(spread: dict | None, missing: list[str], experiments: list[str],
 
 
 def test_counts(r: dict, n_test: int) -> np.ndarray:
-    """Test captions per language, in the run's stream order: `n_test` test emoji × the share
-    of them the language names (the run's test coverage)."""
+    """Test captions per language in stream order: `n_test` × the share of them the language names."""
     cov = r["coverage"]["test"]
     missing = [lang for lang in r["languages"] if lang not in cov]
     if missing:
@@ -215,17 +191,15 @@ def test_counts(r: dict, n_test: int) -> np.ndarray:
 
 
 def ar_se(a: np.ndarray, counts: np.ndarray) -> float:
-    """Binomial standard error (points) of AR = the mean of the final row's R@1 over the learned
-    languages, language j's R@1 a proportion over its `counts[j]` test captions."""
+    """Binomial SE (points) of AR, language j's R@1 a proportion over its `counts[j]` captions."""
     p, n = a[-1] / 100, counts[: a.shape[1]]
     keep = ~np.isnan(p)
     return float(100 * np.sqrt(np.sum(p[keep] * (1 - p[keep]) / n[keep])) / keep.sum())
 
 
 def f_se(a: np.ndarray, counts: np.ndarray) -> float | None:
-    """Binomial standard error (points) of F: each term max_k a[k][j] − a[T][j] is a difference of
-    two proportions over language j's captions (variances added; the max's selection bias
-    ignored), averaged over the languages learned before the last task. None for one task."""
+    """Binomial SE (points) of F, each term a difference of two proportions (the max's selection
+    bias ignored); None for one task."""
     if len(a) < 2:
         return None
     earlier, n = a[:-1] / 100, counts[: a.shape[1]]
@@ -236,7 +210,7 @@ def f_se(a: np.ndarray, counts: np.ndarray) -> float | None:
 
 
 def value_se(r: dict, n_test: int, s: str, d: str, metric: str) -> tuple[float, float]:
-    """(AR or F, its test-set standard error) of one run on set `s`, direction `d`."""
+    """(AR or F, its test-set SE) of one run on set `s`, direction `d`."""
     a = accuracy_matrix(r, SETS[s], DIRECTIONS[d])
     counts = test_counts(r, n_test)
     if metric == "AR":
@@ -246,28 +220,15 @@ def value_se(r: dict, n_test: int, s: str, d: str, metric: str) -> tuple[float, 
     raise ValueError(f"metric must be 'AR' or 'F', got {metric!r}")
 
 
-def _cell(metric: str, s: str, d: str):
-    def measure(r: dict) -> float:
-        return summary(r)[(s, d, metric)]
-    measure.__name__ = spread_key(metric, s, d)
-    return measure
+# AR and F per cell (`spread_key`'s names), and Fig. 3's measurements
+MEASURES = MappingProxyType({**{spread_key(m, s, d): (lambda r, c=(s, d, m): summary(r)[c])
+                                for m in ("AR", "F") for s, d in CELLS},
+                             **{k: (lambda r, k=k: r["convergence"][k]) for k in CONVERGENCE}})
 
-
-def _convergence(key: str):
-    def measure(r: dict) -> float:
-        return r["convergence"][key]
-    measure.__name__ = key
-    return measure
-
-
-# AR and F per cell ("AR in I2T", ...: `spread_key`'s names), and Fig. 3's measurements
-MEASURES = MappingProxyType({**{spread_key(m, s, d): _cell(m, s, d) for m in ("AR", "F") for s, d in CELLS},
-                             **{k: _convergence(k) for k in CONVERGENCE}})
 
 def ledger_runs(runs_dir, study: dict, long: bool = False) -> Runs:
-    """The runs the ledger reads: every experiment of `study` (params' report.cllclip) at its main
-    seed (long: and at the long profile's seeds, from its folder too), and the seed subset's
-    experiments at every seed of the subset besides."""
+    """Every experiment at the main seed (long: and the long profile's seeds, from its folder too),
+    and the seed subset's experiments at every seed of the subset besides."""
     seeds, dirs = [study["seeds"][0]], runs_dir
     if long:
         seeds, dirs = results.long_reads(study, runs_dir, seeds)
@@ -281,13 +242,9 @@ STREAMS = {"": "cll-clip", ", 36 languages": "cll36-clip"}   # floor-name suffix
 
 
 def floors(runs: Runs, n_test: int, spread: dict | None) -> dict[str, Noise]:
-    """The ledger's noise floors, {name: Noise}. For its single-run comparisons, per cell and metric
-    ("AR in I2T" on the 12-language stream, "AR in I2T, 36 languages" on Table 2's): the sd of one
-    difference of two runs, √2 × plain CLL-CLIP's test-set SE (`value_se`, at its first seed), with
-    the seed subset's difference spread added where it measured the cell (Student's t on its dof).
-    For a scale's pair (scored on the same test captions, so without the test-set term), where the
-    subset measured the cell: "<cell>, seed spread", its difference spread (two runs), and
-    "<cell>, one run", its pooled seed std. Fig. 3's `CONVERGENCE` measurements: the difference spread."""
+    """The ledger's noise floors. Per cell and metric ("AR in I2T[, 36 languages]"): √2 × the
+    `STREAMS` run's test-set SE, joined by the subset's difference spread where it measured the cell;
+    for a scale's pair: "<cell>, seed spread" (two runs) and "<cell>, one run"; Fig. 3's: the spread."""
     metrics = (spread or {}).get("metrics") or {}
     where = (spread or {}).get("where", "")
     out = {}
@@ -333,12 +290,9 @@ def _not_run(spec: ClaimSpec, runs: Runs, also=()) -> lg.Row | None:
 
 
 def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Table 3 (6) vs (5): AR higher (each comparison on an AR measure: `ledger.greater`) and F
-    not higher by the row's margin or more (non-inferiority: each comparison on an F measure, b's F
-    − a's F, judged shifted by the margin against the margin + the paper's reduction carried to
-    ours, so it is refuted only when a clearly forgets more). The margin: `margin.share` ({a, b}:
-    the paper's smallest credited F reduction, (a − b) / a) × `margin.of`'s F here (at its first
-    seed: the study's main seed), per cell; not testable where that run does not forget."""
+    """Table 3 (6) vs (5): AR higher (`ledger.greater`) and F not higher by the margin or more
+    (non-inferiority, shifted by the margin): `margin.share` (the paper's smallest credited F
+    reduction, (a − b) / a) × `margin.of`'s F at its first seed; not testable where it does not forget."""
     margin = spec.options.get("margin") or {}
     of = margin.get("of")
     if not of or "share" not in margin:
@@ -363,11 +317,8 @@ def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Contex
 
 
 def lower_than_the_reference(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Fig. 3: every setting's value (loss, Fisher trace) is lower than the reference's: each
-    comparison reference − setting (`ledger.greater`). The figure gives no numbers and its axes
-    carry no headroom, so each comparison's effect (1) is in units of the row's floor σ_d (one
-    comparison's noise, the seed subset's spread): a standardised effect of 1. Without that floor
-    the effect is unknown and its single-run comparisons have no interval."""
+    """Fig. 3: every setting's value is lower than the reference's. The figure gives no numbers, so
+    each effect (1) is in units of the row's floor σ_d; without that floor the effect is unknown."""
     absent = _not_run(spec, runs)
     if absent:
         return absent
@@ -382,8 +333,7 @@ KINDS = MappingProxyType({"improves without forgetting more": improves_without_f
 
 
 def run_headline(r: dict) -> dict[str, float]:
-    """`vlcp report metrics`' numbers of a language-stream run: AR and F of in-domain text-to-image
-    R@1 ({} for another run, e.g. the English base)."""
+    """`vlcp report metrics`' numbers of a language-stream run: in-domain T2I AR and F ({} else)."""
     if r.get("stream") != "language":
         return {}
     a = accuracy_matrix(r, "in_domain", "IR@1")
@@ -392,13 +342,12 @@ def run_headline(r: dict) -> dict[str, float]:
 
 
 def run_curve(r: dict) -> list[float] | None:
-    """`vlcp report metrics`' curve of a language-stream run: AR after every language (None for another run)."""
+    """`vlcp report metrics`' curve of a language-stream run: AR after every language."""
     return ar_curve(accuracy_matrix(r, "in_domain", "IR@1")).tolist() if r.get("stream") == "language" else None
 
 
 def test_emoji(params: dict, experiment: str = "cll-clip", seed: int = 0) -> int:
-    """The benchmark's test emoji per language that `experiment`'s runs are scored on (the floors'
-    test-set SE): read from its prepared benchmark (`data.root`), as the runs do not record it."""
+    """The test emoji per language `experiment` is scored on, read from its prepared benchmark."""
     from vlcp.config import resolve_experiment
     from vlcp.data.load import load_benchmark
 
@@ -406,10 +355,7 @@ def test_emoji(params: dict, experiment: str = "cll-clip", seed: int = 0) -> int
 
 
 def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.Row]:
-    """CLL-CLIP's ledger on its runs under `runs_dir`, as its report renders it (`long`: every row
-    also at the long profile's seeds): the ledger's runs, the floors from plain CLL-CLIP's test-set
-    noise (`test_emoji` of the prepared benchmark) and the seed subset's spread, the calibrated
-    headrooms where the claims file's calibration applies (`stale_calibration`)."""
+    """CLL-CLIP's ledger on `ledger_runs`, its floors from plain CLL-CLIP's test-set noise and the spread."""
     block = params["report"][study.params]
     seed = block["seeds"][0]
     subset_cfg = block.get("spread") or {}

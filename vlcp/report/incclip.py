@@ -1,13 +1,7 @@
-"""IncCLIP's tables from our runs (pure functions of results dicts; the notebook
-`incclip_ablations` lays them out beside the paper's numbers), and its ledger's measures and own
-claim kinds (the rows: `vlcp/report/studies/incclip/claims.yaml`).
-
-Our stand-ins for the paper's evaluation sets (held-out suite, `Evaluator.heldout`):
-zero-shot classification (prompt ensembles) by subgroup and by group on the unseen items in the
-training styles and on every item in the unseen style, by shape and colour on the procedural
-shapes, and by object count and background on the procedural scenes — the paper's eight
-classification sets; zero-shot retrieval on the unseen items (the
-in-domain set, Flickr30K's role) and on the unseen style (out of domain, MSCOCO's role)."""
+"""IncCLIP's tables and ledger measures from our runs (the notebook `incclip_ablations` lays them
+out beside the paper's; the rows: `vlcp/report/studies/incclip/claims.yaml`). The paper's eight
+classification sets and two retrieval sets stand in as the held-out suite's zero-shot sets
+(`Evaluator.heldout`): unseen items, the unseen style, the procedural shapes and scenes."""
 from __future__ import annotations
 
 import dataclasses
@@ -50,10 +44,8 @@ def retrieval(r: dict, step: int = -1, ks=(1, 5, 10)) -> dict[tuple[str, str, st
     out = {}
     for key, name in RETRIEVAL_SETS.items():
         cell = r["heldout"][step]["retrieval"][key]
-        for k in ks:
-            out[(name, "I2T", f"R@{k}")] = cell[f"TR@{k}"]
-        for k in ks:
-            out[(name, "T2I", f"R@{k}")] = cell[f"IR@{k}"]
+        out |= {(name, "I2T", f"R@{k}"): cell[f"TR@{k}"] for k in ks}
+        out |= {(name, "T2I", f"R@{k}"): cell[f"IR@{k}"] for k in ks}
     return out
 
 
@@ -63,16 +55,12 @@ def curve(rs: list[dict], key: str = "Average") -> np.ndarray:
 
 
 def chunk_bwt(r: dict, metric: str = "Rm", eval_set: str = "test") -> float:
-    """The paper's BWT (Table 7): mean over chunks j < T of a[T][j] - a[j][j], a[i][j] = the
-    score of the model after step i on chunk j's held-out items (negative = forgetting)."""
+    """Table 7's BWT: mean over chunks j < T of a[T][j] − a[j][j] (negative = forgetting)."""
     return bwt(np.asarray(r["matrix"][eval_set][metric], float))
 
 
-# ----------------------------------------------------------------------------------------------
-# the ledger's metrics, one number per run
-
 def average(r: dict, step: int = -1) -> float:
-    """The paper's "Average" column: mean zero-shot top-1 over the held-out classification sets."""
+    """The paper's "Average" column: mean zero-shot top-1 over the classification sets."""
     return classification(r, step)["Average"]
 
 
@@ -82,7 +70,7 @@ def r1_mean(r: dict, step: int = -1) -> float:
 
 
 def bwt_rm(r: dict) -> float:
-    """Table 7's BWT of Rm on each chunk's unseen items (the ledger's forgetting claim)."""
+    """Table 7's BWT of Rm on each chunk's unseen items."""
     return chunk_bwt(r, "Rm", "test")
 
 
@@ -90,28 +78,20 @@ SPREAD_METRICS = {"average": average, "r1_mean": r1_mean, "bwt_rm": bwt_rm}   # 
 
 
 def subset_seeds(main_seeds: list[int], spread_cfg: dict) -> list[int]:
-    """The seed subset's seeds: the study's main seed(s) (the runs every table reads, stage
-    run_incclip) then `report.incclip.spread.seeds` (stage run_incclip_seeds), without repeats."""
+    """The study's main seeds then `report.incclip.spread.seeds`, without repeats."""
     return list(dict.fromkeys([*main_seeds, *spread_cfg.get("seeds", [])]))
 
 
 def spread(runs: dict[str, list[dict]], seeds: list[int]) -> dict:
-    """The study's seed spread (`spread.seed_spread`) of the ledger's metrics (`SPREAD_METRICS`)
-    from the seed subset's runs ({experiment: [results of each of `seeds`]}), with the
-    `experiments` and `seeds` it was measured on."""
+    """`spread.seed_spread` of `SPREAD_METRICS` over the subset's runs at `seeds`, naming them."""
     values = {m: {exp: [fn(r) for r in rs] for exp, rs in runs.items()} for m, fn in SPREAD_METRICS.items()}
     return seed_spread(values, runs_where({e: seeds for e in runs})) | {"experiments": list(runs), "seeds": list(seeds)}
 
 
 def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[dict]], str]:
-    """The seed subset of the study (`study["spread"]`: its `experiments`, run at the main
-    `study["seeds"]` and at `seeds`), read from `runs_dir` by `find_run`: the main seeds' runs at
-    `<runs_dir>/stream-seed<S>/<experiment>/seed<S>/results.json` (stage run_incclip, one process
-    per seed running the study's list), the spread seeds' at
-    `<runs_dir>/spread-seed<S>/<experiment>/seed<S>/results.json` (stage run_incclip_seeds).
-    Returns (its `spread`, or None when a subset run is missing or no subset is set; the subset's
-    runs {experiment: [results per seed]}, complete experiments only; a one-line note naming the
-    runs and seeds measured, or what is missing and the fallback, `report.incclip.noise_floor`)."""
+    """The seed subset (`study["spread"]`'s experiments at the main and its own seeds) read from
+    `runs_dir`: (its `spread`, None when a run is missing or no subset is set; its complete
+    experiments' runs; a one-line note of what was measured, or what is missing and the fallback)."""
     cfg = study.get("spread") or {}
     if not (isinstance(cfg, dict) and isinstance(cfg.get("experiments", []), list) and isinstance(cfg.get("seeds", []), list)):
         raise VlcpError(f"report.incclip.spread: expected {{experiments: [...], seeds: [...]}}, got {cfg!r}")
@@ -128,10 +108,8 @@ def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[di
 
 
 def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
-    """{metric: Noise(sd of ONE single-seed difference, its dof, its source)} for "average",
-    "r1_mean" and "bwt_rm": the difference spread (√2 × the pooled seed std) of the study's seed
-    subset where `spread` (`spread`'s dict) has the metric, its source naming the runs, seeds and
-    degrees of freedom, dof = the spread's; else `fallback` (report.incclip.noise_floor), dof None."""
+    """{metric: the noise of one single-seed difference}: the subset's difference spread on its dof
+    where `spread` has the metric, else `fallback` (report.incclip.noise_floor) as known."""
     out = {}
     for m in SPREAD_METRICS:
         if spread and m in spread.get("metrics", {}):
@@ -145,13 +123,9 @@ def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
 
 def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict],
                 sds: dict[str, Noise]) -> pd.DataFrame:
-    """The result's sensitivity to the choices the paper leaves open (`report.incclip.sensitivity`,
-    the Deviations table's "open choice" rows): per choice (`choice`, `ours`, `alternative`, the
-    alternative's `experiment`), Δ = alternative − ours of the final Average and mean R@1 (means over
-    each arm's seeds) beside its noise (`sds`, the sd of one single-seed difference, divided by
-    √seeds) and a reading: |Δ| > 2 × noise on either metric "moves the result"; else "within 2 ×
-    noise", which is not evidence that the choice does not matter. Choices whose runs are absent
-    are left out."""
+    """Per open choice the paper leaves (`report.incclip.sensitivity`) whose runs are here: Δ =
+    alternative − ours of the final Average and mean R@1 (means over seeds) beside its noise (`sds`
+    / √seeds); |Δ| > 2 × noise on either "moves the result" ("within 2 × noise" does not disprove it)."""
     ref = runs[reference]
     rows = []
     for c in choices:
@@ -172,13 +146,10 @@ def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict]
                                        "Δ mean R@1", "noise mean R@1", "reading"])
 
 
-# ----------------------------------------------------------------------------------------------
-# the claims ledger: rows of vlcp/report/studies/incclip/claims.yaml, judged by vlcp.report.ledger;
-# here the measures it names and the two kinds no generic one expresses
+# --------------------------------------------------------------------------- the claims ledger
 
 def bwt_forgetting(r: dict) -> float:
-    """What a run forgets, −BWT of Rm (`bwt_rm`): the BWT scale's headroom, ER's distance to a
-    model that forgets nothing."""
+    """What a run forgets, −BWT of Rm: the BWT scale's headroom."""
     return -bwt_rm(r)
 
 
@@ -186,9 +157,8 @@ MEASURES = MappingProxyType({f.__name__: f for f in (average, r1_mean, bwt_rm, b
 
 
 def floors(sds: dict[str, Noise]) -> dict[str, st.Noise]:
-    """The claims file's noise floors (a row's `floor:`) from `noise_sds`: {metric: the noise of one
-    single-run difference}."""
-    return {m: st.Noise(n.sd, n.dof, n.source) for m, n in sds.items()}
+    """The claims file's noise floors (a row's `floor:`): `noise_sds`' result."""
+    return dict(sds)
 
 
 def _unready(spec: ClaimSpec, runs: Runs, floors_: dict) -> Row | None:
@@ -210,11 +180,8 @@ def _gain(cs: list[Comparison]) -> tuple[dict[int, float], float]:
 
 
 def gain_grows(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """"The gain grows" (e.g. IncCLIP's over the baselines from 4 to 8 steps): the later gain > the
-    earlier, a gain being the mean of its comparisons (IncCLIP − each baseline) per seed; the paper's
-    gains likewise. `earlier`: the labels of the earlier gain's comparisons, the rest the later's,
-    as many of each. A single-run floor widens to the gains' noise: a gain of k comparisons has
-    (1 + 1/k) × one run's variance, so the floor's sd × √(1 + 1/k)."""
+    """"The gain grows": the later gain (the mean of its comparisons per seed) > the earlier
+    (`earlier`: its comparisons' labels, half of them); a single-run floor widens by √(1 + 1/k)."""
     unready = _unready(spec, runs, ctx.floors)
     if unready is not None:
         return unready
@@ -229,15 +196,12 @@ def gain_grows(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     wide = floor and st.Noise(floor.sd * math.sqrt(1 + 1 / k), floor.dof, f"{floor.source}, × √(1 + 1/{k})")
     row = greater(spec.id, [Comparison("later gain − earlier gain", g1, g0, p1 - p0, ctx.scales[spec.scale], wide)],
                   depth=ctx.depth)
-    row.kind = spec.kind
-    return row
+    return dataclasses.replace(row, kind=spec.kind)
 
 
 def above_at_every_step(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"Above at every step" (Fig. 3): each comparison after every step from `from_step` (1-based)
-    to the last its arms ran, one `greater` row over all of them; the row's measure takes a step
-    (`average`, `r1_mean`). The paper gives only the final step's numbers: its effect stands at
-    every step, and so does the floor (measured after the last step)."""
+    on, one `greater` row; the paper's final-step effect and the floor stand at every step."""
     unready = _unready(spec, runs, ctx.floors)
     if unready is not None:
         return unready
@@ -249,47 +213,38 @@ def above_at_every_step(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
         for i in range(first - 1, last):
             one = dataclasses.replace(spec, comparisons=(dataclasses.replace(c, label=f"{c.label}, step {i + 1}"),))
             cs += row_comparisons(one, runs, lambda r, i=i: measure(r, i), scale, floor)
-    row = greater(spec.id, cs, depth=ctx.depth)
-    row.kind = spec.kind
-    return row
+    return dataclasses.replace(greater(spec.id, cs, depth=ctx.depth), kind=spec.kind)
 
 
 KINDS = MappingProxyType({"gain grows": gain_grows, "above at every step": above_at_every_step})
 
 
 def ledger_runs(block: dict, runs_dir, seeds: list[int]) -> Runs:
-    """The ledger's runs, {experiment: {seed: results}}: the study's experiments (`block`, its
-    `report.incclip`) at `seeds` and at every seed of the seed subset (`subset_seeds`), under
-    `runs_dir` (a folder, or several: the long profile's beside the default's)."""
+    """The study's experiments at `seeds` and the subset's seeds, under `runs_dir` (one folder or more)."""
     return load_runs(runs_dir, block["experiments"], subset_seeds(seeds, block.get("spread") or {}))
 
 
 def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row]:
-    """IncCLIP's ledger on its runs under `runs_dir`, as its report renders it (`long`: every row also
-    at the long profile's seeds, `results.long_reads`): the ledger's runs, the seed subset's floors
-    (`noise_sds`, else `noise_floor`), the calibrated headrooms where the claims file's calibration
-    applies to these runs."""
+    """IncCLIP's ledger on `ledger_runs` (`long`: also at the long seeds), its floors `noise_sds`."""
     block = params["report"][study.params]
     spread_, _, _ = subset_spread(runs_dir, block)
     seeds, dirs = (long_reads(block, runs_dir, block["seeds"]) if long else (block["seeds"], runs_dir))
     runs = ledger_runs(block, dirs, seeds)
-    stale = stale_calibration(study, runs)
-    return evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale,
+    return evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale_calibration(study, runs),
                     floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
 
 
 def has_suite(r: dict) -> bool:
-    """Whether a run scored a held-out suite with zero-shot classification after its last step."""
     return bool(r.get("heldout")) and "classification" in r["heldout"][-1]
 
 
 def run_headline(r: dict) -> dict[str, float]:
-    """`vlcp report metrics`' numbers of a run with a held-out suite: its zero-shot Average (beside Rm)."""
+    """`vlcp report metrics`' numbers of a run with a held-out suite: its zero-shot Average."""
     return {"Average": classification(r)["Average"]} if has_suite(r) else {}
 
 
 def run_curve(r: dict) -> list[float] | None:
-    """`vlcp report metrics`' curve of a run with a held-out suite: the zero-shot Average after every step."""
+    """`vlcp report metrics`' curve of a run with a held-out suite: the Average after every step."""
     return curve([r]).tolist() if has_suite(r) else None
 
 

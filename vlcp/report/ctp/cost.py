@@ -1,6 +1,5 @@
-"""CTP's cost check, an engineering target of this study and not a claim of the paper (the notebook
-shows it outside the ledger; the ledger: `vlcp.report.ctp.rows`): CTP's time ratio to SeqF ≤ its
-FLOP ratio × a tolerance, on the paired benchmark or the study's own timings."""
+"""CTP's cost check, an engineering target of this study and not a claim of the paper: CTP's time
+ratio to SeqF ≤ its FLOP ratio × a tolerance, on the paired benchmark or the study's own timings."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +7,7 @@ import numpy as np
 from vlcp.report import stats as st
 from vlcp.report import targets as tg
 from vlcp.report.ctp.study import (PAPER_CTP_HOURS, PAPER_SEQF_HOURS, PAPER_TIME_TARGET, by_seed, flop_ratios,
-                                   mean_std, time_ratios, train_seconds)
+                                   mean_std, seconds_ratio, time_ratios)
 from vlcp.report.ledger import Row
 
 
@@ -26,9 +25,8 @@ def overhead(runs, ctp: str, reference: str, tolerance: float = 1.1, target: flo
 
 
 def paired_cost(bench: dict | None, ctp: str, tolerance: float = 1.1) -> dict:
-    """CTP's paired step-time ratio to SeqF from `benchmarks/results/ctp_cost.json` (interleaved
-    repeats at 3 × the study's steps): median, range, FLOP ratio and its × `tolerance` target;
-    {} when the file or the experiment is absent."""
+    """CTP's paired step-time ratio to SeqF from `benchmarks/results/ctp_cost.json`: median, range,
+    FLOP ratio and its × `tolerance` target; {} when the file or the experiment is absent."""
     if not bench or ctp not in bench.get("paired_ratios", {}):
         return {}
     ratios = bench["paired_ratios"][ctp]
@@ -38,24 +36,16 @@ def paired_cost(bench: dict | None, ctp: str, tolerance: float = 1.1) -> dict:
             "commit": bench.get("commit", "?"), "date": bench.get("date", "?")}
 
 
-def time_ratio_by_seed(rs: list[dict], ref: list[dict]) -> dict:
-    """{seed: total training seconds / the reference's of the same seed} (seeds in both)."""
-    a, b = by_seed(rs), by_seed(ref)
-    return {s: train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0}
-
-
 def time_flops_target(runs, ctp: str, reference: str, tolerance: float = 1.1, bench: dict | None = None) -> Row:
-    """This study's cost check: CTP's extra time is its extra arithmetic, time ratio ≤ FLOP ratio ×
-    `tolerance`; on the paired benchmark's repeats (`targets.repeats_verdict`) when there is one,
-    else on the study's per-seed ratios (the interval of the FLOP target − the time ratio, paired
-    by seed: confirmed above 0, refuted below it)."""
+    """Time ratio ≤ FLOP ratio × `tolerance`: on the paired benchmark's repeats when there is one, else
+    on the per-seed interval of the FLOP target − the time ratio (confirmed above 0, refuted below)."""
     text = f"CTP's extra training time over SeqF is its extra arithmetic (time ratio ≤ FLOP ratio × {tolerance:g})"
     src = "Table 1 hours, §5.2 (this study's cost check)"
     missing = [e for e in (ctp, reference) if not runs.get(e)]
     if missing:
         return tg.target(text, "not testable", f"missing runs: {', '.join(missing)}", src)
     o, p = overhead(runs, ctp, reference, tolerance), paired_cost(bench, ctp, tolerance)
-    r = time_ratio_by_seed(runs[ctp], runs[reference])
+    r = seconds_ratio(by_seed(runs[ctp]), by_seed(runs[reference]))
     m, sd = mean_std(list(r.values())) if r else (None, None)
     study_ev = (f"study: time ratio {m:.2f}" + (f" ± {sd:.2f}" if len(r) > 1 else "") + f" over {len(r)} seed(s)"
                 if r else "study: no common seed")

@@ -1,8 +1,8 @@
-"""CTP's claims ledger on the engine (`vlcp.report.ledger`): the measures its rows name, the kinds no
-generic one expresses, the noise floor of its single-seed tables and the `ledger` hook. The rows:
-`vlcp/report/studies/ctp/claims.yaml`."""
+"""CTP's claims ledger (the rows: `vlcp/report/studies/ctp/claims.yaml`): the measures they name,
+the kinds no generic one expresses, the noise floor of the single-seed tables and the `ledger` hook."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -16,19 +16,15 @@ from vlcp.report import targets as tg
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, paper_number, stale_calibration, values
-from vlcp.report.ctp.study import (final_row, flop_ratios, single_seed_experiments, table1_experiments,
-                                   train_seconds)
+from vlcp.report.ctp.study import (final_row, flop_ratios, seconds_ratio, single_seed_experiments,
+                                   table1_experiments)
 
-
-# --------------------------------------------------------------------------- measures, floors
 
 def rm(r: dict) -> float:
-    """Final Rm on the whole stream's pools (Table 1's headline)."""
     return final_row(r, ["Rm"])["Rm"]
 
 
 def map1(r: dict) -> float:
-    """Final mAP@1 (CTP's hits normaliser) on the whole stream's pools."""
     return final_row(r, ["mAP@1"])["mAP@1"]
 
 
@@ -53,13 +49,10 @@ def _floor(runs, experiments, metric, setting, default) -> tuple[float, str, int
 
 
 def floors(runs1: Runs, experiments, setting="auto", default: float = 1.0) -> dict[str, st.Noise]:
-    """The claims file's floor `Rm` (a row's `floor:`): the noise of one single-run difference of Rm
-    (`noise_floor` over Table 1's runs `runs1`), on the pooled dof where it was measured."""
+    """The claims file's floor `Rm`: `noise_floor` over Table 1's runs, on its pooled dof where measured."""
     sd, how, dof = _floor(as_lists(runs1), experiments, "Rm", setting, default)
     return {"Rm": st.Noise(sd, dof, how)}
 
-
-# --------------------------------------------------------------------------- the study's own kinds
 
 def _unready(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row | None:
     """A not-testable row when an arm did not run or the row's floor is not here, else None."""
@@ -72,15 +65,9 @@ def _unready(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row | None:
     return None
 
 
-def _kind(row: Row, kind: str) -> Row:
-    row.kind = kind
-    return row
-
-
 def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """"One group beats the other" on group means: per seed (common to every run) the mean over the
-    `upper` group's methods minus the mean over the rest; the paper's the same means of the
-    comparisons' effects (each one method's paper score). Generic kinds compare two runs, not two means."""
+    """"One group beats the other": per common seed the mean over the `upper` group's methods minus
+    the mean over the rest; the paper's effect the same means of the comparisons' effects."""
     unready = _unready(spec, runs, ctx)
     if unready is not None:
         return unready
@@ -98,14 +85,12 @@ def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     paper = float(np.mean([c.effect for c in hi]) - np.mean([c.effect for c in lo]))
     c = Comparison(f"{len(hi)} methods' mean − {len(lo)} methods' mean", mean(hi), mean(lo), paper,
                    ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
-    return _kind(greater(spec.id, [c], depth=ctx.depth), spec.kind)
+    return dataclasses.replace(greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
 def gap_share(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """A gap (a − b per seed) large or small as a share of a's own score, anchored to the paper's:
-    `at_least: {label: f}` the gap ≥ f × the paper's share (effect ÷ `top`, the paper's score of a)
-    of our a's mean, `at_most` ≤; each against the paper's own distance from that threshold,
-    (1 − f) or (f − 1) × its gap, carried as the same share of our a (not by a headroom)."""
+    """A gap a − b large (`at_least: {label: f}`) or small (`at_most`) against f × the paper's share
+    of a's score (effect ÷ `top`) of our a's mean; the effect: the paper's distance from it, as a share."""
     unready = _unready(spec, runs, ctx)
     if unready is not None:
         return unready
@@ -129,19 +114,17 @@ def gap_share(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
             cs.append(Comparison(f"threshold − {c.label}", thr, gap, (f - 1) * c.effect, scale, floor))
         else:
             raise ValueError(f"claim {spec.id}: comparison {c.label!r} is in neither `at_least` nor `at_most`")
-    return _kind(greater(spec.id, cs, depth=ctx.depth), spec.kind)
+    return dataclasses.replace(greater(spec.id, cs, depth=ctx.depth), kind=spec.kind)
 
 
 def time_ratio(runs: Runs, experiment: str, reference: str) -> dict[int, float]:
     """{seed: total training seconds / the reference's of the same seed}."""
-    a, b = runs.get(experiment) or {}, runs.get(reference) or {}
-    return {s: train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0}
+    return seconds_ratio(runs.get(experiment) or {}, runs.get(reference) or {})
 
 
 def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """"a costs no more than b" on training time × the `reference`'s of the same seed: b − a +
-    `margin` > 0 per comparison (its effect: the paper's hours apart, carried by the reference's
-    hours `paper_reference`: a ratio to SeqF needs no headroom). The measure is a ratio of two runs."""
+    """"a costs no more than b" on training time × the `reference`'s: b − a + `margin` > 0, the
+    effect the paper's hours apart ÷ its reference's hours (`paper_reference`)."""
     unready = _unready(spec, runs, ctx)
     if unready is not None:
         return unready
@@ -152,7 +135,7 @@ def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     scale = Scale(hours, 1.0, f"time × {ref}'s: the paper's hours ÷ its {hours:g} h")
     cs = [Comparison(c.label, {s: v + margin for s, v in time_ratio(runs, c.a, ref).items()}, time_ratio(runs, c.b, ref),
                      c.effect + margin * hours, scale) for c in spec.comparisons]
-    return _kind(greater(spec.id, cs, depth=ctx.depth), spec.kind)
+    return dataclasses.replace(greater(spec.id, cs, depth=ctx.depth), kind=spec.kind)
 
 
 def _read_benchmark(path: str | None) -> dict | None:
@@ -165,9 +148,8 @@ def _read_benchmark(path: str | None) -> dict | None:
 
 
 def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """"a's time ≤ `target` × b's": not testable when a's FLOP ratio alone exceeds the target; else on
-    the paired benchmark (`benchmark`, its repeats: `targets.repeats_verdict`, confirmed when every
-    repeat meets it, refuted when none does) where it has a, else on the runs' per-seed time ratios (target − ratio)."""
+    """"a's time ≤ `target` × b's": not testable when a's FLOP ratio alone exceeds it; else on the
+    paired benchmark's repeats (`targets.repeats_verdict`) where it has a, else on the per-seed ratios."""
     unready = _unready(spec, runs, ctx)
     if unready is not None:
         return unready
@@ -202,9 +184,8 @@ def kendall_tau(x, y) -> float:
 
 
 def tau_null(default, reversed_, groups, max_perms: int = 20000, seed: int = 0) -> np.ndarray:
-    """Kendall τ-b between `default` and `reversed_` with the reversed values shuffled within each
-    group (`groups`: one label per item): every such permutation up to `max_perms`, else that many
-    random ones (generator `seed`): τ where the order keeps only the groups' ranking."""
+    """Kendall τ-b with `reversed_` shuffled within each group (one label per item): every such
+    permutation up to `max_perms`, else that many random ones (generator `seed`)."""
     default, reversed_, groups = np.asarray(default, float), np.asarray(reversed_, float), np.asarray(groups)
     idx = [np.flatnonzero(groups == g) for g in dict.fromkeys(groups.tolist())]
     if math.prod(math.factorial(len(i)) for i in idx) <= max_perms:
@@ -222,8 +203,7 @@ def tau_null(default, reversed_, groups, max_perms: int = 20000, seed: int = 0) 
 
 
 def null_verdict(observed: float, null: np.ndarray, alpha: float = 0.05) -> tuple[str, float]:
-    """(verdict, p) of a one-sided permutation test of "observed beats chance": confirmed when
-    p = P(null ≥ observed) ≤ `alpha`; refuted when observed is below the null's median; else inconclusive."""
+    """(verdict, p = P(null ≥ observed)): confirmed when p ≤ `alpha`, refuted below the null's median."""
     if np.isnan(observed) or len(null) == 0:
         return "inconclusive", float("nan")
     p = float(np.mean(null >= observed - 1e-12))
@@ -234,9 +214,7 @@ def null_verdict(observed: float, null: np.ndarray, alpha: float = 0.05) -> tupl
 
 def ranking(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"The ranking survives another order": Kendall τ-b between the methods' mean scores in the
-    default order (each comparison's a) and the other (its b), against τ under random orders within
-    each of `groups` (`tau_null`, `null_verdict`: a τ the groups alone explain is not enough).
-    The evidence gives the paper's τ (effects: default order; `reversed_paper`: the other)."""
+    default order (a) and the other (b) against `tau_null` within `groups`; the paper's τ as evidence."""
     unready = _unready(spec, runs, ctx)
     if unready is not None:
         return unready
@@ -266,12 +244,9 @@ KINDS = MappingProxyType({"group means": group_means, "gap share": gap_share, "t
                           "time target": time_target, "ranking": ranking})
 
 
-# --------------------------------------------------------------------------- the hook
-
 def ledger_runs(block: dict, runs_dir, long: bool = False) -> tuple[Runs, Runs]:
     """(the ledger's runs, Table 1's): Table 1's experiments at `seeds`, the single-seed tables' at
-    `ablation_seeds`, an experiment in both at every seed of either; `long`: the long profile's seeds
-    too, from its `runs` folder beside `runs_dir`."""
+    `ablation_seeds` (one in both at every seed of either); `long`: with the long profile's too."""
     seeds, abl, dirs = list(block["seeds"]), list(block["ablation_seeds"]), runs_dir
     if long:
         lg = block["long"]
@@ -284,15 +259,9 @@ def ledger_runs(block: dict, runs_dir, long: bool = False) -> tuple[Runs, Runs]:
 
 
 def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row]:
-    """CTP's ledger on its runs under `runs_dir` (`ledger_runs`), with the floor of its single-seed
-    tables (`floors` of Table 1's runs) and the calibrated headroom where the claims file's calibration
-    applies to these runs; `long`: as the long profile renders it."""
+    """CTP's ledger on `ledger_runs`, with the floor of its single-seed tables from Table 1's runs."""
     block = study.block(params)
     runs, t1 = ledger_runs(block, runs_dir, long)
     return evaluate(study, runs, GENERIC_MEASURES, calibrated=stale_calibration(study, runs) is None,
                     floors=floors(t1, table1_experiments(block), block.get("noise_floor", "auto"),
                                   float(block.get("noise_floor_default", 1.0))))
-
-
-__all__ = ["MEASURES", "KINDS", "floors", "noise_floor", "ledger", "ledger_runs", "kendall_tau", "tau_null",
-           "null_verdict", "time_ratio", "stale_calibration"]

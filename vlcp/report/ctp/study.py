@@ -1,13 +1,14 @@
-"""CTP's study: its definitions (experiments, labels, the paper's anchors) and reading runs into per-run quantities."""
+"""CTP's study: its definitions (experiments, labels, the paper's anchors) and per-run quantities."""
 from __future__ import annotations
 
 import copy
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from vlcp.eval.continual import ctp_bwt
-from vlcp.report.paper import paper_data, paper_table
+from vlcp.report.paper import paper_data, paper_table, studies_root
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
 from vlcp.utils import read_results
 
@@ -32,38 +33,13 @@ _PAPER = paper_data("ctp")
 PAPER_SEQF_HOURS, PAPER_CTP_HOURS = _PAPER["seqf_hours"], _PAPER["ctp_hours"]
 PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
 
-DEFAULT_STUDY = {
-    "runs": "runs-ctp",
-    "seeds": [0, 1, 2],
-    "ablation_seeds": [0],
-    "noise_floor": "auto",
-    "noise_floor_default": 1.0,
-    "time_tolerance": 1.1,
-    "time_target": PAPER_TIME_TARGET,
-    "table1": {
-        "memory-free": ["ctp-seqf", "ctp-si", "ctp-mas", "ctp-ewc", "ctp-afec", "ctp-lwf", "ctp-rwalk", "ctp-ctp"],
-        "memory-buffer": ["ctp-mof", "ctp-lucir", "ctp-er", "ctp-kmeans", "ctp-icarl", "ctp-ctp-er"],
-        "upper bound": ["ctp-jointt"],
-    },
-    "reference": "ctp-seqf",
-    "ctp": "ctp-ctp",
-    "ctp_er": "ctp-ctp-er",
-    "table2": ["ctp-seqf", "ctp-abl-cmc", "ctp-abl-lc", "ctp-abl-cmc-lc", "ctp-abl-cmc-ls", "ctp-ctp", "ctp-ctp-er"],
-    "table3": {"only_prev": "ctp-only-prev", "only_cur": "ctp-only-cur", "no_queue": "ctp-no-queue",
-               "no_selfmask": "ctp-no-selfmask", "ctp": "ctp-ctp"},
-    "momentum": {0.7: "ctp-m07", 0.8: "ctp-m08", 0.9: "ctp-ctp", 0.99: "ctp-m099", 0.995: "ctp-m0995"},
-    "reversed": ["seqf", "lwf", "ewc", "ctp", "er", "icarl", "ctp-er"],
-    # the long profile (long/dvc.yaml): Table 1 at `seeds` and the single-seed tables at `ablation_seeds` too
-    "long": {"runs": "runs-ctp-long", "seeds": [3, 4], "ablation_seeds": [1, 2]},
-}
+DEFAULT_STUDY = {**yaml.safe_load((studies_root() / "ctp" / "defaults.yaml").read_text(encoding="utf-8")),
+                 "time_target": PAPER_TIME_TARGET}
 
-
-# ----------------------------------------------------------------------------------------------
-# configuration and loading
 
 def study_config(params_file: str | Path | None = "params.yaml", **overrides) -> dict:
-    """DEFAULT_STUDY, updated by `report.ctp` of `params_file` (when the file and block exist),
-    then by the non-None `overrides` (the notebook's papermill parameters)."""
+    """DEFAULT_STUDY updated by `params_file`'s `report.ctp` (where it exists), then by the non-None
+    `overrides`."""
     study = copy.deepcopy(DEFAULT_STUDY)
     if params_file and Path(params_file).exists():
         from vlcp.config import load_params
@@ -75,9 +51,8 @@ def study_config(params_file: str | Path | None = "params.yaml", **overrides) ->
 
 
 def with_long(study: dict) -> dict:
-    """The study as the long profile renders it (`report.ctp.long`): Table 1 at its seeds and the
-    long seeds, the single-seed tables at theirs and the long ablation seeds (paired by seed, so no
-    longer exploratory), the long runs read beside the default ones (`more_runs`)."""
+    """The study as the long profile renders it: its seeds and ablation seeds joined by
+    `report.ctp.long`'s, the long runs read beside the default ones (`more_runs`)."""
     lg = study["long"]
     return {**study, "seeds": list(dict.fromkeys([*study["seeds"], *lg["seeds"]])),
             "ablation_seeds": list(dict.fromkeys([*study["ablation_seeds"], *lg["ablation_seeds"]])),
@@ -96,8 +71,8 @@ def single_seed_experiments(study: dict) -> list[str]:
 
 
 def list_mismatch(study: dict) -> str:
-    """When params.yaml also lists the experiments flat for DVC's run matrices (`experiments`,
-    `ablation_experiments`), what those lists lack or add compared with the tables' ("" if none)."""
+    """What params.yaml's flat run lists (`experiments`, `ablation_experiments`) lack or add
+    compared with the tables' ("" if none)."""
     out = []
     for key, want in (("experiments", table1_experiments(study)), ("ablation_experiments", single_seed_experiments(study))):
         if key not in study:
@@ -114,9 +89,7 @@ def list_mismatch(study: dict) -> str:
 def load_available(runs_dir: str | Path, experiments, seeds,
                    more: list[str | Path] = ()) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
     """({experiment: [results of each seed found]}, {experiment: [missing seeds]}), each run looked
-    for under `runs_dir` and the folders of `more` (the long profile's runs). Experiments with no
-    seed at all are left out of the first dict; nothing here raises for a missing run, but the
-    same run in two folders is an error naming both."""
+    for under `runs_dir` and the folders of `more`; the same run in two folders is an error."""
     runs, missing = {}, {}
     for exp in dict.fromkeys(experiments):
         found = []
@@ -133,13 +106,9 @@ def load_available(runs_dir: str | Path, experiments, seeds,
 
 def with_table1_seeds(runs_abl: dict[str, list[dict]], runs1: dict[str, list[dict]],
                       experiments=()) -> dict[str, list[dict]]:
-    """The single-seed tables' runs with every experiment Table 1 also ran (SeqF, CTP and CTP+ER in
-    Table 2, CTP in Table 3 and at m = 0.9) read at each seed it has in either, in seed order (a seed
-    in both: `runs_abl`'s); an experiment of the tables' (`experiments`) not in `runs_abl` (e.g. its
-    ablation seed missing) is read at Table 1's seeds alone. A row pair of two Table 1 experiments then
-    pairs by seed at Table 1's depth, as two seeded experiments do in every study, and a Table 1 row
-    against a single-seed one takes its mean over those seeds (`_pair`: every value of an unpaired
-    side), the value the tables show."""
+    """The single-seed tables' runs with every experiment Table 1 also ran (or of `experiments`
+    missing from `runs_abl`) read at each seed it has in either, in seed order (a seed in both:
+    `runs_abl`'s), so that two Table 1 rows pair by seed at Table 1's depth."""
     out = dict(runs_abl)
     for e, rs in runs1.items():
         if (e in runs_abl or e in experiments) and rs:
@@ -149,7 +118,7 @@ def with_table1_seeds(runs_abl: dict[str, list[dict]], runs1: dict[str, list[dic
 
 
 def describe_missing(missing: dict[str, list[int]], experiments=None) -> str:
-    """'a (seeds 1, 2); b (seed 0)' for the experiments of `experiments` (all when None)."""
+    """'a (seeds 1, 2); b (seed 0)' for `experiments` (all when None)."""
     keep = [e for e in (experiments if experiments is not None else missing) if e in missing]
     return "; ".join(f"{e} (seed{'s' if len(missing[e]) > 1 else ''} {', '.join(map(str, missing[e]))})"
                      for e in dict.fromkeys(keep))
@@ -163,15 +132,8 @@ def method_label(exp: str) -> str:
     return exp
 
 
-def group_of(study: dict, exp: str) -> str | None:
-    return next((g for g, exps in study["table1"].items() if exp in exps), None)
-
-
-# ----------------------------------------------------------------------------------------------
-# per-run quantities
-
 def final_row(r: dict, metrics=FINAL) -> dict[str, float]:
-    """The model after the last task on the whole stream's pools (the last cumulative row)."""
+    """The model after the last task on the whole stream's pools."""
     cell = r["cumulative"][-1]["test"]
     return {m: float(cell[m]) for m in metrics if m in cell}
 
@@ -197,10 +159,14 @@ def by_seed(rs: list[dict]) -> dict:
     return {r.get("seed", i): r for i, r in enumerate(rs)}
 
 
+def seconds_ratio(a: dict, b: dict) -> dict[int, float]:
+    """{seed: total training seconds of a's run / b's} over the seeds both ({seed: results}) have."""
+    return {s: train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0}
+
+
 def time_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
     """Per seed present in both: total training seconds / the reference's (same seed)."""
-    a, b = by_seed(rs), by_seed(ref)
-    return [train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0]
+    return list(seconds_ratio(by_seed(rs), by_seed(ref)).values())
 
 
 def flop_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
@@ -217,9 +183,6 @@ def seed_values(rs: list[dict], metric: str) -> dict:
     """{seed: final `metric`}."""
     return {s: final_row(r)[metric] for s, r in by_seed(rs).items()}
 
-
-# ----------------------------------------------------------------------------------------------
-# the tables' rows
 
 SWITCH_INDEX = " ".join(COMPONENTS)   # the name of Table 2's index: "L_CMC L_c L_s ER"
 
@@ -263,9 +226,6 @@ def component_pairs(component: str) -> list[tuple[int, int]]:
     return [(i, j) for i, a in enumerate(SWITCHES) for j, b in enumerate(SWITCHES)
             if a[k] == 0 and b[k] == 1 and all(a[x] == b[x] for x in range(4) if x != k)]
 
-
-# ----------------------------------------------------------------------------------------------
-# the setting, for the notebook's introduction
 
 def setting(runs: dict[str, list[dict]], study: dict) -> dict:
     """Model, budget and buffer size as the runs recorded them (first run found)."""

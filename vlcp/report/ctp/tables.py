@@ -10,12 +10,9 @@ from vlcp.report.ctp.study import (ABLATION, COMPONENTS, FINAL, GROUPS, PAPER_SE
 from vlcp.report.paper import paper_table
 
 
-# ----------------------------------------------------------------------------------------------
-# tables (numeric frames: columns (quantity, "mean" | "std"), plus ("seeds", "n"))
-
 def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
-    """rows: {index: list of results (empty = missing)}; fn(rs) -> {quantity: [value per seed]}.
-    Every quantity of `quantities` gets its columns even when no row has it (NaN)."""
+    """Columns (quantity, "mean" | "std") and ("seeds", "n") from rows {index: [results]} and
+    fn(rs) -> {quantity: [value per seed]}; every one of `quantities` gets its columns."""
     out = {}
     for key, rs in rows.items():
         cells = {("seeds", "n"): len(rs or [])}
@@ -39,8 +36,8 @@ def _finals(metrics):
 
 def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference: str = "ctp-seqf",
            metrics=FINAL) -> pd.DataFrame:
-    """Table 1 (paper layout): rows (group, method), the time and FLOP ratios to SeqF, and the final
-    retrieval metrics, mean and std over seeds. Missing runs keep their row (NaN, 0 seeds)."""
+    """Table 1: rows (group, method), the time and FLOP ratios to SeqF and the final metrics; missing
+    runs keep their row (NaN, 0 seeds)."""
     ref = runs.get(reference, [])
 
     def fn(rs):
@@ -53,7 +50,7 @@ def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference:
 
 
 def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> pd.DataFrame:
-    """rows: {row label: experiment}; mean (and std) of the final metrics."""
+    """{row label: experiment} -> the final metrics' stats frame."""
     return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, _finals(metrics), metrics)
 
 
@@ -75,9 +72,8 @@ def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
 
 
 def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: str = "Rm") -> pd.DataFrame:
-    """Each task's own test pool: the initialisation's score (`zero_shot`, the model before any
-    task) and each experiment's final score (the last row of its task matrix), mean over seeds;
-    index = task names, columns = "initialisation" then the method labels (present runs only)."""
+    """Per task's own test pool: the initialisation's score and each experiment's final one, mean
+    over seeds (columns "initialisation", then the method labels of the runs present)."""
     has = lambda r: (r.get("zero_shot") or {}).get("test") and (r.get("matrix") or {}).get("test")  # noqa: E731
     present = [e for e in experiments if runs.get(e) and all(has(r) for r in runs[e])]
     if not present:   # runs without task matrices (older formats) have nothing to show here
@@ -89,12 +85,9 @@ def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: s
     return pd.DataFrame(cols, index=pd.Index(first[0]["tasks"], name="task"))
 
 
-# ----------------------------------------------------------------------------------------------
-# formatting: ours beside the paper's
-
 def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """Numeric stats frame -> strings "mean ± std" ("mean" for one seed, "missing" for none, "—"
-    for a value that cannot be computed); columns without a "mean" (e.g. a run's name) pass through."""
+    """A stats frame as "mean ± std" strings ("mean" for one seed, "missing" for none, "—" not
+    computable); columns without a "mean" pass through."""
     cols = list(df.columns)
     qs = [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]
     n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
@@ -111,8 +104,7 @@ def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
 
 
 def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
-    """Columns (quantity, "ours" | "paper") for each of `columns`; rows = ours' index; the paper's
-    frame must share that index (missing paper cells are blank)."""
+    """Columns (quantity, "ours" | "paper") for each of `columns`, on ours' index (missing cells blank)."""
     cols = {}
     for c in columns:
         if c in ours.columns:
@@ -123,8 +115,7 @@ def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
 
 
 def paper_table1(name: str = "ctp_table1") -> pd.DataFrame:
-    """The paper's Table 1 (or supp. Table 3) indexed (group, method); Table 1 adds the hours'
-    ratio to SeqF's 3.4 h."""
+    """The paper's Table 1 (or supp. Table 3) by (group, method), with the hours' ratio to SeqF's."""
     p = paper_table(name)
     src = p.attrs["source"]
     p = p.set_index(["group", "method"])
@@ -150,12 +141,8 @@ def paper_by_label(name: str) -> pd.DataFrame:
     return out
 
 
-# ----------------------------------------------------------------------------------------------
-# the reversed task order's ranking
-
 def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.DataFrame:
-    """Methods run in both orders (the upper bound excluded): mean `metric` and rank in each order,
-    with the paper's for the same methods."""
+    """Methods run in both orders (not the upper bound): mean `metric` and rank in each, and the paper's."""
     p1 = paper_table1("ctp_table1").reset_index().set_index("method")[metric]
     p3 = paper_table1("ctp_supp_table3").reset_index().set_index("method")[metric]
     rows = {}
