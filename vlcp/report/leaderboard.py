@@ -7,9 +7,11 @@ import math
 from typing import Hashable, Mapping
 
 import pandas as pd
+import yaml
 from scipy import stats as sps
 
 from vlcp.report import stats as st
+from vlcp.report.paper import studies_root
 from vlcp.report.results import fill_pass_flops, flops_per_step, run_seconds
 from vlcp.report.stats import Values
 
@@ -91,15 +93,38 @@ def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
     return frame
 
 
+def by_method(runs: Mapping[str, Mapping[int, dict]], experiments, replacing=()) -> dict[str, Mapping[int, dict]]:
+    """{method name: {seed: results}} of the `experiments` that ran, each replaced by the experiment of
+    `replacing` running the same method (the compute-matched arm: the methods a budget gives other steps)."""
+    def method(e):
+        return next(iter(runs[e].values()))["config"]["method"]["name"]
+
+    return ({method(e): runs[e] for e in experiments if runs.get(e)}
+            | {method(e): runs[e] for e in replacing if runs.get(e)})
+
+
+def budget(folder=None) -> pd.DataFrame:
+    """The track's compute-matched budget (`studies/leaderboard/budget.yaml`, measured by
+    benchmarks/leaderboard_budget.py), by method: a step's GFLOPs, per-task passes, memory multiplier,
+    steps and trainable parameters (millions)."""
+    doc = yaml.safe_load((studies_root(folder) / "leaderboard" / "budget.yaml").read_text(encoding="utf-8"))
+    ref = doc["full_ft"]["memory_bytes"]
+    return pd.DataFrame([{"method": r["method"], "GFLOPs/step": r["flops"] / 1e9, "pass GFLOPs/task": r["task_flops"] / 1e9,
+                          "memory ×": r["memory_bytes"] / ref, "steps": r["steps"],
+                          "trainable (M)": r["trainable_params"] / 1e6} for r in doc["experiments"].values()]
+                        ).set_index("method")
+
+
 def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
-    """Each method's cost, mean over its seeds: FLOPs per step (per-task passes included, `fill_pass_flops`),
-    training FLOPs, wall seconds and replay memory (pairs)."""
+    """Each method's cost, mean over its seeds: steps, FLOPs per step (per-task passes included,
+    `fill_pass_flops`), training FLOPs, wall seconds and replay memory (pairs)."""
     rows = []
     for method, by_seed in runs.items():
         rs = fill_pass_flops(list(by_seed.values()))
         step = [flops_per_step(r) for r in rs]
         total = [f * sum(t["steps"] for t in r["train"]) for f, r in zip(step, rs)]
-        rows.append({"method": method, "GFLOPs/step": sum(step) / len(rs) / 1e9,
+        rows.append({"method": method, "steps": sum(sum(t["steps"] for t in r["train"]) for r in rs) / len(rs),
+                     "GFLOPs/step": sum(step) / len(rs) / 1e9,
                      "training PFLOPs": sum(total) / len(rs) / 1e15,
                      "wall s": sum(run_seconds(r) for r in rs) / len(rs),
                      "memory (pairs)": rs[0]["config"]["method"].get("buffer_size", 0)})
