@@ -60,7 +60,7 @@ def long_reads(study: dict, runs_dir: str | Path, seeds: list[int]) -> tuple[lis
     return list(dict.fromkeys([*seeds, *lg["seeds"]])), [runs_dir, lg["runs"]]
 
 
-def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
+def load_subset(runs_dir: str | Path | list[str | Path], experiments, seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
     """A study's seed subset (`report.<study>.spread`) wherever its runs are under `runs_dir`
     (`find_run`: the main seed's in the study's own layout, the others in spread-seed<S>/):
     ({experiment: {seed: results}} of the runs found, the missing ones as "<experiment> seed <S>")."""
