@@ -13,9 +13,6 @@ from vlcp.report.paper import read_yaml, reference_value, studies, studies_root
 from vlcp.report.results import load_subset
 from vlcp.utils import config_hash, read_results
 
-__all__ = ["Runs", "ComparisonSpec", "ScaleSpec", "ClaimSpec", "Claims", "Study", "load_study", "registered",
-           "load_runs", "values", "as_lists", "calibration_fingerprint", "calibration_mismatch"]
-
 Runs = dict[str, dict[int, dict]]   # {experiment: {seed: results}}
 Measure = Callable[[dict], float]   # one run's results -> the number a claim compares
 
@@ -274,12 +271,9 @@ def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
         return {}
     if not isinstance(folder, str):
         raise VlcpError(f"{where}.base_runs: expected a folder (e.g. runs-ctp-base), got {folder!r}")
-    out = {}
-    for e in power_cfg.get("calibrated_on") or {}:
-        found = sorted((Path(folder) / e).glob("seed*/results.json"))
-        if found:
-            out[e] = [read_results(f) for f in found]
-    return out
+    out = {e: [read_results(f) for f in sorted((Path(folder) / e).glob("seed*/results.json"))]
+           for e in power_cfg.get("calibrated_on") or {}}
+    return {e: rs for e, rs in out.items() if rs}
 
 
 def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: str) -> str | None:
