@@ -76,8 +76,8 @@ def deviations_table(params: dict, study: str) -> pd.DataFrame:
     if study not in STUDIES:
         raise VlcpError(f"deviations: unknown study {study!r} (known: {', '.join(STUDIES)})")
     rows = [r for r in paper_value_rows(params, study) if not r.pop("matches")]
-    rows += [{"kind": d.kind, "what": d.what, "paper": "", "ours": "", "why": d.why, "rows": d.rows, "source": d.source}
-             for d in DEVIATIONS[study]]
+    rows += [{"kind": d.kind, "what": d.what, "paper": "", "ours": "", "why": d.why, "rows": d.rows,
+              "source": d.source} for d in DEVIATIONS[study]]
     return pd.DataFrame(rows, columns=["kind", "what", "paper", "ours", "why", "rows", "source"])
 
 

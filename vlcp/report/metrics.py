@@ -87,8 +87,8 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
         runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
         ledger = read_json(root / src["claims"]) if (root / src["claims"]).exists() else None
         mine, own_curve = study.own("run_headline"), study.own("run_curve")
-        write_json(root / metrics_dir / f"{name}.json",
-                   study_metrics(runs, ledger, (lambda r: headline(r) | mine(r)) if callable(mine) else headline))
+        head = (lambda r: headline(r) | mine(r)) if callable(mine) else headline
+        write_json(root / metrics_dir / f"{name}.json", study_metrics(runs, ledger, head))
         written.append(root / metrics_dir / f"{name}.json")
         with atomic_path(root / plots_dir / f"{name}.csv") as tmp:
             tmp.write_text(curves_csv(runs, src["experiments"],

@@ -205,8 +205,8 @@ def paper_data(study: str, root: str | Path | None = None) -> Mapping[str, Any]:
     """`study`'s paper numbers by name, read-only (lists as tuples); a `{table, row, column}` value is
     the cell of the one row whose cells equal `row` (`columns`: a tuple of cells)."""
     label, data = _read(study, "paper.yaml", root, {})
-    return MappingProxyType({name: reference_value(label, str(name), _checked(label, str(name), entry, _PAPER)["value"], root)
-                             for name, entry in data.items()})
+    checked = {k: _checked(label, str(k), e, _PAPER) for k, e in data.items()}
+    return MappingProxyType({k: reference_value(label, str(k), e["value"], root) for k, e in checked.items()})
 
 
 def reference_value(label: str, where: str, value: Any, root=None) -> Any:
@@ -214,7 +214,8 @@ def reference_value(label: str, where: str, value: Any, root=None) -> Any:
     if isinstance(value, dict) and "table" in value:
         return _cells(label, where, _checked(label, where, value, _REFERENCE), root)
     if isinstance(value, dict):
-        return MappingProxyType({k: reference_value(label, f"{where}.{k}", v, root) for k, v in value.items()})
+        return MappingProxyType({k: reference_value(label, f"{where}.{k}", v, root)
+                                 for k, v in value.items()})
     if isinstance(value, list):
         return tuple(reference_value(label, f"{where}[{i}]", v, root) for i, v in enumerate(value))
     return value
@@ -254,7 +255,8 @@ def _cells(label: str, where: str, ref: dict, root) -> Any:
 
 def tables(root: str | Path | None = None) -> tuple[str, ...]:
     """Every transcribed table's name (`<study>_<table>`)."""
-    return tuple(sorted(p.name[:-4] for s in studies(root) for p in (studies_root(root) / s).iterdir() if p.name.endswith(".csv")))
+    return tuple(sorted(p.name[:-4] for s in studies(root) for p in (studies_root(root) / s).iterdir()
+                        if p.name.endswith(".csv")))
 
 
 def paper_table(name: str, root: str | Path | None = None) -> pd.DataFrame:

@@ -54,7 +54,8 @@ def failed_cell(notebook: Path, failed: Path, executed, e) -> VlcpError:
     where = f"cell {e.cell_index + 1}" + (f" ({details})" if details else "")
     message = " ".join(str(e.evalue).split())
     if e.ename in _vlcp_errors():
-        return VlcpError(f"{message} ({notebook}, {where}; the executed notebook with its traceback: {failed})")
+        return VlcpError(f"{message} ({notebook}, {where}; the executed notebook with its traceback: "
+                         f"{failed})")
     return VlcpError(f"{notebook}: {where} failed: {e.ename}: {_cut(message, 300)} (the executed notebook with "
                      f"its traceback: {failed})")
 
@@ -72,7 +73,8 @@ def _cut(text: str, n: int) -> str:
 
 def _headings(cells) -> list[str]:
     """The markdown heading lines of `cells`, in order."""
-    return [line for c in cells if c.cell_type == "markdown" for line in c.source.splitlines() if line.startswith("#")]
+    return [line for c in cells if c.cell_type == "markdown"
+            for line in c.source.splitlines() if line.startswith("#")]
 
 
 def title(nb, default: str) -> str:

@@ -163,12 +163,10 @@ def timing_table(runs: dict[str, list[dict]]) -> pd.DataFrame:
 
 def iter_results(runs) -> list[dict]:
     """Every results dict (one with a `train` list) in a run collection, however it nests them."""
-    if isinstance(runs, dict):
-        if isinstance(runs.get("train"), list):
-            return [runs]
-        return [r for v in runs.values() for r in iter_results(v)]
-    if isinstance(runs, (list, tuple)):
-        return [r for v in runs for r in iter_results(v)]
+    if isinstance(runs, dict) and isinstance(runs.get("train"), list):
+        return [runs]
+    if isinstance(runs, (dict, list, tuple)):
+        return [r for v in (runs.values() if isinstance(runs, dict) else runs) for r in iter_results(v)]
     return []
 
 
