@@ -7,14 +7,9 @@ MARKERS = ("params.yaml", "dvc.yaml")   # what makes a folder a vlcp project roo
 
 
 def project_root(start: str | Path | None = None) -> Path:
-    """The project root: the first folder from `start` (default: the current directory) upwards
-    that holds both params.yaml and dvc.yaml; else the folder above the installed `vlcp` package
-    if it holds them (an editable install's checkout); else a `VlcpError`.
-
-    The notebooks call it in their setup and change to it, so that their relative parameters
-    (`params_file`, `runs_dir`, `benchmarks/results/...`) and the relative paths inside params.yaml
-    resolve the same whether the kernel started in the root (papermill, `dvc repro`), in
-    notebooks/ (JupyterLab, `papermill --cwd notebooks`) or anywhere below the root (VS Code)."""
+    """The first folder from `start` (default: the current directory) upwards that holds params.yaml and
+    dvc.yaml, else the checkout above the installed `vlcp` package: the notebooks change to it, so their
+    relative paths resolve wherever the kernel started."""
     here = Path(start if start is not None else Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if all((folder / m).is_file() for m in MARKERS):
@@ -30,9 +25,7 @@ def project_root(start: str | Path | None = None) -> Path:
 
 
 def tidy_tables() -> None:
-    """In a notebook: show DataFrames whose index is just row numbers (a RangeIndex) without it, so
-    no report table carries pandas' 0, 1, 2... column; every other table keeps its index (method,
-    experiment, ...). No effect outside IPython."""
+    """In a notebook: show DataFrames indexed 0, 1, 2... (a RangeIndex) without that index."""
     try:
         from IPython import get_ipython
     except ImportError:

@@ -1,8 +1,5 @@
-"""The paper items a report renders only in part or not at all: what is missing, why, and what
-would render it. Each paper notebook shows its paper's rows (`not_rendered`), so a reader sees
-every gap in the report itself, not only in docs/. The rows are data, each study's
-`vlcp/report/studies/<study>/coverage.yaml`. An item that the `long` profile renders names the
-runs it needs (`Gap.experiments`); a report that has them all drops it."""
+"""The paper items a report renders only in part or not at all (each study's coverage.yaml): what
+is missing, why and what would render it, shown in the paper's own notebook."""
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -22,9 +19,8 @@ NOT_APPLICABLE = MappingProxyType({s: coverage(s).not_applicable for s in studie
 
 
 def not_rendered(paper: str, have: Iterable[str] = ()) -> pd.DataFrame:
-    """The paper's items rendered in part or not at all, one row each, then those that do not apply
-    here (empty: none listed); an item whose runs (`Gap.experiments`) are all in `have` (the runs
-    the report loaded) is rendered and left out."""
+    """The paper's items rendered in part or not at all, then those that do not apply here; an item
+    whose runs (`Gap.experiments`) are all in `have` (the runs the report loaded) is left out."""
     have = set(have)
     rows = [g[:5] for g in NOT_RENDERED.get(paper, ()) if not (g.experiments and set(g.experiments) <= have)]
     rows += [(item, NA, "all", why, "none") for item, why in NOT_APPLICABLE.get(paper, ())]

@@ -1,17 +1,7 @@
-"""Deviations from the papers: the one source of every notebook's "Deviations from the paper"
-table and of the test that the `paper` profile is each paper's own setting. The entries are data,
-`vlcp/report/studies/<study>/paper_values.yaml` and `deviations.yaml` (read by vlcp.report.paper):
-
-- `PaperValue`: a setting a paper states, as a field of one experiment's resolved config (the
-  active profile's). `deviations_table` compares it with the resolved value: where they differ
-  (on the tiny profile, mostly scale) it is a row of the table. On the `paper` profile every value
-  must match (tests/test_deviations.py), unless the entry says why it cannot (`at_paper_scale`).
-- `Deviation`: a difference that is not one config value: the data, a choice the paper leaves open,
-  the original code's behaviour where it differs from the paper's text (the text wins; the code's
-  choice is listed), a fixed bug of the original code.
-
-Each study's notebook shows `deviations_table(params, study)` before its results.
-"""
+"""Each paper notebook's "Deviations from the paper" table: the settings its paper states
+(`PaperValue`) that the active profile's resolved configs do not match, then the differences that are
+not one config value (`Deviation`). On the `paper` profile every stated value must match, unless its
+entry says why not (`at_paper_scale`)."""
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -62,9 +52,7 @@ def resolved(pv: PaperValue, cfg: dict) -> Any:
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def paper_value_rows(params: dict, study: str) -> list[dict]:
@@ -88,15 +76,13 @@ def deviations_table(params: dict, study: str) -> pd.DataFrame:
     if study not in STUDIES:
         raise VlcpError(f"deviations: unknown study {study!r} (known: {', '.join(STUDIES)})")
     rows = [r for r in paper_value_rows(params, study) if not r.pop("matches")]
-    for d in DEVIATIONS[study]:
-        rows.append({"kind": d.kind, "what": d.what, "paper": "", "ours": "", "why": d.why, "rows": d.rows,
-                     "source": d.source})
+    rows += [{"kind": d.kind, "what": d.what, "paper": "", "ours": "", "why": d.why, "rows": d.rows,
+              "source": d.source} for d in DEVIATIONS[study]]
     return pd.DataFrame(rows, columns=["kind", "what", "paper", "ours", "why", "rows", "source"])
 
 
 def deviations_markdown(params: dict, study: str) -> str:
-    """`deviations_table` as the notebooks show it: a one-line intro (which profile the scale rows
-    compare), then a markdown table (long texts wrap), or a line saying that none is listed."""
+    """`deviations_table` as the notebooks show it: a one-line intro, then a markdown table (or "none")."""
     table = deviations_table(params, study)
     intro = (f"Generated from `vlcp/report/studies/{study}/paper_values.yaml` and `deviations.yaml`; scale rows "
              f"compare the active profile (**{params.get('profile', 'tiny')}**) with the paper's stated setting.")

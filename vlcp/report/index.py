@@ -1,8 +1,5 @@
-"""`reports/index.html`: links to every report, and one sortable table of every claim of every
-paper (claim, the paper's section, our verdict, the effect with its interval, seeds), after a
-count of the verdicts per paper and its study's power (H/σ_d, tasks that teach, seeds, where the
-claims file carries a power table): how much of each paper holds at this scale, and whether the
-study could have seen it, at a glance."""
+"""`reports/index.html`: links to every report, each report's verdict counts and power, and one
+sortable table of every claim of every paper."""
 from __future__ import annotations
 
 import html
@@ -28,7 +25,6 @@ document.querySelectorAll('table.sortable th').forEach((th, i) => th.addEventLis
 
 
 def _effect(c: dict) -> tuple[str, str]:
-    """(shown, sort key) of a claim's effect and interval; empty when the claim has none."""
     if c.get("effect") is None:
         return "", ""
     lo, hi = c.get("low"), c.get("high")
@@ -37,7 +33,6 @@ def _effect(c: dict) -> tuple[str, str]:
 
 
 def _power_cells(p: dict | None) -> str:
-    """The summary row's power columns: H/σ_d, the tasks that teach, the seeds (empty without a power table)."""
     if not p:
         return "<td></td><td></td><td></td>"
     return (f"<td>{p['headroom_over_noise']:.1f}</td><td>{p['tasks_teaching']}/{p['tasks']}</td>"

@@ -1,14 +1,7 @@
-"""The studies' headline numbers and per-task curves as DVC metrics and plots
-(`vlcp report metrics [--study NAME]`, run by each study's report stage after its notebook).
-
-- `metrics/<study>.json`: per experiment, the final model's headline numbers (mean over the
-  study's seeds, a seed subset's extra seeds left out) and the claims ledger's verdict counts;
-- `plots/<study>.csv`: each experiment's per-task curve, and `plots/<study>/<name>` where the
-  study module has `plot_files` (FoMo-in-Flux's accumulation–retention trajectories).
-
-A headline is a group stream's final cumulative Rm on the test pool (and mAP@1 with a query set),
-plus what the study module's `run_headline(r)` adds; its `run_curve(r)` replaces the per-task Rm curve.
-"""
+"""The studies' headline numbers and per-task curves as DVC metrics and plots (`vlcp report metrics`):
+`metrics/<study>.json` (each experiment's seed-mean headline, the ledger's verdict counts and power) and
+`plots/<study>.csv` (per-task curves; `plots/<study>/` holds a study module's `plot_files`). A study
+module's `run_headline(r)` adds to a run's headline, its `run_curve(r)` replaces the Rm curve."""
 from __future__ import annotations
 
 import csv
@@ -21,20 +14,13 @@ import numpy as np
 from vlcp.errors import VlcpError
 from vlcp.report.ledger import VERDICTS
 from vlcp.report.study import load_study, registered
-from vlcp.utils import atomic_dir, read_json, read_results, write_json
+from vlcp.utils import atomic_dir, atomic_path, read_json, read_results, write_json
 
-
-
-def study_sources(params: dict) -> dict[str, dict]:
-    """{study: {"runs": folder, "claims": its report's claims file, "experiments": the ones whose
-    curves are plotted (None = every run found), "seeds": the seeds its tables report (None = every
-    seed found)}} of every registered study (`Study.metric_sources`)."""
-    return {name: load_study(name).metric_sources(params) for name in registered()}
+POWER_KEYS = ("headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds")
 
 
 def collect_runs(runs_dir: str | Path, seeds=None) -> dict[str, list[dict]]:
-    """{experiment: [results, one per seed, by seed]} of every results.json under `runs_dir`
-    (only those at `seeds`, when given)."""
+    """{experiment: [results by seed]} of every results.json under `runs_dir` (at `seeds`, when given)."""
     runs: dict[str, list[dict]] = defaultdict(list)
     for path in sorted(Path(runs_dir).rglob("results.json")):
         r = read_results(path)
@@ -44,105 +30,72 @@ def collect_runs(runs_dir: str | Path, seeds=None) -> dict[str, list[dict]]:
 
 
 def headline(r: dict) -> dict[str, float]:
-    """The final model's headline numbers of one run of a group stream: Rm and mAP@1 on the
-    cumulative test pool ({} for a run without one). A study module's own `run_headline(r)` adds its
-    numbers for its runs (e.g. IncCLIP's zero-shot Average)."""
+    """A group stream run's final Rm and mAP@1 on the cumulative test pool ({} without one)."""
     last = r["cumulative"][-1]["test"] if r.get("cumulative") else {}
     return {k: last[k] for k in ("Rm", "mAP@1") if k in last}
 
 
 def curve(r: dict) -> list[float]:
-    """The per-task curve of one run of a group stream: cumulative Rm after every task. A study
-    module's own `run_curve(r)` replaces it where it gives one (None: not one of its kind of run)."""
+    """A group stream run's cumulative Rm after every task."""
     return [row["test"]["Rm"] for row in r.get("cumulative", [])]
 
 
 def mean_over_seeds(rows: list[dict[str, float]]) -> dict[str, float]:
-    keys = [k for k in rows[0] if all(k in row and row[k] is not None for row in rows)]
+    keys = [k for k in rows[0] if all(row.get(k) is not None for row in rows)]
     return {k: round(float(np.mean([row[k] for row in rows])), 4) for k in keys}
 
 
-def claims_file(path: str | Path) -> dict | None:
-    """A report's claims file, None when the notebook has not written one."""
-    path = Path(path)
-    return read_json(path) if path.exists() else None
-
-
-def claim_counts(ledger: dict | None) -> dict[str, int]:
-    """{verdict: count} of a claims file's contents (`claims_file`; an empty dict without one)."""
-    if ledger is None:
-        return {}
-    claims = ledger.get("claims", [])
-    counts = {v: sum(c.get("verdict") == v for c in claims) for v in VERDICTS}
-    counts["other"] = len(claims) - sum(counts.values())
-    return counts
-
-
-POWER_KEYS = ("headroom", "sigma_d", "headroom_over_noise", "tasks_teaching", "tasks", "seeds")
-
-
-def claim_power(ledger: dict | None) -> dict | None:
-    """The study's power table as its claims file carries it (`vlcp.report.power`), rounded; None
-    without a file or a table in it."""
-    p = (ledger or {}).get("power")
-    return {k: round(float(p[k]), 4) for k in POWER_KEYS if k in p} if p else None
-
-
-def study_metrics(runs: dict[str, list[dict]], claims: dict[str, int], power: dict | None = None,
-                  headline=headline) -> dict:
+def study_metrics(runs: dict[str, list[dict]], ledger: dict | None, headline=headline) -> dict:
+    """A study's metrics file: its runs, each experiment's `mean_over_seeds` headline, and the verdict
+    counts and power of its claims file (`ledger`; None: not written)."""
+    counts = {}
+    if ledger is not None:
+        verdicts = [c.get("verdict") for c in ledger.get("claims", [])]
+        counts = {v: verdicts.count(v) for v in VERDICTS}
+        counts["other"] = len(verdicts) - sum(counts.values())
+    p = (ledger or {}).get("power") or {}
+    power = {k: round(float(p[k]), 4) for k in POWER_KEYS if k in p}
     return {"runs": sum(map(len, runs.values())),
             "experiments": {e: mean_over_seeds([headline(r) for r in rs]) for e, rs in runs.items()},
-            "claims": claims, **({"power": power} if power else {})}
+            "claims": counts, **({"power": power} if power else {})}
 
 
 def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None, curve=curve) -> str:
     """task, then one column per experiment (mean over seeds); empty cells past a shorter stream."""
     names = [e for e in (experiments or runs) if e in runs]
     cols = {e: np.mean([curve(r) for r in runs[e]], axis=0).tolist() if runs[e] else [] for e in names}
-    length = max((len(c) for c in cols.values()), default=0)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["task"] + names)
-    for t in range(length):
+    for t in range(max((len(c) for c in cols.values()), default=0)):
         w.writerow([t + 1] + [f"{cols[e][t]:.4f}" if t < len(cols[e]) else "" for e in names])
     return buf.getvalue()
-
-
-def study_headline(mine):
-    """A study's headline of one run: the group stream's, plus its module's own `run_headline` (if any)."""
-    return (lambda r: headline(r) | mine(r)) if callable(mine) else headline
-
-
-def study_curve(mine):
-    """A study's curve of one run: its module's own `run_curve` where it gives one, else the group stream's."""
-    return (lambda r: mine(r) or curve(r)) if callable(mine) else curve
 
 
 def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metrics", plots_dir: str = "plots",
                   studies: list[str] | None = None) -> list[Path]:
     """Write the metrics and plot files of `studies` (default: every study; one without runs gets
     files with none, so DVC's outputs always exist), each file atomically. Returns the metrics files."""
-    from vlcp.utils import atomic_path
-
-    root = Path(root)
-    sources = study_sources(params)
-    unknown = [s for s in studies or [] if s not in sources]
+    root, known = Path(root), registered()
+    unknown = [s for s in studies or [] if s not in known]
     if unknown:
-        raise VlcpError(f"--study: unknown study {unknown[0]!r} ({', '.join(sources)})")
+        raise VlcpError(f"--study: unknown study {unknown[0]!r} ({', '.join(known)})")
     written = []
-    for study in studies or list(sources):
-        src = sources[study]
+    for name in studies or known:
+        study = load_study(name)
+        src = study.metric_sources(params)
         runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
-        path = root / metrics_dir / f"{study}.json"
-        ledger = claims_file(root / src["claims"])
-        own = load_study(study).own
-        write_json(path, study_metrics(runs, claim_counts(ledger), claim_power(ledger), study_headline(own("run_headline"))))
-        written.append(path)
-        with atomic_path(root / plots_dir / f"{study}.csv") as tmp:
-            tmp.write_text(curves_csv(runs, src["experiments"], study_curve(own("run_curve"))))
-        plot_files = own("plot_files")   # a study's own plot files, plots/<study>/<name>
+        ledger = read_json(root / src["claims"]) if (root / src["claims"]).exists() else None
+        mine, own_curve = study.own("run_headline"), study.own("run_curve")
+        head = (lambda r: headline(r) | mine(r)) if callable(mine) else headline
+        write_json(root / metrics_dir / f"{name}.json", study_metrics(runs, ledger, head))
+        written.append(root / metrics_dir / f"{name}.json")
+        with atomic_path(root / plots_dir / f"{name}.csv") as tmp:
+            tmp.write_text(curves_csv(runs, src["experiments"],
+                                      (lambda r: own_curve(r) or curve(r)) if callable(own_curve) else curve))
+        plot_files = study.own("plot_files")
         if callable(plot_files):
-            with atomic_dir(root / plots_dir / study) as folder:
-                for name, text in plot_files(runs, src["experiments"]).items():
-                    (folder / name).write_text(text)
+            with atomic_dir(root / plots_dir / name) as folder:
+                for file, text in plot_files(runs, src["experiments"]).items():
+                    (folder / file).write_text(text)
     return written

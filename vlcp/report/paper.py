@@ -1,16 +1,7 @@
-"""The papers' data, read from files. Each study has a folder, `vlcp/report/studies/<study>/`:
-
-- `paper_values.yaml`: the settings its paper states (`PaperValue`), compared with our configs;
-- `deviations.yaml`: what differs beyond one config value (`Deviation`);
-- `paper.yaml`: its other paper numbers with their sources (`paper_data`), a number a transcribed
-  table holds given as a reference into that table;
-- `coverage.yaml`: the paper's items its report renders in part or not at all (`coverage`);
-- `<study>_*.csv`: its transcribed tables (`paper_table`), the first line naming table and source.
-
-A file a study lacks lists nothing. Every loader takes an optional `root` (a folder of study
-folders; default: the package's own) and reports a malformed file as one line naming the file,
-the entry and the bad field.
-"""
+"""The papers' data, read from each study's folder `vlcp/report/studies/<study>/`: paper_values.yaml,
+deviations.yaml, paper.yaml, coverage.yaml and transcribed tables `<study>_*.csv`. A missing file lists
+nothing; a malformed one is one line naming the file, the entry and the field. `root`: another folder of
+study folders."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,10 +21,8 @@ RENDERED = ("no", "in part")
 
 @dataclass(frozen=True)
 class PaperValue:
-    """A setting the paper states, for one experiment. `field` is a dotted path into the resolved
-    experiment config (`method.buffer_size`); with `derive` it labels a value computed from that
-    config instead (samples seen = steps x batch size), `derive` naming the function
-    (`vlcp.report.deviations.DERIVATIONS`)."""
+    """A setting the paper states for one experiment: `field`, a dotted path into its resolved config,
+    or, with `derive` (a `vlcp.report.deviations.DERIVATIONS` name), the label of a value derived from it."""
     experiment: str
     field: str
     paper: Any
@@ -61,7 +50,6 @@ class Deviation:
 
 
 class Gap(NamedTuple):
-    """A paper item the report renders in part or not at all."""
     item: str
     rendered: str          # one of RENDERED
     missing: str
@@ -71,7 +59,6 @@ class Gap(NamedTuple):
 
 
 class NotApplicable(NamedTuple):
-    """A paper item no run of ours can render (a diagram, the paper's own dataset statistics)."""
     item: str
     why: str
 
@@ -99,27 +86,29 @@ def studies_root(root: str | Path | None = None):
     return resources.files("vlcp.report") / "studies" if root is None else Path(root)
 
 
-_root = studies_root
-
-
 def _label(root: str | Path | None, *parts: str) -> str:
     return "/".join(("vlcp/report/studies", *parts)) if root is None else str(Path(root, *parts))
 
 
 def studies(root: str | Path | None = None) -> tuple[str, ...]:
     """The studies that have a data folder, by name."""
-    return tuple(sorted(p.name for p in _root(root).iterdir() if p.is_dir() and p.name[0] not in "._"))
+    return tuple(sorted(p.name for p in studies_root(root).iterdir() if p.is_dir() and p.name[0] not in "._"))
+
+
+def read_yaml(path: Path, label: str) -> Any:
+    """The YAML file at `path`; invalid YAML is a one-line error naming `label`."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise VlcpError(f"{label}: not valid YAML ({str(e).splitlines()[0]})") from None
 
 
 def _read(study: str, name: str, root, empty):
     """(the file's label, its YAML: a list or a mapping as `empty` is; `empty` when the file is absent)."""
-    label, path = _label(root, study, name), _root(root) / study / name
+    label, path = _label(root, study, name), studies_root(root) / study / name
     if not path.is_file():
         return label, empty
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise VlcpError(f"{label}: not valid YAML ({e.__class__.__name__})") from None
+    data = read_yaml(path, label)
     data = empty if data is None else data
     if not isinstance(data, type(empty)):
         raise VlcpError(f"{label}: expected a {'list of entries' if isinstance(empty, list) else 'mapping'}, "
@@ -128,7 +117,6 @@ def _read(study: str, name: str, root, empty):
 
 
 def _checked(label: str, where: str, entry: Any, spec: dict) -> dict:
-    """`entry` if it is a mapping with spec's required fields, no other fields, each of its type."""
     if not isinstance(entry, dict):
         raise VlcpError(f"{label}: {where}: expected a mapping of fields, got {type(entry).__name__}")
     for key, (_, required) in spec.items():
@@ -152,8 +140,8 @@ def _one_of(label: str, where: str, key: str, value: str, known: Collection[str]
 
 
 def _expanded(label: str, i: int, entry: Any) -> list[tuple[str, Any]]:
-    """A paper_values entry as (where, entry) per experiment: an entry names `experiment` and
-    `rows`, or `experiments: {experiment: rows}` for the same setting in several experiments."""
+    """A paper_values entry as (where, entry) per experiment: it names `experiment` and `rows`, or
+    `experiments: {experiment: rows}`."""
     where = lambda e: f"entry {i} ({e} {entry.get('field', '?')})"  # noqa: E731
     if not isinstance(entry, dict):
         return [(f"entry {i}", entry)]
@@ -170,9 +158,7 @@ def _expanded(label: str, i: int, entry: Any) -> list[tuple[str, Any]]:
 
 def paper_values(study: str, root: str | Path | None = None,
                  derivations: Collection[str] | None = None) -> tuple[PaperValue, ...]:
-    """The settings `study`'s paper states (its paper_values.yaml). `derivations`: the names an
-    entry's `derive` may take (`vlcp.report.deviations.DERIVATIONS`, which reads them so); None:
-    not checked."""
+    """The settings `study`'s paper states; `derivations`: the names `derive` may take (None: unchecked)."""
     label, data = _read(study, "paper_values.yaml", root, [])
     out = []
     for i, raw in enumerate(data, 1):
@@ -185,7 +171,6 @@ def paper_values(study: str, root: str | Path | None = None,
 
 
 def deviations(study: str, root: str | Path | None = None) -> tuple[Deviation, ...]:
-    """`study`'s deviations from its paper (its deviations.yaml)."""
     label, data = _read(study, "deviations.yaml", root, [])
     out = []
     for i, entry in enumerate(data, 1):
@@ -196,8 +181,7 @@ def deviations(study: str, root: str | Path | None = None) -> tuple[Deviation, .
 
 
 def coverage(study: str, root: str | Path | None = None) -> Coverage:
-    """The paper items `study`'s report renders in part or not at all, and those that do not
-    apply here (its coverage.yaml)."""
+    """The paper items `study`'s report renders in part or not at all, and those that do not apply."""
     label, data = _read(study, "coverage.yaml", root, {})
     for key in data:
         _one_of(label, "top level", "section", key, Coverage._fields)
@@ -218,31 +202,22 @@ def coverage(study: str, root: str | Path | None = None) -> Coverage:
 
 
 def paper_data(study: str, root: str | Path | None = None) -> Mapping[str, Any]:
-    """`study`'s paper numbers (its paper.yaml), by name: each entry's `value` (its `source` is
-    for the reader), read-only (lists as tuples, mappings as read-only mappings). A mapping with
-    a `table` key is a reference into a transcribed table: the one row whose cells equal `row`,
-    its `column` (a cell) or `columns` (a tuple of cells)."""
+    """`study`'s paper numbers by name, read-only (lists as tuples); a `{table, row, column}` value is
+    the cell of the one row whose cells equal `row` (`columns`: a tuple of cells)."""
     label, data = _read(study, "paper.yaml", root, {})
-    out = {}
-    for name, entry in data.items():
-        entry = _checked(label, str(name), entry, _PAPER)
-        out[name] = _value(label, str(name), entry["value"], root)
-    return MappingProxyType(out)
+    checked = {k: _checked(label, str(k), e, _PAPER) for k, e in data.items()}
+    return MappingProxyType({k: reference_value(label, str(k), e["value"], root) for k, e in checked.items()})
 
 
 def reference_value(label: str, where: str, value: Any, root=None) -> Any:
-    """A paper data value with its table references (`{table, row, column(s)}`) read from the
-    transcribed tables; a malformed one is a one-line error naming `label` and `where`."""
-    return _value(label, where, value, root)
-
-
-def _value(label: str, where: str, value: Any, root) -> Any:
+    """A paper data value with its table references read from the tables; errors name `label`, `where`."""
     if isinstance(value, dict) and "table" in value:
         return _cells(label, where, _checked(label, where, value, _REFERENCE), root)
     if isinstance(value, dict):
-        return MappingProxyType({k: _value(label, f"{where}.{k}", v, root) for k, v in value.items()})
+        return MappingProxyType({k: reference_value(label, f"{where}.{k}", v, root)
+                                 for k, v in value.items()})
     if isinstance(value, list):
-        return tuple(_value(label, f"{where}[{i}]", v, root) for i, v in enumerate(value))
+        return tuple(reference_value(label, f"{where}[{i}]", v, root) for i, v in enumerate(value))
     return value
 
 
@@ -280,13 +255,13 @@ def _cells(label: str, where: str, ref: dict, root) -> Any:
 
 def tables(root: str | Path | None = None) -> tuple[str, ...]:
     """Every transcribed table's name (`<study>_<table>`)."""
-    return tuple(sorted(p.name[:-4] for s in studies(root) for p in (_root(root) / s).iterdir() if p.name.endswith(".csv")))
+    return tuple(sorted(p.name[:-4] for s in studies(root) for p in (studies_root(root) / s).iterdir()
+                        if p.name.endswith(".csv")))
 
 
 def paper_table(name: str, root: str | Path | None = None) -> pd.DataFrame:
-    """One transcribed table, e.g. `paper_table("ctp_table1")` (its name's prefix is its study's
-    folder); the caption is in `.attrs["source"]`."""
-    path = _root(root) / name.split("_", 1)[0] / f"{name}.csv"
+    """One transcribed table, e.g. `paper_table("ctp_table1")`; its caption in `.attrs["source"]`."""
+    path = studies_root(root) / name.split("_", 1)[0] / f"{name}.csv"
     if not path.is_file():
         raise VlcpError(f"paper table {name!r} not found (known: {', '.join(tables(root))})")
     with path.open(encoding="utf-8") as f:

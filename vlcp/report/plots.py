@@ -1,5 +1,4 @@
-"""Figures from results and prepared data (matplotlib/seaborn; each returns its Figure). The backend
-is the caller's: inline in notebooks, Agg (matplotlib's fallback) on a headless machine."""
+"""Figures from results and prepared data (matplotlib/seaborn; each returns its Figure)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -108,10 +107,8 @@ def matrices(runs: dict[str, list[dict]], eval_set: str = "unseen_style", metric
 
 
 def task_gain_bars(gains: dict, ylabel: str = "gain on the task's own pool (points)", title: str = ""):
-    """"Does the stream teach?": per task, each run's gain of training on that task on its own
-    pool (`vlcp.report.teach.task_gains` frames, {label: frame}) as bars with ± noise error bars,
-    over a grey band of ± 2 × noise (a bar above its band teaches; hatched bars do not). The
-    noise source goes under the axis."""
+    """Each task's gain on its own pool per run (`vlcp.report.teach.task_gains` frames, {label: frame})
+    with ± noise error bars over a grey ± 2 × noise band; hatched: does not teach."""
     labels = list(gains)
     tasks = list(next(iter(gains.values()))["task"]) if gains else []
     x, width = np.arange(len(tasks)), 0.8 / max(len(labels), 1)

@@ -1,9 +1,9 @@
 """Execute a parameterised notebook with papermill and convert it to HTML, atomically."""
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
+from unittest import mock
 
 from vlcp.errors import VlcpError
 from vlcp.utils import atomic_path
@@ -26,11 +26,9 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
     stem = name or notebook.stem
     out_nb, out_html, failed = reports / f"{stem}.ipynb", reports / f"{stem}.html", reports / f"{stem}.failed.ipynb"
     # the kernel inherits our environment: an MPLBACKEND=Agg there would silently drop every figure
-    with _environ(MPLBACKEND="module://matplotlib_inline.backend_inline"), \
+    with mock.patch.dict(os.environ, MPLBACKEND="module://matplotlib_inline.backend_inline"), \
             atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:
-        # the kernel's own start-up log (ipykernel warns that a local kernel talks over TCP without
-        # encryption, on every render) is left at errors; the notebook's warnings are its cells' output
-        try:
+        try:   # the kernel's own start-up log (a warning on every render) is left at errors
             papermill.execute_notebook(str(notebook), str(tmp_nb), parameters=parameters or {},
                                        cwd=str(cwd), progress_bar=False, kernel_name="python3",
                                        extra_arguments=["--IPKernelApp.log_level=ERROR"])
@@ -40,82 +38,60 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
         exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
         executed = nbformat.read(tmp_nb, as_version=4)
         body, _ = exporter.from_notebook_node(executed, resources={"metadata": {"name": title(executed, stem)}})
-        body = with_alt_text(body, figure_alts(executed))
-        tmp_html.write_text(body, encoding="utf-8")
+        tmp_html.write_text(with_alt_text(body, figure_alts(executed)), encoding="utf-8")
     failed.unlink(missing_ok=True)      # an earlier failure's notebook: this render replaces it
     return out_nb, out_html
 
 
 def failed_cell(notebook: Path, failed: Path, executed, e) -> VlcpError:
-    """One line for a notebook cell's error `e` (papermill's `PapermillExecutionError`): a
-    `VlcpError` raised in the cell as its own message, anything else as its type and message; both
-    with the cell (its number, section heading and first line) and where the executed notebook is."""
+    """One line for papermill's error `e`: a `VlcpError` raised in the cell as its own message, anything
+    else as its type and message; both with the cell (number, section, first line) and `failed`."""
     executed.cells = [c for c in executed.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
     cell = executed.cells[e.cell_index] if 0 <= e.cell_index < len(executed.cells) else None   # (without papermill's banner)
-    where = f"cell {e.cell_index + 1}"
-    heading = section(executed, e.cell_index)
+    heading = ([h.lstrip("#").strip() for h in _headings(executed.cells[:e.cell_index])] or [""])[-1]
     first = next((line.strip() for line in (cell.source if cell else "").splitlines() if line.strip()), "")
     details = ", ".join(x for x in (heading and f"section '{heading}'", first and f"`{_cut(first, 60)}`") if x)
-    where += f" ({details})" if details else ""
-    tail = f"{notebook}, {where}; the executed notebook with its traceback: {failed}"
+    where = f"cell {e.cell_index + 1}" + (f" ({details})" if details else "")
     message = " ".join(str(e.evalue).split())
     if e.ename in _vlcp_errors():
-        return VlcpError(f"{message} ({tail})")
+        return VlcpError(f"{message} ({notebook}, {where}; the executed notebook with its traceback: "
+                         f"{failed})")
     return VlcpError(f"{notebook}: {where} failed: {e.ename}: {_cut(message, 300)} (the executed notebook with "
                      f"its traceback: {failed})")
 
 
-def section(nb, index: int) -> str:
-    """The heading of the section cell `index` of the notebook is in ("" before the first one)."""
-    heading = ""
-    for cell in nb.cells[:index]:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("#"):
-                    heading = line.lstrip("#").strip()
-    return heading
-
-
-def _vlcp_errors() -> set[str]:
+def _vlcp_errors(cls: type = VlcpError) -> set[str]:
     """The names of `VlcpError` and its subclasses (a notebook's kernel reports an error by name)."""
     import vlcp.train.checkpoint  # noqa: F401  (defines CheckpointError)
 
-    names, todo = set(), [VlcpError]
-    while todo:
-        cls = todo.pop()
-        names.add(cls.__name__)
-        todo += cls.__subclasses__()
-    return names
+    return {cls.__name__}.union(*(_vlcp_errors(c) for c in cls.__subclasses__()))
 
 
 def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
+def _headings(cells) -> list[str]:
+    """The markdown heading lines of `cells`, in order."""
+    return [line for c in cells if c.cell_type == "markdown"
+            for line in c.source.splitlines() if line.startswith("#")]
+
+
 def title(nb, default: str) -> str:
     """A report's HTML title: its notebook's first level-1 heading (its study), else `default`."""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return default
+    return next((h[2:].strip() for h in _headings(nb.cells) if h.startswith("# ")), default)
 
 
 def figure_alts(nb) -> list[str]:
-    """One alt text per PNG figure of the executed notebook, in order: the heading of the section it
-    is drawn in ("figure 2 of '6. Fig. 3: convergence'")."""
+    """One alt text per PNG figure of the executed notebook, in order: "figure 2 of '<its section>'"."""
     alts, heading, k = [], "the report", 0
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("#"):
-                    heading, k = line.lstrip("#").strip(), 0
-        else:
-            for out in cell.get("outputs", []):
-                if "image/png" in out.get("data", {}):
-                    k += 1
-                    alts.append(f"figure {k} of '{heading}'")
+        if _headings([cell]):
+            heading, k = _headings([cell])[-1].lstrip("#").strip(), 0
+        for out in cell.get("outputs", []):
+            if "image/png" in out.get("data", {}):
+                k += 1
+                alts.append(f"figure {k} of '{heading}'")
     return alts
 
 
@@ -131,22 +107,6 @@ def with_alt_text(body: str, alts: list[str]) -> str:
     def one(m: re.Match) -> str:
         i = next(count)
         alt = html.escape(alts[i] if i < len(alts) else "figure", quote=True)
-        tag = re.sub(r'\salt="[^"]*"', "", m.group(0))
-        return tag.replace("<img", f'<img alt="{alt}"', 1)
+        return re.sub(r'\salt="[^"]*"', "", m.group(0)).replace("<img", f'<img alt="{alt}"', 1)
 
     return re.sub(r'<img\b[^>]*src="data:image/png;base64,', one, body)
-
-
-@contextlib.contextmanager
-def _environ(**values: str):
-    """Set environment variables for the duration of the block, then restore them."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

@@ -18,16 +18,14 @@ MAP_STD = ["mAP_std@1", "mAP_std@5", "mAP_std@10"]
 
 def run_paths(runs_dir: str | Path, experiment: str, seed: int | str = "*") -> list[Path]:
     """The results files of `experiment` at `seed` (default: every seed) under
-    `runs_dir/<experiment>/seed<S>/results.json` or one level down, in a study stage's directory
-    (`runs_dir/<study>/<experiment>/seed<S>`, one process per study)."""
+    `runs_dir/<experiment>/seed<S>/` or one level down (a study stage's `<study>/` folder)."""
     rel = f"{experiment}/seed{seed}/results.json"
     return sorted(Path(runs_dir).glob(rel)) + sorted(Path(runs_dir).glob(f"*/{rel}"))
 
 
 def find_run(runs_dir: str | Path | list[str | Path], experiment: str, seed: int) -> Path | None:
-    """The one results file of `experiment` at `seed` (`run_paths`) under `runs_dir`, or under any
-    of several folders (a list: e.g. the long profile's runs beside the default ones); None if there
-    is none. The same run in two places is an error naming both."""
+    """The one results file of `experiment` at `seed` under `runs_dir` (or a list of folders); None if
+    there is none; the same run in two places is an error naming both."""
     dirs = runs_dir if isinstance(runs_dir, list) else [runs_dir]
     found = [p for d in dirs for p in run_paths(d, experiment, seed)]
     if len(found) > 1:
@@ -37,8 +35,8 @@ def find_run(runs_dir: str | Path | list[str | Path], experiment: str, seed: int
 
 
 def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
-    """{experiment: [results of each seed]}, looked for under `runs_dir` or any of several folders
-    (`find_run`); a missing file is an error naming it in every folder looked in."""
+    """{experiment: [results of each seed]} under `runs_dir` (or a list of folders); a missing run is
+    an error naming it in every folder."""
     dirs = runs_dir if isinstance(runs_dir, list) else [runs_dir]
     out = {}
     for exp in experiments:
@@ -53,17 +51,16 @@ def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], s
 
 
 def long_reads(study: dict, runs_dir: str | Path, seeds: list[int]) -> tuple[list[int], list[str | Path]]:
-    """Where a report reads its rows in the long profile (`report.<study>.long`: its `seeds` and
-    `runs` folder): `seeds` and the long seeds, in order and once each, and the folders to read
-    them from (`runs_dir`, then the long runs'), for `load_runs`."""
+    """(`seeds` then `report.<study>.long`'s seeds, once each; [`runs_dir`, the long runs' folder]):
+    where a report reads its rows in the long profile, for `load_runs`."""
     lg = study["long"]
     return list(dict.fromkeys([*seeds, *lg["seeds"]])), [runs_dir, lg["runs"]]
 
 
-def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
-    """A study's seed subset (`report.<study>.spread`) wherever its runs are under `runs_dir`
-    (`find_run`: the main seed's in the study's own layout, the others in spread-seed<S>/):
-    ({experiment: {seed: results}} of the runs found, the missing ones as "<experiment> seed <S>")."""
+def load_subset(runs_dir: str | Path | list[str | Path], experiments,
+                seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
+    """({experiment: {seed: results}} of the runs found under `runs_dir`, the missing ones as
+    "<experiment> seed <S>")."""
     found, missing = {}, []
     for e in experiments:
         for s in seeds:
@@ -76,7 +73,7 @@ def load_subset(runs_dir: str | Path, experiments, seeds) -> tuple[dict[str, dic
 
 
 def complete(found: dict[str, dict[int, dict]], seeds) -> dict[str, list[dict]]:
-    """`load_subset`'s experiments that have every one of `seeds`: {experiment: [results in `seeds` order]}."""
+    """{experiment: [results in `seeds` order]} of `load_subset`'s experiments with every seed."""
     return {e: [by_seed[s] for s in seeds] for e, by_seed in found.items() if all(s in by_seed for s in seeds)}
 
 
@@ -90,7 +87,7 @@ def fmt(m: float, s: float) -> str:
 
 
 def over_seeds(values) -> str:
-    """Mean ± sample std over seeds, or "m (1 seed)": one run has no spread to show (never "± 0.0")."""
+    """Mean ± sample std over seeds, or "m (1 seed)" (never "± 0.0")."""
     v = np.asarray(values, float)
     return fmt(*mean_std(v)) if len(v) > 1 else f"{v.mean():.1f} (1 seed)"
 
@@ -102,16 +99,14 @@ def per_seed(rs: list[dict], fn, *args) -> dict:
 
 
 def mean_frame(runs: dict, fn, *args) -> pd.DataFrame:
-    """Rows = the keys of `runs` ({experiment or label: [its run at each seed]}), columns = fn's
-    keys (fn(r, *args) -> {column: value}), cells = mean over seeds: the numbers arithmetic reads."""
+    """Rows: the keys of `runs` ({label: [its runs]}); columns: fn(r, *args)'s keys; cells: seed means."""
     return pd.DataFrame({exp: {k: float(np.mean(v)) for k, v in per_seed(rs, fn, *args).items()}
                          for exp, rs in runs.items()}).T
 
 
 def shown_frame(runs: dict, fn, *args) -> pd.DataFrame:
-    """`mean_frame` as a table shows it: the means where every row ran one seed; else each cell as
-    "mean ± std" over its seeds (`over_seeds`: a one-seed cell says so), except in a column that
-    no seed moves (a setting such as steps per task): its values, as `mean_frame` gives them."""
+    """`mean_frame` for the eye: cells as `over_seeds` where some row ran several seeds, except in a
+    column no seed moves (a setting such as steps per task)."""
     if all(len(rs) == 1 for rs in runs.values()):
         return mean_frame(runs, fn, *args)
     seeded = {exp: per_seed(rs, fn, *args) for exp, rs in runs.items()}
@@ -127,10 +122,8 @@ def final_metrics(r: dict) -> dict[str, float]:
 
 
 def final_table(runs: dict[str, list[dict]], metrics=RETRIEVAL + MAP + MAP_STD) -> pd.DataFrame:
-    rows = {}
-    for exp, rs in runs.items():
-        rows[exp] = {m: over_seeds([final_metrics(r)[m] for r in rs]) for m in metrics}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    return pd.DataFrame.from_dict({exp: {m: over_seeds([final_metrics(r)[m] for r in rs]) for m in metrics}
+                                   for exp, rs in runs.items()}, orient="index")
 
 
 def matrix(r: dict, eval_set: str = "unseen_style", metric: str = "Rm") -> np.ndarray:
@@ -139,18 +132,14 @@ def matrix(r: dict, eval_set: str = "unseen_style", metric: str = "Rm") -> np.nd
 
 def continual_table(runs: dict[str, list[dict]], eval_set: str = "unseen_style", metric: str = "Rm") -> pd.DataFrame:
     """Final average, average incremental, forgetting, BWT of a[i][j] and CTP's cumulative BWT."""
-    rows = {}
-    for exp, rs in runs.items():
-        vals = {
-            "final avg": [continual.final_average(matrix(r, eval_set, metric)) for r in rs],
-            "avg incremental": [continual.average_incremental(matrix(r, eval_set, metric)) for r in rs],
-            "forgetting": [continual.forgetting(matrix(r, eval_set, metric)) for r in rs],
-            "BWT": [continual.bwt(matrix(r, eval_set, metric)) for r in rs],
-            "CTP BWT (cum. Rm)": [continual.ctp_bwt([c["test"]["Rm"] for c in r["cumulative"]],
-                                                    [c["Rm"] for c in r["final_cumulative"]]) for r in rs],
-        }
-        rows[exp] = {k: over_seeds(v) for k, v in vals.items()}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    def row(r: dict) -> dict:
+        a = matrix(r, eval_set, metric)
+        return {"final avg": continual.final_average(a), "avg incremental": continual.average_incremental(a),
+                "forgetting": continual.forgetting(a), "BWT": continual.bwt(a),
+                "CTP BWT (cum. Rm)": continual.ctp_bwt([c["test"]["Rm"] for c in r["cumulative"]],
+                                                       [c["Rm"] for c in r["final_cumulative"]])}
+    return pd.DataFrame.from_dict({exp: {k: over_seeds(v) for k, v in per_seed(rs, row).items()}
+                                   for exp, rs in runs.items()}, orient="index")
 
 
 def curve(rs: list[dict], metric: str = "Rm", key: str = "cumulative") -> tuple[np.ndarray, np.ndarray]:
@@ -173,26 +162,21 @@ def timing_table(runs: dict[str, list[dict]]) -> pd.DataFrame:
 
 
 def iter_results(runs) -> list[dict]:
-    """Every results dict in a report's run collection, however it nests them ({experiment: [runs]},
-    {experiment: run}, {experiment: {seed: run}}, lists); a results dict is one with a `train` list."""
-    if isinstance(runs, dict):
-        if isinstance(runs.get("train"), list):
-            return [runs]
-        return [r for v in runs.values() for r in iter_results(v)]
-    if isinstance(runs, (list, tuple)):
-        return [r for v in runs for r in iter_results(v)]
+    """Every results dict (one with a `train` list) in a run collection, however it nests them."""
+    if isinstance(runs, dict) and isinstance(runs.get("train"), list):
+        return [runs]
+    if isinstance(runs, (dict, list, tuple)):
+        return [r for v in (runs.values() if isinstance(runs, dict) else runs) for r in iter_results(v)]
     return []
 
 
 def run_seconds(r: dict) -> float:
-    """A run's own wall clock (`wall_seconds`: every attempt, start-up to results), else, for runs
-    written before it was recorded, its training and evaluation seconds."""
+    """A run's own wall clock (`wall_seconds`, every attempt), else its training and evaluation seconds."""
     return r.get("wall_seconds") or sum(t["seconds"] + t.get("eval_seconds", 0.0) for t in r["train"])
 
 
 def time_line(*collections) -> str:
-    """One line for a report's header: how many runs it reads and how long they took, by their own
-    clocks (the pipeline runs them on two workers side by side, so its wall time is less)."""
+    """A report header's line: how many runs it reads and how long they took by their own clocks."""
     def key(r):   # a run loaded twice (two tables reading one experiment's seed) counts once
         return (r["experiment"], r["seed"], r.get("config_hash")) if "experiment" in r and "seed" in r else id(r)
     rs = list({key(r): r for c in collections for r in iter_results(c)}.values())
@@ -205,10 +189,8 @@ def time_line(*collections) -> str:
 
 
 def capability_note(rs: list[dict]) -> str:
-    """A sentence for a report's header when its runs were made on CPUs of different capability
-    (`versions.cpu_capability`, e.g. AVX2 and AVX512: their kernels round differently, so one seed
-    is not one draw of the noise across them, as when a stopped repro resumes on another host);
-    "" when every run that records one agrees."""
+    """A header's warning when the runs' `versions.cpu_capability` differ (AVX2 and AVX512 kernels round
+    otherwise, so a seed is not one draw across them); "" when every recorded one agrees."""
     caps = Counter((r.get("versions") or {}).get("cpu_capability") for r in rs)
     unknown = caps.pop(None, 0)
     if len(caps) < 2:
@@ -226,17 +208,13 @@ def step_time(r: dict, skip_first: bool = True) -> float:
 
 
 def _passes_counted(r: dict) -> bool:
-    """Whether every counted task of the run (one with its step's FLOPs: `train.flops_every` skips
-    some) has its per-task pass FLOPs (None: not counted for this seed; absent, in older runs: none
-    recorded, read as 0)."""
+    """Whether every task with its step's FLOPs has its per-task pass FLOPs (None: not counted; absent: 0)."""
     return all(t.get("task_pass_flops", 0) is not None for t in r["train"] if t.get("flops_per_step", 0) is not None)
 
 
 def fill_pass_flops(runs: list[dict]) -> list[dict]:
-    """The runs of one experiment (seeds), those that did not count their per-task passes
-    (`train.pass_flops_seeds`) given the counts of the first that did, task by task (the passes'
-    FLOPs depend on shapes, not on the seed: the study's seeds differ by < 0.1 %). Copies; runs
-    that counted, and all runs when none did, are returned as they are."""
+    """The seeds of one experiment, those that did not count their per-task passes given (as copies)
+    the counts of the first that did, task by task: the passes' FLOPs depend on shapes, not seeds."""
     counted = next((r for r in runs if _passes_counted(r)), None)
     if counted is None:
         return list(runs)
@@ -255,12 +233,8 @@ def fill_pass_flops(runs: list[dict]) -> list[dict]:
 
 
 def flops_per_step(r: dict) -> float:
-    """FLOPs per training step, the method's per-task passes included. When the runner records
-    them per task (`train[i]["flops_per_step"]`, `train[i]["task_pass_flops"]`: importance passes,
-    AFEC's expansion, exemplar features, amortised over the task's steps), the step-weighted mean
-    over tasks (over the counted ones where `train.flops_every` skipped some: an estimate; on the
-    CLL-CLIP study's 36-language runs every 6th task's mean was 1.0-1.6 % above all tasks'); otherwise
-    the run's `flops_per_step` (task 0's first step, older runs)."""
+    """FLOPs per training step with the method's per-task passes amortised: the step-weighted mean over
+    the tasks that recorded theirs, else the run's `flops_per_step` (task 0's first step)."""
     per_task = [t for t in r["train"] if t.get("flops_per_step")]
     if not _passes_counted({"train": per_task}):
         raise ValueError(f"{r.get('experiment')} seed {r.get('seed')}: its per-task passes were not counted "

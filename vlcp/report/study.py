@@ -1,11 +1,5 @@
-"""A study as data: its registry entry, its claims file, and its runs in one shape.
-
-A study is a folder `vlcp/report/studies/<name>/` (`vlcp.report.paper` reads its paper data):
-`study.yaml` says what it is (title, notebook, its `report.<params>` block, the module holding its
-own measures and claim kinds) and `claims.yaml` holds its ledger as rows (`Claims`), which
-`vlcp.report.ledger.evaluate` judges over its runs. A study's runs are `Runs`,
-{experiment: {seed: results}}, everywhere in the engine.
-"""
+"""A study as data: its registry entry (`studies/<name>/study.yaml`), its ledger as rows
+(`claims.yaml`, judged by `vlcp.report.ledger.evaluate`) and its runs in one shape, `Runs`."""
 from __future__ import annotations
 
 import importlib
@@ -14,15 +8,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-import yaml
-
 from vlcp.errors import VlcpError
-from vlcp.report.paper import reference_value, studies, studies_root
-from vlcp.report.results import find_run
+from vlcp.report.paper import read_yaml, reference_value, studies, studies_root
+from vlcp.report.results import load_subset
 from vlcp.utils import config_hash, read_results
-
-__all__ = ["Runs", "ComparisonSpec", "ScaleSpec", "ClaimSpec", "Claims", "Study", "load_study", "registered",
-           "load_runs", "values", "as_lists", "calibration_fingerprint", "calibration_mismatch"]
 
 Runs = dict[str, dict[int, dict]]   # {experiment: {seed: results}}
 Measure = Callable[[dict], float]   # one run's results -> the number a claim compares
@@ -32,9 +21,8 @@ Measure = Callable[[dict], float]   # one run's results -> the number a claim co
 
 @dataclass(frozen=True)
 class ComparisonSpec:
-    """a − b on the claim's measure; `b` None: against 0. `effect`: the paper's effect (or margin) in
-    the paper's units, carried to ours by the claim's scale. `measure`, `scale`, `floor`: this
-    comparison's own where a row compares on several metrics ("": the row's)."""
+    """a − b on the claim's measure (`b` None: against 0); `effect`: the paper's, in its units.
+    `measure`, `scale`, `floor`: this comparison's own ("": the row's)."""
     a: str
     b: str | None
     effect: float
@@ -46,10 +34,8 @@ class ComparisonSpec:
 
 @dataclass(frozen=True)
 class ScaleSpec:
-    """Our headroom H: `upper` − `lower` (None: against 0) on `measure`, at the runs' common seeds,
-    or `calibrated` (fixed on calibration seeds before the ledger's runs) where the study's
-    calibration applies to these runs; `paper_headroom`: the same bounds in the paper's units;
-    `floor`: the noise floor its pair reads where it ran below 2 common seeds."""
+    """Our headroom H: `upper` − `lower` (None: 0) on `measure`, or `calibrated` (fixed on calibration
+    seeds); `paper_headroom`: the same in the paper's units; `floor`: the noise below 2 seeds."""
     upper: str
     lower: str | None
     measure: str
@@ -60,8 +46,8 @@ class ScaleSpec:
 
 @dataclass(frozen=True)
 class ClaimSpec:
-    """One row of a claims file. `kind` names how it is judged (`vlcp.report.ledger.KINDS`, or a
-    kind of the study's module); `options` holds a custom kind's own fields."""
+    """One row of a claims file; `kind`: a `vlcp.report.ledger.KINDS` or the study module's own;
+    `options`: a custom kind's own fields."""
     id: str
     claim: str
     kind: str
@@ -76,9 +62,8 @@ class ClaimSpec:
 
 @dataclass(frozen=True)
 class Claims:
-    """A study's claims file: the rows, the scales they name, the depth (seeds per arm below
-    which a comparison is exploratory) and the calibration its fixed headrooms were measured on
-    (`calibrated_on`: {experiment: config fingerprint}, `when`, `base_runs`)."""
+    """A claims file: `depth` (seeds per arm below which a comparison is exploratory) and the
+    `calibration` its fixed headrooms were measured on (`calibrated_on`, `when`, `base_runs`)."""
     depth: int
     scales: Mapping[str, ScaleSpec]
     rows: tuple[ClaimSpec, ...]
@@ -88,20 +73,18 @@ class Claims:
 _ROW_FIELDS = {"id", "claim", "kind", "source", "paper", "measure", "scale", "comparisons", "why"}
 
 
-def _need(where: str, entry: Mapping, key: str, kind: type | tuple[type, ...]):
-    """entry[key], which must be there and of `kind` (a bool is no number)."""
-    if key not in entry:
+def _text(where: str, entry: Mapping, key: str, default: str | None = None) -> str:
+    """entry[key], which must be text (or absent, with a `default`)."""
+    if key not in entry and default is None:
         raise VlcpError(f"{where}: `{key}` is missing")
-    v = entry[key]
-    if not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool):
-        raise VlcpError(f"{where}: `{key}` must be {'a number' if kind == (int, float) else 'text'}, got {v!r}")
+    v = entry.get(key, default)
+    if not isinstance(v, str):
+        raise VlcpError(f"{where}: `{key}` must be text, got {v!r}")
     return v
 
 
 def paper_number(where: str, value: Any, root=None) -> float:
-    """A paper number as a claims file gives it: a number, a reference into a transcribed table
-    (`{table, row, column}`, as paper.yaml's; `{table, row, columns}`: the mean of those cells), or
-    `{a: …, b: …}`, the difference a − b of two."""
+    """A number, a table reference (`{table, row, column}`; `columns`: their mean) or `{a, b}`: a − b."""
     if isinstance(value, Mapping) and set(value) == {"a", "b"}:
         return paper_number(f"{where}.a", value["a"], root) - paper_number(f"{where}.b", value["b"], root)
     if isinstance(value, Mapping) and "table" in value:
@@ -117,16 +100,13 @@ def paper_number(where: str, value: Any, root=None) -> float:
 def _comparison(where: str, c: Any) -> ComparisonSpec:
     if not isinstance(c, Mapping):
         raise VlcpError(f"{where}: expected {{a, b, effect}}, got {c!r}")
-    a = _need(where, c, "a", str)
+    a = _text(where, c, "a")
     b = c.get("b")
     if b is not None and not isinstance(b, str):
         raise VlcpError(f"{where}: `b` must be an experiment (or absent: against 0), got {b!r}")
     if "effect" not in c:
         raise VlcpError(f"{where}: `effect` is missing")
-    own = {k: c.get(k, "") for k in ("measure", "scale", "floor")}
-    bad = [k for k, v in own.items() if not isinstance(v, str)]
-    if bad:
-        raise VlcpError(f"{where}: `{bad[0]}` must be text, got {own[bad[0]]!r}")
+    own = {k: _text(where, c, k, "") for k in ("measure", "scale", "floor")}
     return ComparisonSpec(a, b, paper_number(f"{where}: effect", c["effect"]), str(c.get("label") or (f"{a} − {b}" if b else a)),
                           **own)
 
@@ -141,24 +121,21 @@ def _scale(where: str, s: Any) -> ScaleSpec:
     if not ph > 0:
         raise VlcpError(f"{where}: `paper_headroom` must be > 0, got {ph}")
     cal = s.get("calibrated")
-    return ScaleSpec(_need(where, s, "upper", str), s.get("lower"), _need(where, s, "measure", str), ph,
+    return ScaleSpec(_text(where, s, "upper"), s.get("lower"), _text(where, s, "measure"), ph,
                      None if cal is None else float(cal), str(s.get("floor", "")))
 
 
 def parse_claims(data: Any, label: str) -> Claims:
-    """A claims file's YAML as `Claims`; a malformed one is a one-line error naming `label`, the
-    row and the field."""
+    """A claims file's YAML as `Claims`; malformed: one line naming `label`, row and field."""
     if not isinstance(data, Mapping) or not isinstance(data.get("claims"), list):
         raise VlcpError(f"{label}: expected a mapping with a `claims:` list")
-    scales = {}
-    for name, s in (data.get("scales") or {}).items():
-        scales[name] = _scale(f"{label}: scales.{name}", s)
+    scales = {name: _scale(f"{label}: scales.{name}", s) for name, s in (data.get("scales") or {}).items()}
     rows, seen = [], set()
     for i, r in enumerate(data["claims"]):
         where = f"{label}: claims[{i}]"
         if not isinstance(r, Mapping):
             raise VlcpError(f"{where}: expected a mapping, got {r!r}")
-        cid = _need(where, r, "id", str)
+        cid = _text(where, r, "id")
         where = f"{label}: claim {cid}"
         if cid in seen:
             raise VlcpError(f"{where}: the id is used twice")
@@ -168,7 +145,7 @@ def parse_claims(data: Any, label: str) -> Claims:
         for name in (scale, *(c.scale for c in comps)):
             if name and name not in scales:
                 raise VlcpError(f"{where}: scale {name!r} is not among `scales:` ({', '.join(scales) or 'none'})")
-        rows.append(ClaimSpec(cid, _need(where, r, "claim", str), _need(where, r, "kind", str), str(r.get("source", "")),
+        rows.append(ClaimSpec(cid, _text(where, r, "claim"), _text(where, r, "kind"), str(r.get("source", "")),
                               str(r.get("paper", "")), str(r.get("measure", "")), scale, comps, str(r.get("why", "")),
                               MappingProxyType({k: v for k, v in r.items() if k not in _ROW_FIELDS})))
     depth = data.get("depth", 2)
@@ -177,19 +154,12 @@ def parse_claims(data: Any, label: str) -> Claims:
     return Claims(depth, MappingProxyType(scales), tuple(rows), MappingProxyType(dict(data.get("calibration") or {})))
 
 
-def read_yaml(path: Path, label: str) -> Any:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise VlcpError(f"{label}: not valid YAML ({str(e).splitlines()[0]})") from None
-
-
 # --------------------------------------------------------------------------- the registry
 
 @dataclass(frozen=True)
 class Study:
-    """A registered study. `module`: where its own measures (`MEASURES`) and claim kinds (`KINDS`)
-    live, imported on use; `params`: its block under params.yaml's `report:`."""
+    """A registered study. `module`: its own `MEASURES` and `KINDS`, imported on use; `params`: its
+    block under params.yaml's `report:`."""
     name: str
     title: str
     notebook: str
@@ -202,29 +172,24 @@ class Study:
 
     @property
     def claims_file(self) -> str:
-        """The claims JSON its report stage writes, relative to the reports folder."""
         return f"{self.notebook}_claims.json"
 
     def block(self, params: Mapping) -> Mapping:
-        """Its block under params.yaml's `report:` ({} without one)."""
         return (params.get("report") or {}).get(self.params) or {}
 
     def runs_folder(self, params: Mapping) -> str:
-        """Where its runs are, relative to the project root: its params block's `runs` (default runs)."""
         return str(self.block(params).get("runs", self.runs))
 
     def metric_sources(self, params: Mapping) -> dict:
-        """What `vlcp report metrics` reads of it: {"runs", "claims", "experiments" (the curves
-        plotted; None: every run found), "seeds" (None: every seed found)}; its module's
-        `metric_sources(block, params)` may set the last two."""
+        """What `vlcp report metrics` reads: {"runs", "claims", "experiments" (None: every run),
+        "seeds" (None: every seed)}; its module's `metric_sources(block, params)` may set the last two."""
         block, own = self.block(params), self.own("metric_sources")
         out = {"runs": self.runs_folder(params), "claims": f"reports/{self.claims_file}",
                "experiments": block.get("experiments"), "seeds": block.get("seeds", params.get("seeds"))}
         return out | (own(block, params) if callable(own) else {})
 
     def own(self, attr: str):
-        """The study module's `attr` ({} without a module or without it): its `MEASURES`, `KINDS`
-        or `ledger` function."""
+        """The study module's `attr` ({} without one)."""
         return getattr(importlib.import_module(self.module), attr, {}) if self.module else {}
 
 
@@ -235,7 +200,6 @@ def registered(root: str | Path | None = None) -> tuple[str, ...]:
 
 
 def load_study(name: str, root: str | Path | None = None) -> Study:
-    """Study `name` from its folder: `study.yaml`, and `claims.yaml` where it has one."""
     folder = studies_root(root) / name
     label = f"vlcp/report/studies/{name}/study.yaml" if root is None else str(folder / "study.yaml")
     if not (folder / "study.yaml").is_file():
@@ -253,7 +217,7 @@ def load_study(name: str, root: str | Path | None = None) -> Study:
     lists = data.get("lists") or []
     if not isinstance(lists, list) or not all(isinstance(k, str) for k in lists):
         raise VlcpError(f"{label}: `lists` must list params keys (report.<study>.experiments, ...), got {lists!r}")
-    return Study(name, _need(label, data, "title", str), _need(label, data, "notebook", str),
+    return Study(name, _text(label, data, "title"), _text(label, data, "notebook"),
                  str(data.get("params", name)), str(data.get("module", "")), claims, tuple(lists),
                  str(data.get("runs", "runs")), int(data.get("order", 100)))
 
@@ -261,15 +225,8 @@ def load_study(name: str, root: str | Path | None = None) -> Study:
 # --------------------------------------------------------------------------- runs
 
 def load_runs(runs_dir: str | Path | list[str | Path], experiments, seeds) -> Runs:
-    """{experiment: {seed: results}} of the runs found under `runs_dir` (or several folders);
-    an experiment none of whose seeds ran is absent."""
-    out: Runs = {}
-    for e in experiments:
-        for s in seeds:
-            path = find_run(runs_dir, e, s)
-            if path is not None:
-                out.setdefault(e, {})[s] = read_results(path)
-    return out
+    """The runs found under `runs_dir` (or several folders); an experiment with none is absent."""
+    return load_subset(runs_dir, experiments, seeds)[0]
 
 
 def values(runs: Runs, experiment: str, measure: Measure) -> dict[int, float]:
@@ -278,14 +235,13 @@ def values(runs: Runs, experiment: str, measure: Measure) -> dict[int, float]:
 
 
 def as_lists(runs: Runs) -> dict[str, list[dict]]:
-    """{experiment: [results by seed]}: the older shape some table functions still take."""
+    """{experiment: [results by seed]}: the shape some table functions take."""
     return {e: [by_seed[s] for s in sorted(by_seed)] for e, by_seed in runs.items()}
 
 
 # --------------------------------------------------------------------------- calibration
 
-# A run's settings that change how it executes, not what it measures: left out of the fingerprint that
-# ties a calibrated headroom to the configuration it was measured on (`config_fingerprint`).
+# A run's settings that change how it executes, not what it measures: not in its fingerprint.
 EXECUTION_FIELDS = {
     "": ("seed",),
     "data": ("root", "workers", "max_bad_images", "ood_root"),
@@ -297,46 +253,33 @@ EXECUTION_FIELDS = {
 
 
 def config_fingerprint(config: dict) -> dict:
-    """A run's configuration (its results' `config`) without its seed, paths and execution settings
-    (`EXECUTION_FIELDS`): what two runs must share for one's headroom to stand for the other's."""
+    """A run's `config` without its seed and `EXECUTION_FIELDS`: what runs sharing a headroom share."""
     return {k: ({f: x for f, x in v.items() if f not in EXECUTION_FIELDS.get(k, ())} if isinstance(v, dict) else v)
             for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
 
 
 def calibration_fingerprint(config: dict) -> str:
-    """A run configuration's `config_fingerprint` as 12 hex digits, as a study's
-    `power.calibrated_on` records it per experiment."""
+    """`config_fingerprint` as 12 hex digits, as `calibrated_on` records it."""
     return config_hash(config_fingerprint(config))[:12]
 
 
 def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
-    """The θ0 pretraining runs a study's calibration names: {experiment: [results]} for each experiment
-    of `calibrated_on` found under the `power` block's `base_runs` folder
-    (`<base_runs>/<experiment>/seed<S>/results.json`, as `vlcp pretrain --runs` writes them); {} without
-    `base_runs`. A study's runs start from a weights file (`model.pretrained: models/cll-base.pt`)
-    whose config is not in theirs: the pretraining run's results carry it."""
+    """{experiment: [results]} of the θ0 pretraining runs of `calibrated_on` under `base_runs`
+    ({} without it): a θ0's config is in its pretraining run, not in the runs starting from it."""
     folder = power_cfg.get("base_runs")
     if folder is None:
         return {}
     if not isinstance(folder, str):
         raise VlcpError(f"{where}.base_runs: expected a folder (e.g. runs-ctp-base), got {folder!r}")
-    out = {}
-    for e in power_cfg.get("calibrated_on") or {}:
-        found = sorted((Path(folder) / e).glob("seed*/results.json"))
-        if found:
-            out[e] = [read_results(f) for f in found]
-    return out
+    out = {e: [read_results(f) for f in sorted((Path(folder) / e).glob("seed*/results.json"))]
+           for e in power_cfg.get("calibrated_on") or {}}
+    return {e: rs for e, rs in out.items() if rs}
 
 
 def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: str) -> str | None:
-    """Why a study's calibrated headroom does not apply to these runs, or None when it does. The
-    `power` block's `calibrated_on` ({experiment: fingerprint}) records the configuration of each
-    experiment the calibration ran (`calibration_fingerprint`), the θ0 its runs start from among them
-    (e.g. ctp-base, read from `base_runs`: `pretraining_runs`); these runs ({experiment: [results]})
-    of those experiments must have the same. A headroom measured on another benchmark, profile, step
-    count, split or θ0 would carry the paper's effects to a room these runs do not have (a 12-step
-    run read against a 240-step headroom reads "refuted" for having no room at all). None too when
-    no `calibrated_on` is set or none of its experiments ran here (nothing to check)."""
+    """Why a calibrated headroom does not apply to `runs` ({experiment: [results]}): one of them (or
+    its θ0, `pretraining_runs`) has another fingerprint than `calibrated_on` records. None when it
+    applies, or when nothing is there to check."""
     on = power_cfg.get("calibrated_on")
     if on is None:
         return None
@@ -352,6 +295,5 @@ def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: st
 
 
 def stale_calibration(study: Study, runs: Runs) -> str | None:
-    """Why the study's claims file's calibration does not apply to `runs` (`calibration_mismatch`
-    of its `calibrated_on` fingerprints), or None when it does."""
+    """`calibration_mismatch` of the study's claims file for `runs`."""
     return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
