@@ -284,11 +284,6 @@ class Shifted:
         return None if t is None else t + self.by
 
 
-def _not_run(spec: ClaimSpec, runs: Runs, also=()) -> lg.Row | None:
-    missing = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e and not runs.get(e)} | {e for e in also if not runs.get(e)})
-    return lg.not_testable(spec.id, f"no runs of {', '.join(missing)} here") if missing else None
-
-
 def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """Table 3 (6) vs (5): AR higher (`ledger.greater`) and F not higher by the margin or more
     (non-inferiority, shifted by the margin): `margin.share` (the paper's smallest credited F
@@ -297,8 +292,8 @@ def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Contex
     of = margin.get("of")
     if not of or "share" not in margin:
         raise ValueError(f"claim {spec.id}: `margin: {{of, share: {{a, b}}}}` is missing")
-    absent = _not_run(spec, runs, (of,))
-    if absent:
+    arms = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e} | {of})
+    if (absent := lg.unready(spec, runs, None, arms)) is not None:
         return absent
     where = f"claim {spec.id}: margin.share"
     share = paper_number(where, margin["share"]) / paper_number(f"{where}.a", margin["share"]["a"])
@@ -319,8 +314,7 @@ def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Contex
 def lower_than_the_reference(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """Fig. 3: every setting's value is lower than the reference's. The figure gives no numbers, so
     each effect (1) is in units of the row's floor σ_d; without that floor the effect is unknown."""
-    absent = _not_run(spec, runs)
-    if absent:
+    if (absent := lg.unready(spec, runs, None)) is not None:
         return absent
     floor = ctx.floors.get(spec.options.get("floor", ""))
     scale = (lg.Scale(1.0, floor.sd, f"σ_d {floor.sd:.3g} ({floor.source}) as the effect") if floor is not None

@@ -334,24 +334,9 @@ def floors(ref_run: dict, spread: dict | None) -> dict[str, st.Noise]:
     return out
 
 
-def _unready(spec: ClaimSpec, runs: Runs, ctx: lg.Context, experiments) -> lg.Row | None:
-    """A not-testable row when one of `experiments` did not run or the row's floor is not here."""
-    missing = [e for e in experiments if not runs.get(e)]
-    if missing:
-        return lg.not_testable(spec.id, f"no runs of {', '.join(missing)} here")
-    floor = spec.options.get("floor")
-    if floor and floor not in ctx.floors:
-        return lg.not_testable(spec.id, f"no noise floor {floor!r} here ({', '.join(ctx.floors) or 'none'})")
-    return None
-
-
 def _first(runs: Runs, e: str, measure) -> float:
     """`measure` of `e`'s run at its first seed (the study's own run)."""
     return float(measure(runs[e][min(runs[e])]))
-
-
-def _arms(spec: ClaimSpec) -> list[str]:
-    return sorted({e for c in spec.comparisons for e in (c.a, c.b) if e})
 
 
 def _level(b: dict, label: str) -> lg.Scale:
@@ -364,9 +349,8 @@ def best_of_chosen(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     best, others = ([e for e in spec.options.get(k) or () if runs.get(e)] for k in ("best", "others"))
     if not best or not others:
         return lg.not_testable(spec.id, f"no runs of {'any of ' + ', '.join(spec.options['best' if not best else 'others'])} here")
-    unready = _unready(spec, runs, ctx, ())
-    if unready:
-        return unready
+    if (absent := lg.unready(spec, runs, ctx.floors, ())) is not None:
+        return absent
     m = ctx.measures[spec.measure]
     a, b = (max(group, key=lambda e: _first(runs, e, m)) for group in (best, others))
     one = ClaimSpec(spec.id, spec.claim, "greater",
@@ -378,9 +362,8 @@ def best_of_chosen(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
 
 def equivalent_within_a_share(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """"a ≈ b" for every comparison, the margin its `effect` (a share) × b's mean at the compared seeds."""
-    unready = _unready(spec, runs, ctx, _arms(spec))
-    if unready:
-        return unready
+    if (absent := lg.unready(spec, runs, ctx.floors)) is not None:
+        return absent
     floor = ctx.floors.get(spec.options.get("floor"))
     cs = lg.comparisons(spec, runs, ctx.measures[spec.measure], None, floor, ctx)
     cs = [lg.Comparison(c.label, c.a, c.b, c.paper_effect, _level(c.b, c.label), c.floor) for c in cs]
@@ -390,9 +373,8 @@ def equivalent_within_a_share(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> l
 def greater_some_within_a_share(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """`ledger.greater` where the comparisons named in `within_share` are non-inferiority ones:
     (a + m) − b > 0 against m = their `effect` (a share) × b's mean."""
-    unready = _unready(spec, runs, ctx, _arms(spec))
-    if unready:
-        return unready
+    if (absent := lg.unready(spec, runs, ctx.floors)) is not None:
+        return absent
     shifted = set(spec.options.get("within_share") or ())
     out = []
     for c in lg.comparisons(spec, runs, None, None, None, ctx):
@@ -410,9 +392,8 @@ def largest_gap_tukey(spec: ClaimSpec, runs: Runs, ctx: lg.Context, level: float
     pools = [e for e in [spec.options["reference"], *spec.options["pools"]] if runs.get(e)]
     if spec.options["reference"] not in pools or len(pools) < 2:
         return lg.not_testable(spec.id, f"no runs of {spec.options['reference']} and another pool here")
-    unready = _unready(spec, runs, ctx, ())
-    if unready:
-        return unready
+    if (absent := lg.unready(spec, runs, ctx.floors, ())) is not None:
+        return absent
     v = {e: values(runs, e, ctx.measures[spec.measure]) for e in pools}
     hi, lo = (f(pools, key=lambda e: np.mean(list(v[e].values()))) for f in (max, min))
     floor, k = ctx.floors[spec.options["floor"]], len(pools)
@@ -427,9 +408,8 @@ def gain_of_gains(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """"a's gain beats b's" (`gains: {a: [high, low], b: [high, low]}`), per seed where all four ran
     ≥ 2 common seeds, else at their first seeds on the floor of a difference of two gains."""
     (ah, al), (bh, bl) = spec.options["gains"]["a"], spec.options["gains"]["b"]
-    unready = _unready(spec, runs, ctx, (ah, al, bh, bl))
-    if unready:
-        return unready
+    if (absent := lg.unready(spec, runs, ctx.floors, (ah, al, bh, bl))) is not None:
+        return absent
     m = ctx.measures[spec.measure]
     common = sorted(set.intersection(*(set(runs[e]) for e in (ah, al, bh, bl))))
     seeds = common if len(common) >= 2 else None

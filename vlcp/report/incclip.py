@@ -17,7 +17,7 @@ from vlcp.report import stats as st
 from vlcp.report.stats import Noise
 from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
 from vlcp.report.targets import engineering_targets  # noqa: F401  (ic.engineering_targets)
-from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, not_testable
+from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, unready
 from vlcp.report.ledger import comparisons as row_comparisons
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import complete, load_subset, long_reads, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
@@ -161,17 +161,6 @@ def floors(sds: dict[str, Noise]) -> dict[str, st.Noise]:
     return dict(sds)
 
 
-def _unready(spec: ClaimSpec, runs: Runs, floors_: dict) -> Row | None:
-    """A not-testable row when an arm did not run or the row's floor is not here, else None."""
-    missing = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e and not runs.get(e)})
-    if missing:
-        return not_testable(spec.id, f"no runs of {', '.join(missing)} here")
-    floor = spec.options.get("floor")
-    if floor is not None and floor not in floors_:
-        return not_testable(spec.id, f"no noise floor {floor!r} here ({', '.join(floors_) or 'none'})")
-    return None
-
-
 def _gain(cs: list[Comparison]) -> tuple[dict[int, float], float]:
     """({seed: the mean of the comparisons' a − b} at the seeds all their arms share, the mean paper effect)."""
     seeds = sorted(set.intersection(*(set(c.a) & set(c.b) for c in cs)))
@@ -182,9 +171,8 @@ def _gain(cs: list[Comparison]) -> tuple[dict[int, float], float]:
 def gain_grows(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"The gain grows": the later gain (the mean of its comparisons per seed) > the earlier
     (`earlier`: its comparisons' labels, half of them); a single-run floor widens by √(1 + 1/k)."""
-    unready = _unready(spec, runs, ctx.floors)
-    if unready is not None:
-        return unready
+    if (absent := unready(spec, runs, ctx.floors)) is not None:
+        return absent
     floor = ctx.floors.get(spec.options.get("floor"))
     cs = row_comparisons(spec, runs, ctx.measures[spec.measure], ctx.scales[spec.scale], floor)
     earlier = set(spec.options.get("earlier") or ())
@@ -202,9 +190,8 @@ def gain_grows(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
 def above_at_every_step(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"Above at every step" (Fig. 3): each comparison after every step from `from_step` (1-based)
     on, one `greater` row; the paper's final-step effect and the floor stand at every step."""
-    unready = _unready(spec, runs, ctx.floors)
-    if unready is not None:
-        return unready
+    if (absent := unready(spec, runs, ctx.floors)) is not None:
+        return absent
     first, measure = int(spec.options.get("from_step", 1)), ctx.measures[spec.measure]
     floor, scale = ctx.floors.get(spec.options.get("floor")), ctx.scales[spec.scale]
     cs = []

@@ -250,21 +250,26 @@ def comparisons(spec: ClaimSpec, runs: Runs, measure: Callable | None, scale: Sc
     return out
 
 
-def _missing(spec: ClaimSpec, runs: Runs) -> list[str]:
-    return sorted({e for c in spec.comparisons for e in (c.a, c.b) if e and not runs.get(e)})
+def unready(spec: ClaimSpec, runs: Runs, floors: Mapping | None, arms=None) -> Row | None:
+    """A not-testable row when an arm did not run (`arms`, default the comparisons' experiments) or a
+    noise floor the row names is not in `floors` (None: not checked), else None."""
+    arms = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e}) if arms is None else arms
+    missing = [e for e in arms if not runs.get(e)]
+    if missing:
+        return not_testable(spec.id, f"no runs of {', '.join(missing)} here")
+    named = (spec.options.get("floor"), *(c.floor for c in spec.comparisons))
+    lacking = sorted({f for f in named if f and f not in floors}) if floors is not None else []
+    if lacking:
+        return not_testable(spec.id, f"no noise floor {', '.join(map(repr, lacking))} here ({', '.join(floors) or 'none'})")
+    return None
 
 
 def _generic(judge: Callable) -> Callable:
     def kind(spec: ClaimSpec, runs: Runs, ctx: "Context") -> Row:
-        missing = _missing(spec, runs)
-        if missing:
-            return not_testable(spec.id, f"no runs of {', '.join(missing)} here")
         floor = spec.options.get("floor")
-        lacking = sorted({f for f in (floor, *(c.floor for c in spec.comparisons)) if f and f not in ctx.floors})
-        if lacking:
-            return not_testable(spec.id, f"no noise floor {', '.join(map(repr, lacking))} here ({', '.join(ctx.floors) or 'none'})")
-        return judge(spec.id, comparisons(spec, runs, ctx.measures.get(spec.measure), ctx.scales.get(spec.scale),
-                                          ctx.floors.get(floor), ctx), depth=ctx.depth)
+        return unready(spec, runs, ctx.floors) or judge(
+            spec.id, comparisons(spec, runs, ctx.measures.get(spec.measure), ctx.scales.get(spec.scale),
+                                 ctx.floors.get(floor), ctx), depth=ctx.depth)
     return kind
 
 

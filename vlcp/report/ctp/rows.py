@@ -13,7 +13,7 @@ import numpy as np
 
 from vlcp.report import stats as st
 from vlcp.report import targets as tg
-from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable
+from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable, unready
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, paper_number, stale_calibration, values
 from vlcp.report.ctp.study import (final_row, flop_ratios, seconds_ratio, single_seed_experiments,
@@ -54,23 +54,11 @@ def floors(runs1: Runs, experiments, setting="auto", default: float = 1.0) -> di
     return {"Rm": st.Noise(sd, dof, how)}
 
 
-def _unready(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row | None:
-    """A not-testable row when an arm did not run or the row's floor is not here, else None."""
-    missing = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e and not runs.get(e)})
-    if missing:
-        return not_testable(spec.id, f"no runs of {', '.join(missing)} here")
-    floor = spec.options.get("floor")
-    if floor is not None and floor not in ctx.floors:
-        return not_testable(spec.id, f"no noise floor {floor!r} here ({', '.join(ctx.floors) or 'none'})")
-    return None
-
-
 def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"One group beats the other": per common seed the mean over the `upper` group's methods minus
     the mean over the rest; the paper's effect the same means of the comparisons' effects."""
-    unready = _unready(spec, runs, ctx)
-    if unready is not None:
-        return unready
+    if (absent := unready(spec, runs, ctx.floors)) is not None:
+        return absent
     upper, m = set(spec.options.get("upper") or ()), ctx.measures[spec.measure]
     hi, lo = [c for c in spec.comparisons if c.a in upper], [c for c in spec.comparisons if c.a not in upper]
     if not hi or not lo:
@@ -91,9 +79,8 @@ def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
 def gap_share(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """A gap a − b large (`at_least: {label: f}`) or small (`at_most`) against f × the paper's share
     of a's score (effect ÷ `top`) of our a's mean; the effect: the paper's distance from it, as a share."""
-    unready = _unready(spec, runs, ctx)
-    if unready is not None:
-        return unready
+    if (absent := unready(spec, runs, ctx.floors)) is not None:
+        return absent
     lo, hi, top = (spec.options.get(k) or {} for k in ("at_least", "at_most", "top"))
     floor, cs = ctx.floors.get(spec.options.get("floor")), []
     for c in spec.comparisons:
@@ -125,9 +112,8 @@ def time_ratio(runs: Runs, experiment: str, reference: str) -> dict[int, float]:
 def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"a costs no more than b" on training time × the `reference`'s: b − a + `margin` > 0, the
     effect the paper's hours apart ÷ its reference's hours (`paper_reference`)."""
-    unready = _unready(spec, runs, ctx)
-    if unready is not None:
-        return unready
+    if (absent := unready(spec, runs, ctx.floors)) is not None:
+        return absent
     ref, margin = spec.options["reference"], float(spec.options.get("margin", 0.0))
     if not runs.get(ref):
         return not_testable(spec.id, f"no runs of {ref} here")
@@ -150,9 +136,8 @@ def _read_benchmark(path: str | None) -> dict | None:
 def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"a's time ≤ `target` × b's": not testable when a's FLOP ratio alone exceeds it; else on the
     paired benchmark's repeats (`targets.repeats_verdict`) where it has a, else on the per-seed ratios."""
-    unready = _unready(spec, runs, ctx)
-    if unready is not None:
-        return unready
+    if (absent := unready(spec, runs, ctx.floors)) is not None:
+        return absent
     (c,), target = spec.comparisons, float(spec.options["target"])
     bench = _read_benchmark(spec.options.get("benchmark"))
     paired = bench if bench and c.a in bench.get("paired_ratios", {}) else None
@@ -215,9 +200,8 @@ def null_verdict(observed: float, null: np.ndarray, alpha: float = 0.05) -> tupl
 def ranking(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"The ranking survives another order": Kendall τ-b between the methods' mean scores in the
     default order (a) and the other (b) against `tau_null` within `groups`; the paper's τ as evidence."""
-    unready = _unready(spec, runs, ctx)
-    if unready is not None:
-        return unready
+    if (absent := unready(spec, runs, ctx.floors)) is not None:
+        return absent
     m, alpha = ctx.measures[spec.measure], float(spec.options.get("alpha", 0.05))
     group = {lab: g for g, labs in (spec.options.get("groups") or {}).items() for lab in labs}
     cs = spec.comparisons
