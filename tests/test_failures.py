@@ -37,18 +37,18 @@ def run_dir(emoji_root, tmp_path_factory):
 
 def test_results_carry_a_checksum_and_an_edited_one_is_refused_by_name(run_dir, tmp_path):
     from vlcp.report.metrics import collect_runs
-    from vlcp.report.results import load_runs
+    from vlcp.report.results import require_runs
 
     path = run_dir / "test-seqf" / "seed0" / "results.json"
     assert json.loads(path.read_text())["checksum"].startswith("sha256:")
-    assert load_runs(run_dir, ["test-seqf"], [0])["test-seqf"][0]["seed"] == 0   # verified, read
+    assert require_runs(run_dir, ["test-seqf"], [0])["test-seqf"][0]["seed"] == 0   # verified, read
 
     edited = tmp_path / "runs" / "test-seqf" / "seed0" / "results.json"
     edited.parent.mkdir(parents=True)
     r = json.loads(path.read_text())
     r["train"][-1]["samples"] += 1     # one number changed by hand
     edited.write_text(json.dumps(r, indent=1))
-    for read in (lambda: load_runs(tmp_path / "runs", ["test-seqf"], [0]), lambda: collect_runs(tmp_path / "runs")):
+    for read in (lambda: require_runs(tmp_path / "runs", ["test-seqf"], [0]), lambda: collect_runs(tmp_path / "runs")):
         with pytest.raises(VlcpError, match=r"results\.json: its checksum does not match .*re-run its experiment"):
             read()
     r.pop("checksum")                 # an older vlcp's file (or a fixture): read as before
@@ -74,8 +74,8 @@ def test_a_vlcp_error_in_a_report_cell_reaches_the_user_as_itself(tmp_path, caps
     results = tmp_path / "runs" / "a" / "seed0" / "results.json"
     results.parent.mkdir(parents=True)
     results.write_text('{"experiment": "a", "seed": 0, "trajec')     # truncated
-    nb = tiny_notebook(tmp_path / "tiny.ipynb", "from vlcp.report.results import load_runs\n"
-                                                "runs = load_runs(runs_dir, ['a'], [0])")
+    nb = tiny_notebook(tmp_path / "tiny.ipynb", "from vlcp.report.results import require_runs\n"
+                                                "runs = require_runs(runs_dir, ['a'], [0])")
     rc = main(["report", "render", str(nb), "--reports", str(tmp_path / "reports"),
                "-p", f"runs_dir={tmp_path / 'runs'}"])
     err = capsys.readouterr().err.strip()

@@ -14,7 +14,7 @@ from vlcp.report.ledger import Context, evaluate, scales as ledger_scales, study
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.stats import Noise
 from vlcp.report.study import load_study
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step, load_runs
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step, require_runs
 
 TASKS = ["Smileys & Emotion", "Animals & Nature", "Activities"]
 
@@ -180,7 +180,7 @@ def test_runs_are_found_in_study_directories(tmp_path):
     runs, missing = ctp.load_available(tmp_path, ["a", "b"], [0])
     assert set(runs) == {"a", "b"} and not missing
     assert find_run(tmp_path, "a", 0) == tmp_path / "table1-seed0" / "a" / "seed0" / "results.json"
-    assert set(load_runs(tmp_path, ["a", "b"], [0])) == {"a", "b"}
+    assert set(require_runs(tmp_path, ["a", "b"], [0])) == {"a", "b"}
     (tmp_path / "a" / "seed0").mkdir(parents=True)
     (tmp_path / "a" / "seed0" / "results.json").write_text(json.dumps(result(6.0)))
     with pytest.raises(VlcpError, match="more than one place"):

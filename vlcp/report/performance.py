@@ -14,7 +14,7 @@ import yaml
 
 from vlcp.report import targets as tg
 from vlcp.report.ledger import Row
-from vlcp.report.results import fill_pass_flops, flops_per_step, load_runs, run_paths, step_time
+from vlcp.report.results import fill_pass_flops, flops_per_step, require_runs, run_paths, step_time
 from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_results
 
@@ -516,7 +516,7 @@ def targets(bench: dict[str, dict], params: dict, runs_dir, dvc_yaml: dict) -> l
         out.append(ddp_target(bench["ddp_scaling"]))
     exps = [e for e in perf["experiments"] if all((Path(runs_dir) / e / f"seed{s}" / "results.json").exists() for s in params["seeds"])]
     if perf["reference"] in exps:
-        runs = load_runs(runs_dir, exps, params["seeds"])
+        runs = require_runs(runs_dir, exps, params["seeds"])
         out.append(overhead_target(study_overheads(runs, perf["reference"]), bench.get("spine_cost")))
     tables, runs_of = study_tables(params)
     if tables:

@@ -34,9 +34,9 @@ def find_run(runs_dir: str | Path | list[str | Path], experiment: str, seed: int
     return found[0] if found else None
 
 
-def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
+def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
     """{experiment: [results of each seed]} under `runs_dir` (or a list of folders); a missing run is
-    an error naming it in every folder."""
+    an error naming it in every folder (`vlcp.report.study.load_runs`: the runs found, by seed)."""
     dirs = runs_dir if isinstance(runs_dir, list) else [runs_dir]
     out = {}
     for exp in experiments:
@@ -52,7 +52,7 @@ def load_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], s
 
 def long_reads(study: dict, runs_dir: str | Path, seeds: list[int]) -> tuple[list[int], list[str | Path]]:
     """(`seeds` then `report.<study>.long`'s seeds, once each; [`runs_dir`, the long runs' folder]):
-    where a report reads its rows in the long profile, for `load_runs`."""
+    where a report reads its rows in the long profile, for `require_runs`."""
     lg = study["long"]
     return list(dict.fromkeys([*seeds, *lg["seeds"]])), [runs_dir, lg["runs"]]
 
