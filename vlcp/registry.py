@@ -56,6 +56,7 @@ METHODS: dict[str, str] = {
     "ucir": "vlcp.methods.ucir:UCIR",
     "vera": "vlcp.methods.vera:VeRA",
     "zs-merge": "vlcp.methods.zs_merge:ZSMerge",
+    "zscl": "vlcp.methods.zscl:ZSCL",
 }
 
 
