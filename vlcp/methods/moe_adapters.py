@@ -128,7 +128,7 @@ class Adapter(nn.Module):
 
 class MoEBlock(nn.Module):
     """An open_clip residual block with a routed mixture of adapters beside its MLP. `route` (set per
-    forward): each sample's router, ZERO_SHOT for none; `noisy`: training-time gating."""
+    forward): each sample's router, ZERO_SHOT for none; gating is noisy in training mode."""
 
     def __init__(self, block: nn.Module, cfg, batch_first: bool):
         super().__init__()
@@ -140,7 +140,6 @@ class MoEBlock(nn.Module):
         self.register_buffer("frozen", torch.zeros(cfg.experts, dtype=torch.bool))   # activate-freeze
         self.register_buffer("chosen", torch.zeros(cfg.experts), persistent=False)   # this task's choices
         self.route: torch.Tensor | None = None
-        self.noisy = False
         self.balance: torch.Tensor | None = None   # the last training forward's balance loss (read by the method)
 
     def forward(self, q_x, k_x=None, v_x=None, attn_mask=None):
@@ -158,8 +157,8 @@ class MoEBlock(nn.Module):
         else:
             w_gate = torch.stack([self.w_gate[int(i)] for i in ids])
             w_noise = torch.stack([self.w_noise[int(i)] for i in ids])
-        gates, load = noisy_top_k_gating(xs[on, 0, :], w_gate, w_noise, self.top_k, self.noisy)
-        if self.noisy:
+        gates, load = noisy_top_k_gating(xs[on, 0, :], w_gate, w_noise, self.top_k, self.training)
+        if self.training:
             self.balance = balance_loss(gates, load)
             with torch.no_grad():
                 self.chosen += (gates > 0).sum(0).to(self.chosen)
@@ -186,9 +185,10 @@ class DDAS(nn.Module):
         self.encoders = nn.ModuleList(Autoencoder(dims, code) for _ in range(tasks + 1))
         self.register_buffer("trained", torch.zeros(tasks + 1, dtype=torch.bool))
         self.register_buffer("own_error", torch.zeros(tasks + 1))   # each one's quantile of its own training errors
+        self.register_buffer("task", torch.zeros((), dtype=torch.long), persistent=False)   # the task being trained
+        #                                                                     (its router routes every training image)
         self.fixed = threshold
         self.off = False      # a pass of the frozen model (the features DDAS reads)
-        self.task = 0         # the task being trained (its router routes every training image)
 
     def errors(self, feats: torch.Tensor) -> torch.Tensor:
         """[N, K] per-image MSE of each autoencoder (+inf for an untrained one)."""
@@ -222,9 +222,9 @@ def set_route(visual, args):
                 ddas.off = False
             route = ddas_select(ddas.errors(feats), ddas.threshold())
     else:
-        route = torch.full((len(images),), ddas.task, dtype=torch.long, device=images.device)
+        route = ddas.task.expand(len(images)).to(images.device)
     for b in visual.transformer.resblocks:
-        b.route, b.noisy = route, visual.training and not ddas.off
+        b.route = route
 
 
 @torch.no_grad()
@@ -312,7 +312,7 @@ class MoEAdapters(Method):
         if ctx.num_tasks > self.cfg.routers:
             raise ConfigError(f"method.routers: {self.cfg.routers} routers for a stream of {ctx.num_tasks} tasks")
         ddas = model.visual.ddas
-        ddas.task = ctx.task
+        ddas.task.fill_(ctx.task)
         if not bool(ddas.trained[0]):
             self.fit(model, ctx, 0, ctx.reference, self.cfg.ae_reference_steps, self.cfg.ae_reference_samples)
         for b in blocks(model):
