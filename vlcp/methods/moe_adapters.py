@@ -241,13 +241,13 @@ def frozen_features(model, materialize, ids: torch.Tensor, batch_size: int = 256
 
 
 def train_autoencoder(ae: Autoencoder, feats: torch.Tensor, steps: int, batch_size: int, lr: float,
-                      gen: torch.Generator) -> torch.Tensor:
+                      gen: torch.Generator, decay: bool = True) -> torch.Tensor:
     """The code's chooser training: Adam (weight decay 1e-4), MSE on sigmoid(features), lr ×0.1 every 10
-    passes over the data; returns the per-image errors after training."""
+    passes over the data (`decay`; else constant); returns the per-image errors after training."""
     x = torch.sigmoid(feats.float())
     ae.requires_grad_(True)
     opt = torch.optim.Adam(ae.parameters(), lr=lr, weight_decay=1e-4)
-    per_pass = max(1, len(x) // batch_size)
+    per_pass = max(1, len(x) // batch_size) if decay else steps
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr * 0.1 ** (step // per_pass // 10)
@@ -284,11 +284,14 @@ class MoEAdapters(Method):
         ae_reference_samples: int = ranged(5000, ge=1)
         ae_batch_size: int = ranged(128, ge=1)
         ae_lr: float = ranged(0.01, gt=0)         # the code's exp_lr_scheduler(init_lr=0.01)
+        ae_lr_decay: bool = True                  # ×0.1 every 10 passes over the task's images (the code's)
         threshold: float | None = ranged(None, gt=0)   # a fixed DDAS threshold (the code: 0.0655); None: calibrated
         threshold_quantile: float = ranged(0.95, gt=0, le=1)
 
         def __post_init__(self):
             check_ranges(self)
+            if not isinstance(self.ae_lr_decay, bool):
+                raise ConfigError(f"ae_lr_decay: must be true or false, got {self.ae_lr_decay!r}")
             if self.top_k > self.experts:
                 raise ConfigError(f"top_k: {self.top_k} is more than the {self.experts} experts")
 
@@ -347,6 +350,7 @@ class MoEAdapters(Method):
         ddas = model.visual.ddas
         feats = frozen_features(model, ctx.materialize_plain or ctx.materialize, ids)
         with torch.enable_grad():
-            err = train_autoencoder(ddas.encoders[k], feats, steps, self.cfg.ae_batch_size, self.cfg.ae_lr, gen)
+            err = train_autoencoder(ddas.encoders[k], feats, steps, self.cfg.ae_batch_size, self.cfg.ae_lr, gen,
+                                    self.cfg.ae_lr_decay)
         ddas.trained[k] = True
         ddas.own_error[k] = torch.quantile(err.float().cpu(), self.cfg.threshold_quantile).item()
