@@ -193,7 +193,6 @@ def test_the_method_freezes_the_base_routes_by_task_and_freezes_chosen_experts(e
     """prepare_model leaves only experts and the task's router trainable; a training forward routes every
     image through the task's router and records the balance loss; after the task its most chosen
     experts freeze and its autoencoder is trained; at test time DDAS routes each image."""
-    from vlcp.models import create_model
     from vlcp.run.streams.concepts import ConceptStream
 
     cfg = fomo_cfg(emoji_root)
@@ -229,7 +228,7 @@ def test_the_method_freezes_the_base_routes_by_task_and_freezes_chosen_experts(e
     assert all(not any(p.requires_grad for p in b.experts[e].parameters()) for e in b.frozen.nonzero().flatten().tolist())
 
 
-def test_the_zero_shot_route_is_the_frozen_model(emoji_root):
+def test_the_zero_shot_route_is_the_frozen_model():
     from vlcp.models import create_model
 
     model, _ = create_model("vlcp-tiny", None, "cpu", 32, ["a b c"])
