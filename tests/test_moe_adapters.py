@@ -261,3 +261,15 @@ def test_more_tasks_than_routers_is_refused(emoji_root, tmp_path):
     cfg = fomo_cfg(emoji_root, routers=1)
     with pytest.raises(ConfigError, match="method.routers: 1 routers for a stream of 2 tasks"):
         run_experiment(cfg, tmp_path)
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(emoji_root, tmp_path):
+    """The experts, routers, choosers and frozen mask are model tensors: stopping after task 1 and resuming
+    gives the uninterrupted run's trajectory (the gating noise from the restored global generator)."""
+    from vlcp.run import run_experiment
+
+    cfg = fomo_cfg(emoji_root)
+    whole = run_experiment(cfg, tmp_path / "whole")
+    run_experiment(cfg, tmp_path / "parts", stop_after_task=0)
+    resumed = run_experiment(cfg, tmp_path / "parts")
+    assert [row["GM"] for row in resumed["trajectory"]] == [row["GM"] for row in whole["trajectory"]]

@@ -163,3 +163,20 @@ def test_a_short_run_on_the_concept_stream(emoji_root, tmp_path):
     # the step pays for the reference passes: fewer steps than full fine-tuning under the MAFs budget
     assert r["budget"]["method"]["flops"] > r["budget"]["full_ft"]["flops"]
     assert len(r["trajectory"]) == 2 and all(0 <= row["GM"] <= 100 for row in r["trajectory"])
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(emoji_root, tmp_path):
+    """θ0 travels in the checkpoint (the method's state): stopping after task 1 and resuming gives the
+    uninterrupted run's trajectory."""
+    from vlcp.run import run_experiment
+
+    cfg = experiment_from_dict({
+        "name": "fomo-zscl", "seed": 0, "data": {"root": str(emoji_root), "stream": "concepts"},
+        "model": {"name": "vlcp-tiny"}, "method": {"name": "zscl", "ref_batch_size": 8, "ref_texts": 16, "we_interval": 2},
+        "fomo": {"num_tasks": 2, "steps_per_task": 4},
+        "train": {"batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1, "pass_flops_seeds": []},
+        "eval": {"batch_size": 256}})
+    whole = run_experiment(cfg, tmp_path / "whole")
+    run_experiment(cfg, tmp_path / "parts", stop_after_task=0)
+    resumed = run_experiment(cfg, tmp_path / "parts")
+    assert [row["GM"] for row in resumed["trajectory"]] == [row["GM"] for row in whole["trajectory"]]

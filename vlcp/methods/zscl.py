@@ -78,7 +78,7 @@ class ZSCL(Method):
         super().__init__(cfg, seed)
         self.init: dict[str, torch.Tensor] | None = None   # θ0, the distillation's reference model (saved)
         self.teacher: torch.nn.Module | None = None        # θ0 as a frozen module (derived from `init`)
-        self.ref_tokens: torch.Tensor | None = None        # the fixed reference captions
+        self.ref_tokens: torch.Tensor | None = None        # the fixed reference captions (saved)
         self.ref_text: torch.Tensor | None = None          # θ0's features of them
         self.average: dict[str, torch.Tensor] | None = None   # the task's weight ensemble
         self.count = 0
@@ -94,14 +94,16 @@ class ZSCL(Method):
             if ctx.task > 0:
                 raise RuntimeError(f"zscl: no θ0 stored before task {ctx.task} (state not restored?)")
             self.init = snapshot(model)
-        if self.teacher is None:
-            self.teacher = frozen_copy(model)
-            self.teacher.load_state_dict(self.init)
+        if self.ref_tokens is None:   # drawn once per run (then saved: a caption's draw depends on the task)
             gen = torch.Generator().manual_seed(derive_seed(self.seed, "zscl", "texts"))
             ref = ctx.reference
             ids = ref[torch.randperm(len(ref), generator=gen)[: self.cfg.ref_texts]]
-            self.ref_tokens = ctx.materialize_plain(ids).tokens
-            self.ref_text = self.teacher.encode_text(self.ref_tokens, normalize=True)
+            self.ref_tokens = ctx.materialize_plain(ids).tokens.cpu()
+        if self.teacher is None:
+            self.teacher = frozen_copy(model)
+            self.teacher.load_state_dict(self.init)
+            device = next(model.parameters()).device
+            self.ref_text = self.teacher.encode_text(self.ref_tokens.to(device), normalize=True)
         self.gen = torch.Generator().manual_seed(derive_seed(self.seed, "zscl", "images", ctx.task))
         params = dict(model.named_parameters())
         self.average = {k: p.detach().clone() for k, p in params.items()} if self.cfg.we else None
@@ -117,7 +119,7 @@ class ZSCL(Method):
         with torch.no_grad():
             ref_img = self.teacher.encode_image(images, normalize=True)
         img = model.encode_image(images, normalize=True)
-        txt = model.encode_text(self.ref_tokens, normalize=True)
+        txt = model.encode_text(self.ref_tokens.to(images.device), normalize=True)
         zs = zscl_terms(img, txt, model.logit_scale.exp(), ref_img, self.ref_text, self.teacher.logit_scale.exp(),
                         self.cfg.temperature)
         if self.cfg.zscl_weight:
@@ -144,11 +146,11 @@ class ZSCL(Method):
         self.average, self.start = None, None
 
     def state_dict(self):
-        return super().state_dict() | {"init": self.init}
+        return super().state_dict() | {"init": self.init, "ref_tokens": self.ref_tokens}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.init, self.teacher = state["init"], None
+        self.init, self.ref_tokens, self.teacher = state["init"], state["ref_tokens"], None
 
     def extra_cost(self) -> float:
         return super().extra_cost() + 4 / 3   # the student's and θ0's passes on a reference batch of the batch's size
