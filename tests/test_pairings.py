@@ -13,7 +13,7 @@ from vlcp.run.requirements import check_config, supplied
 # small settings for whichever methods have the field (a tiny run's scale)
 SMALL = {"buffer_size": 20, "fisher_batches": 1, "fisher_batch_size": 8, "importance_batches": 1,
          "importance_batch_size": 8, "expand_steps": 2, "pseudo_iters": 1, "queue_size": 16, "r": 4,
-         "vocab_size": 300}
+         "vocab_size": 300, "ae_steps": 5, "ae_reference_steps": 5, "ref_texts": 32}
 TRAIN = {"batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1, "pass_flops_seeds": [],
          "flops_every": 100}
 

@@ -49,6 +49,7 @@ METHODS: dict[str, str] = {
     "lucir": "vlcp.methods.lucir:LUCIR",
     "lwf": "vlcp.methods.lwf:LwF",
     "mas": "vlcp.methods.mas:MAS",
+    "moe-adapters": "vlcp.methods.moe_adapters:MoEAdapters",
     "mof": "vlcp.methods.mof:MoF",
     "rwalk": "vlcp.methods.rwalk:RWalk",
     "seqf": "vlcp.methods.seqf:SeqF",
@@ -56,6 +57,7 @@ METHODS: dict[str, str] = {
     "ucir": "vlcp.methods.ucir:UCIR",
     "vera": "vlcp.methods.vera:VeRA",
     "zs-merge": "vlcp.methods.zs_merge:ZSMerge",
+    "zscl": "vlcp.methods.zscl:ZSCL",
 }
 
 

@@ -10,6 +10,7 @@ from vlcp.errors import ConfigError
 CAPABILITIES = {   # capability -> what it is, as the error message says it
     "pixels": "image batches",
     "replay": "stable training-set ids to replay",
+    "reference": "a reference set of pairs the pretrained model saw",
     "languages": "the task's language",
     "token_table": "a growable token table",
     "clip": "an open_clip text tower",

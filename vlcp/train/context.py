@@ -23,6 +23,8 @@ class TaskContext:
     materialize_plain: Any = None      # ids -> Batch without augmentation or masking (task-end feature passes)
     sampler: Any = None                # (batch size, generator) -> ids of one batch; None = uniform over `pool`
     steps: int | None = None           # the task's step budget (set by the loop; None outside a run)
+    reference: torch.Tensor | None = None   # ids into train_set of pairs the pretrained θ0 saw (the "reference"
+    #                                         capability: the concept stream's pool P); None where the stream has none
     extras: dict = field(default_factory=dict)
 
 

@@ -134,6 +134,7 @@ EVAL_SET_FIELDS = ("pool_groups", "shapes_per_class", "adapt_unseen", "datasets"
 
 class ConceptStream(Stream):
     counts_flops = False   # the budget's step_cost, measured once, is every task's cost
+    provides = Stream.provides | {"reference"}   # the pool P θ0 was pretrained on (`TaskContext.reference`)
 
     @classmethod
     def check(cls, cfg: ExperimentCfg, method_cls: type[Method]) -> None:
@@ -214,7 +215,7 @@ class ConceptStream(Stream):
         ctx = TaskContext(task=t, num_tasks=len(self.tasks), train_set=self.train, task_ids=task_ids, pool=task_ids[t],
                           materialize=lambda ids, g=gen: self.materializer(ids, g), generator=gen,
                           materialize_plain=lambda ids, g=torch.Generator().manual_seed(derive_seed(cfg.seed, "plain", t)):
-                          self.plain(ids, g))
+                          self.plain(ids, g), reference=data.pool)
         # D is drawn from ctx.pool: the task's data, or what a method makes of it (JointT: every task so far)
         ctx.sampler = lambda b, g: sample_mixture((data.pool, ctx.pool, buffer), sizes(b), g)[0]
         return ctx
