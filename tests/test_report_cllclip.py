@@ -93,18 +93,18 @@ def _write(root, exp, seed, r):
     f.write_text(json.dumps(r))
 
 
-def test_load_subset_finds_the_main_and_spread_seeds_and_names_the_missing(tmp_path):
+def test_complete_subset_finds_the_main_and_spread_seeds_and_names_the_missing(tmp_path):
     runs = subset()
     for e, rs in runs.items():
         for s, r in zip(SUBSET_SEEDS, rs):
             if (e, s) != ("cll-clip-teir", 2):
                 _write(tmp_path / ("stream-seed0" if s == 0 else f"spread-seed{s}"), e, s, r)
-    got, missing = cl.load_subset(tmp_path, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
+    got, missing = cl.complete_subset(tmp_path, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
     assert list(got) == ["cll-clip"] and got["cll-clip"] == runs["cll-clip"] and missing == ["cll-clip-teir seed 2"]
     note = cl.spread_note(None, missing, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
     assert "missing: cll-clip-teir seed 2" in note and "test-set noise only" in note
     _write(tmp_path / "spread-seed2", "cll-clip-teir", 2, runs["cll-clip-teir"][2])
-    got, missing = cl.load_subset(tmp_path, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
+    got, missing = cl.complete_subset(tmp_path, ["cll-clip", "cll-clip-teir"], SUBSET_SEEDS)
     assert not missing and cl.seed_spread(got, SUBSET_SEEDS)["metrics"]["AR in T2I"]["dof"] == 4
     assert "at seeds 0, 1, 2" in cl.spread_note(cl.seed_spread(got, SUBSET_SEEDS), missing, list(got), SUBSET_SEEDS)
 

@@ -147,7 +147,7 @@ def spread_key(metric: str, s: str, d: str) -> str:
     return f"{metric} {s} {d}"
 
 
-def load_subset(runs_dir, experiments: list[str], seeds: list[int]) -> tuple[dict[str, list[dict]], list[str]]:
+def complete_subset(runs_dir, experiments: list[str], seeds: list[int]) -> tuple[dict[str, list[dict]], list[str]]:
     """({experiment: [results per seed]}, the runs missing); an experiment with a missing seed is left out."""
     found, missing = results.load_subset(runs_dir, experiments, seeds)
     return results.complete(found, seeds), missing
@@ -354,7 +354,7 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.
     seed = block["seeds"][0]
     subset_cfg = block.get("spread") or {}
     subset_seeds = list(dict.fromkeys([seed, *subset_cfg.get("seeds", [])]))
-    subset, missing = load_subset(runs_dir, list(subset_cfg.get("experiments", [])), subset_seeds)
+    subset, missing = complete_subset(runs_dir, list(subset_cfg.get("experiments", [])), subset_seeds)
     spread = None if missing else seed_spread(subset, subset_seeds)
     runs = ledger_runs(runs_dir, block, long)
     return lg.evaluate(study, runs, {}, calibrated=not stale_calibration(study, runs),
