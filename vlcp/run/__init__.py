@@ -69,9 +69,7 @@ def step_costs(cfg: ExperimentCfg, device: str = "cpu") -> dict:
     stream.build(method)
     full_ft = step_cost(stream.model, SeqF(), stream.context(0), cfg, device)
     method.prepare_model(stream.model)
-    t = method.budget_probe_task
-    probe = stream.context(t) if 0 < t < stream.num_tasks else None
-    own = step_cost(stream.model, method, stream.context(0), cfg, device, probe)
+    own = step_cost(stream.model, method, stream.context(0), cfg, device, stream.probe_context(method))
     trainable = sum(p.numel() for p in stream.model.parameters() if p.requires_grad)
     return {"full_ft": full_ft, "method": own, "num_tasks": stream.num_tasks, "trainable_params": trainable}
 

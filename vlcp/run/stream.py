@@ -68,6 +68,12 @@ class Stream:
     def reference_cost(self) -> None:
         """Measure what the budget compares against, before the method prepares the model."""
 
+    def probe_context(self, method: Method) -> TaskContext | None:
+        """The context a budget measures `method`'s step in after its `budget_probe_task`'s `before_task`
+        (`vlcp.run.accounting.step_cost`), or None when that is the first task."""
+        t = method.budget_probe_task
+        return self.context(t) if 0 < t < self.num_tasks else None
+
     def budget(self, method: Method) -> list[int]:
         """Steps per task (after `method.prepare_model`)."""
         raise NotImplementedError

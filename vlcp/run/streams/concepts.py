@@ -178,9 +178,8 @@ class ConceptStream(Stream):
         self.full_ft = step_cost(self.model, SeqF(), self.context(0), self.cfg, self.device)
 
     def budget(self, method: Method) -> list[int]:
-        probe = self.context(method.budget_probe_task) if 0 < method.budget_probe_task < len(self.tasks) else None
         steps_per_task, self.cost = method_steps(self.cfg, self.full_ft, self.model, method, self.context(0), self.device,
-                                                 probe)
+                                                 self.probe_context(method))
         self.steps = [steps_per_task] * len(self.tasks)
         return self.steps
 

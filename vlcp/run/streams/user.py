@@ -390,8 +390,7 @@ class UserStream(Stream):
         if u.budget == "samples":
             steps = math.ceil(u.samples / self.cfg.train.batch_size)
         elif u.budget == "mafs":
-            probe = self.context(method.budget_probe_task) if 0 < method.budget_probe_task < self.num_tasks else None
-            own = step_cost(self.model, method, self.context(0), self.cfg, self.device, probe)
+            own = step_cost(self.model, method, self.context(0), self.cfg, self.device, self.probe_context(method))
             steps, self.cost = mafs_steps(u.steps, self.full_ft, own)
         else:
             steps = u.steps
