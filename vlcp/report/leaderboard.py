@@ -122,10 +122,9 @@ def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
     for method, by_seed in runs.items():
         rs = fill_pass_flops(list(by_seed.values()))
         step = [flops_per_step(r) for r in rs]
-        total = [f * sum(t["steps"] for t in r["train"]) for f, r in zip(step, rs)]
-        rows.append({"method": method, "steps": sum(sum(t["steps"] for t in r["train"]) for r in rs) / len(rs),
-                     "GFLOPs/step": sum(step) / len(rs) / 1e9,
-                     "training PFLOPs": sum(total) / len(rs) / 1e15,
+        steps = [sum(t["steps"] for t in r["train"]) for r in rs]
+        rows.append({"method": method, "steps": sum(steps) / len(rs), "GFLOPs/step": sum(step) / len(rs) / 1e9,
+                     "training PFLOPs": sum(f * n for f, n in zip(step, steps)) / len(rs) / 1e15,
                      "wall s": sum(run_seconds(r) for r in rs) / len(rs),
                      "memory (pairs)": rs[0]["config"]["method"].get("buffer_size", 0)})
     return pd.DataFrame(rows).set_index("method")
