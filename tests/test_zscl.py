@@ -147,15 +147,20 @@ def test_zscl_needs_a_reference_set(tmp_path, emoji_root):
         check_config(cfg)
 
 
+def concept_run(emoji_root, steps_per_task: int, **method):
+    """A two-task ZSCL run on the concept stream at the tiny model, small enough for a test."""
+    return experiment_from_dict({
+        "name": "fomo-zscl", "seed": 0, "data": {"root": str(emoji_root), "stream": "concepts"},
+        "model": {"name": "vlcp-tiny"}, "method": {"name": "zscl", **method},
+        "fomo": {"num_tasks": 2, "steps_per_task": steps_per_task},
+        "train": {"batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1, "pass_flops_seeds": []},
+        "eval": {"batch_size": 256}})
+
+
 def test_a_short_run_on_the_concept_stream(emoji_root, tmp_path):
     from vlcp.run import run_experiment
 
-    cfg = experiment_from_dict({
-        "name": "fomo-zscl", "seed": 0, "data": {"root": str(emoji_root), "stream": "concepts"},
-        "model": {"name": "vlcp-tiny"}, "method": {"name": "zscl", "ref_batch_size": 16, "ref_texts": 32, "we_interval": 1},
-        "fomo": {"num_tasks": 2, "steps_per_task": 3},
-        "train": {"batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1, "pass_flops_seeds": []},
-        "eval": {"batch_size": 256}})
+    cfg = concept_run(emoji_root, ref_batch_size=16, ref_texts=32, we_interval=1, steps_per_task=3)
     r = run_experiment(cfg, tmp_path)
     assert len(r["train"]) == 2 and all(t["steps"] >= 1 for t in r["train"])
     assert all({"clip", "zscl_image", "zscl_text"} <= set(t["terms"]) for t in r["train"])
@@ -170,12 +175,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(emoji_root, tmp_path):
     uninterrupted run's trajectory."""
     from vlcp.run import run_experiment
 
-    cfg = experiment_from_dict({
-        "name": "fomo-zscl", "seed": 0, "data": {"root": str(emoji_root), "stream": "concepts"},
-        "model": {"name": "vlcp-tiny"}, "method": {"name": "zscl", "ref_batch_size": 8, "ref_texts": 16, "we_interval": 2},
-        "fomo": {"num_tasks": 2, "steps_per_task": 4},
-        "train": {"batch_size": 16, "progress": False, "device": "cpu", "num_threads": 1, "pass_flops_seeds": []},
-        "eval": {"batch_size": 256}})
+    cfg = concept_run(emoji_root, ref_batch_size=8, ref_texts=16, we_interval=2, steps_per_task=4)
     whole = run_experiment(cfg, tmp_path / "whole")
     run_experiment(cfg, tmp_path / "parts", stop_after_task=0)
     resumed = run_experiment(cfg, tmp_path / "parts")
