@@ -218,7 +218,8 @@ def update(chunks: Sequence[str], out: str | Path, *, start: str | Path | None =
     if not chunks:
         raise ConfigError("update: name at least one chunk of data")
     out = Path(out)
-    if _foreign(out):
+    # rank 0 alone judges the folder: under torchrun a later rank would see the folder rank 0 just made
+    if _first_rank() and _foreign(out):
         raise VlcpError(f"--out: {out} exists and is not an update folder (no history.json); name a new folder "
                         "(vlcp writes nothing into a folder it did not make)")
     if _first_rank() and (running := _running(out)):
