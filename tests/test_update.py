@@ -573,3 +573,14 @@ def test_a_chunk_and_a_keep_set_of_one_name_are_refused_before_anything_is_read(
     with pytest.raises(ConfigError, match="two sources are named 'coco-0'; name them"):
         run_update(chunk, tmp_path / "m", model="vlcp-tiny", keep=[f"coco-0={keep_folder}"], report=False)
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("recipe", ["moe-adapters", "zscl"])
+def test_update_refuses_a_method_that_needs_the_pretraining_reference_set(tmp_path, recipe):
+    """ZSCL and MoE-Adapters need pairs the pretrained model saw (a `reference` set), which a user's
+    chunks do not supply: the update says so in one line before it trains, and writes no folder
+    (so no MoE-routed model ever reaches the open_clip export, which could not represent its router)."""
+    chunk = make_chunk(tmp_path, "folder", 0)
+    with pytest.raises(ConfigError, match=rf"'{recipe}' needs a reference set of pairs the pretrained model saw"):
+        run_update(chunk, tmp_path / "out", model="vlcp-tiny", recipe=recipe, report=False)
+    assert not (tmp_path / "out").exists()
