@@ -103,13 +103,12 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
                else (ref_ms + extra[[p for p in names if p in extra.index]].sum()) / ref_ms)
         over = not ok and extra is not None
         top = extra.index[0] if over and extra.iloc[0] > 0 else None
+        where = ("none beyond the reference's" if top is None else
+                 ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0]) + " ms")
         return {"method": rs[0]["config"]["method"]["name"], "seeds": len(rs), "ms/step": 1e3 * np.mean(t),
                 "ms/step std": 1e3 * (np.std(t, ddof=1) if len(t) > 1 else 0.0), "GFLOPs/step": flops / 1e9,
                 "time ratio": time_ratio, "FLOP ratio": flop_ratio, "peak MB": mem, "memory ratio": mem / m0,
-                "within": ok, "own-work ratio": own,
-                "extra time by phase (rows over target)": "" if not over else "none beyond the reference's"
-                if top is None else ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0])
-                + " ms",
+                "within": ok, "own-work ratio": own, "extra time by phase (rows over target)": where if over else "",
                 "uncounted work": "" if ok else text or "not analysed",
                 "explained": "" if not over or not names else "its phases" if top in names
                 else "variance elsewhere" if own <= flop_ratio * tolerance else "no"}
@@ -141,9 +140,8 @@ def _known_mean(*paces) -> float | None:
 
 
 def pace_slowdown(pipeline: dict, spine_cost: dict | None, stages: list[str] | None = None) -> float:
-    """How much slower the machine ran during a `benchmarks/pipeline.py` measurement than in
-    `spine_cost.json` (SeqF s/step, the mean of the start and end probes); a resumed repro reads each
-    attempt's stages (of `stages`, when given) at its pace. 1.0 when no pace or reference was measured."""
+    """How much slower the machine ran during a `benchmarks/pipeline.py` measurement (SeqF s/step, its probes'
+    mean) than in `spine_cost.json`, a resumed one's `stages` each at its attempt's pace; 1.0 if not measured."""
     ref = ((spine_cost or {}).get("median_seconds_per_step") or {}).get("seqf")
     start, end = pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")
     if not ref:
@@ -181,19 +179,17 @@ def param(params: dict, ref):
 def list_runs(study: Study, params: dict) -> int:
     """The runs of a study's experiment lists (`Study.lists`), each at its seeds (`<x>_seeds` beside
     `<x>_experiments`, else its block's `seeds` or `seed`, else params.yaml's), and of its `spread`."""
-    block = study.block(params)
+    block, spread = study.block(params), study.block(params).get("spread") or {}
 
     def grid(experiments, seeds):
         size = sum(map(len, experiments.values())) if isinstance(experiments, dict) else len(experiments or [])
         return size * len(seeds if isinstance(seeds, list) else [seeds])
 
-    def seeds(key):
-        name = key.rpartition(".")[2]
+    def seeds(name):
         own = name.removesuffix("experiments") + "seeds" if name.endswith("experiments") else "seeds"
         return block.get(own, block.get("seeds", block.get("seed", params["seeds"])))
-    spread = block.get("spread") or {}
-    return sum(grid(param(params, k), seeds(k)) for k in study.lists) + grid(spread.get("experiments"),
-                                                                            spread.get("seeds", []))
+    return (sum(grid(param(params, k), seeds(k.rpartition(".")[2])) for k in study.lists)
+            + grid(spread.get("experiments"), spread.get("seeds", [])))
 
 
 def study_runs(params: dict, dvc_yaml: dict) -> dict[str, int | None]:
@@ -210,8 +206,7 @@ def study_runs(params: dict, dvc_yaml: dict) -> dict[str, int | None]:
 
 
 def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
-    """The stage names `dvc repro` runs for these params, as DVC names them: `name@item` for a
-    `foreach` list, `name@key` for a mapping, `name@v1-v2` for a `matrix`."""
+    """The stage names `dvc repro` runs for these params as DVC names them (`name@item`, `name@key`, `name@v1-v2`)."""
     names = []
     for name, stage in dvc_yaml["stages"].items():
         if "foreach" in stage:
@@ -231,8 +226,7 @@ def measured_at(measurement: dict) -> str:
 
 
 def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict, float]]:
-    """The part measurements (`pipeline-<name>.json`: some stages timed alone), each with its own
-    `pace_slowdown`, oldest first."""
+    """The part measurements (`pipeline-<name>.json`: stages timed alone) with their `pace_slowdown`, oldest first."""
     timed = [p for name, p in parts.items() if name.startswith("pipeline-") and p.get("targets")]
     return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
 
@@ -268,14 +262,12 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | 
         takes |= {n: (source["stages"][n], slow) for n in mine if source is not pipeline and n in source["stages"]}
         kept = [n for n in mine if n not in source["stages"] and n in takes]   # shared: the whole repro's
         measured, at_reference, pace, verdict = stage_minutes(list(takes.values()), b["minutes"])
-        rows[study] = {"runs": runs.get(study), "stages": len(mine),
-                       "measured min": measured, "at reference pace min": at_reference,
-                       "budget min": b["minutes"],
-                       "not timed": ", ".join(n for n in mine if n not in takes),
-                       "slowdown": pace or slow, "verdict": verdict,
-                       "measured": "the whole repro" if source is pipeline else
-                                   f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"
-                                   + (f"; {', '.join(kept)}: the whole repro" if kept else "")}
+        rows[study] = {"runs": runs.get(study), "stages": len(mine), "measured min": measured,
+                       "at reference pace min": at_reference, "budget min": b["minutes"],
+                       "not timed": ", ".join(n for n in mine if n not in takes), "slowdown": pace or slow,
+                       "verdict": verdict, "measured": "the whole repro" if source is pipeline else
+                       f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"
+                       + (f"; {', '.join(kept)}: the whole repro" if kept else "")}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -318,47 +310,43 @@ def costs_line(costs: pd.DataFrame) -> str:
 
 
 def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dict[str, float] = 1.0) -> pd.DataFrame:
-    """Measured minutes of each study's stages against its budget, and at the reference pace (÷
-    `slowdown`, one or per study); a study with no measured stage is NaN and "not built"."""
+    """Each study's measured minutes against its budget, also at the reference pace (÷ `slowdown`, one or
+    per study); a study with no measured stage is NaN and "not built"."""
     rows = {}
     for paper, b in budgets.items():
         secs = [pipeline["stages"][n] for n in study_stages(pipeline["stages"], b["stages"])]
         slow = slowdown[paper] if isinstance(slowdown, dict) else slowdown
         measured, at_reference, _, verdict = stage_minutes([(s, slow) for s in secs], b["minutes"])
-        rows[paper] = {"budget min": b["minutes"], "measured min": measured,
-                       "at reference pace min": at_reference, "stages": len(secs),
-                       "status": BUDGET_STATUS[verdict] if verdict else "not built", "verdict": verdict}
+        rows[paper] = {"budget min": b["minutes"], "measured min": measured, "at reference pace min": at_reference,
+                       "stages": len(secs), "status": BUDGET_STATUS[verdict] if verdict else "not built",
+                       "verdict": verdict}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
 # --------------------------------------------------------------------------- the performance ledger
 
-def _ci(paired: dict) -> str:
-    return f"{paired['geometric_mean']:.3f}, 95% interval [{paired['ci95'][0]:.3f}, {paired['ci95'][1]:.3f}]"
-
-
-def _interval(paired: dict) -> dict:
-    return {"effect": paired["geometric_mean"], "low": paired["ci95"][0], "high": paired["ci95"][1],
-            "seeds": len(paired.get("ratios") or ()) or None}
-
-
 def throughput_targets(tp: dict) -> list[Row]:
-    """`throughput.py`'s targets on paired repeats: vlcp's SeqF against open_clip_train on the same
-    work, and its loop like for like (the same fused AdamW) beside an A/A control."""
+    """`throughput.py`'s targets on paired repeats: vlcp's SeqF against open_clip_train, and its loop like for like."""
+    def ci(paired):
+        return f"{paired['geometric_mean']:.3f}, 95% interval [{paired['ci95'][0]:.3f}, {paired['ci95'][1]:.3f}]"
+
+    def interval(paired):
+        return {"effect": paired["geometric_mean"], "low": paired["ci95"][0], "high": paired["ci95"][1],
+                "seeds": len(paired.get("ratios") or ()) or None}
     where = f"{tp['device']}{' ' + tp['gpu'] if tp.get('gpu') else ''}, {tp['model']} {tp['precision']}"
     shipped, like, aa = tp["paired_over_open_clip"], tp["paired_over_open_clip_fused_adamw"], tp["paired_a_a"]
     sp, goal = tp["pairs"]["shipped"]["samples_per_second"], tp["target_ratio"]
     return [tg.target(f"vlcp SeqF throughput ≥ {goal}× open_clip_train on the same work ({where})",
                       tg.interval_verdict(shipped["geometric_mean"], *shipped["ci95"], goal, goal),
                       f"ratio {tp['ratio_vlcp_over_open_clip']:.3f} ({sp['vlcp']:.0f} vs {sp['open_clip']:.0f} "
-                      f"samples/s); paired {_ci(shipped)}; {tp['ratio_vlcp_over_open_clip_fused_adamw']:.3f} "
-                      "against open_clip's loop with the same fused AdamW", **_interval(shipped)),
+                      f"samples/s); paired {ci(shipped)}; {tp['ratio_vlcp_over_open_clip_fused_adamw']:.3f} "
+                      "against open_clip's loop with the same fused AdamW", **interval(shipped)),
             tg.target(f"vlcp's loop ≥ {tp['loop_target']}× open_clip_train's like for like (same fused AdamW), "
                       f"paired repeats, interval above {tp['loop_margin']}× ({where})",
                       tg.interval_verdict(like["geometric_mean"], *like["ci95"], tp["loop_target"],
                                           tp["loop_margin"], control=tuple(aa["ci95"])),
-                      f"geometric mean {_ci(like)} over {len(like['ratios'])} repeats; A/A control "
-                      f"{aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]", **_interval(like))]
+                      f"geometric mean {ci(like)} over {len(like['ratios'])} repeats; A/A control "
+                      f"{aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]", **interval(like))]
 
 
 def ddp_target(dd: dict) -> Row:
@@ -377,9 +365,8 @@ def ddp_target(dd: dict) -> Row:
 
 
 def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float = 1.1) -> Row:
-    """Every spine method's time ratio ≤ its FLOP ratio × `tolerance`: on `spine_cost.json`'s paired
-    median where it re-timed the method (refuted only where its range lies wholly above), else on this
-    run's timing (which cannot refute)."""
+    """Every spine method's time ratio ≤ its FLOP ratio × `tolerance`, on `spine_cost.json`'s paired repeats
+    where it has the method (refuted when their range is wholly above), else on this run's (never refuted)."""
     verdicts, evidence = [], []
     for e in ov.index:
         if spine_cost and e != spine_cost["reference"] and e in spine_cost["ratio_to_reference"]:
@@ -398,8 +385,7 @@ def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float 
 
 
 def study_tables(params: dict) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, list[dict]]]]:
-    """`study_overheads` of each study of `report.performance.studies` whose reference ran with FLOP
-    counts ({study: table}), and their runs ({study: {experiment: [results]}})."""
+    """({study: `study_overheads`}, {study: its runs}) of `report.performance.studies` with FLOP counts."""
     tables, runs_of = {}, {}
     for study, spec in (params["report"]["performance"].get("studies") or {}).items():
         runs = discover_runs(spec["runs"], spec["experiments"])
@@ -434,8 +420,7 @@ def studies_targets(tables: dict[str, pd.DataFrame], phased: set[str]) -> list[R
 
 
 def eval_memory_targets(em: dict) -> list[Row]:
-    """`eval_memory.py`'s targets: linear memory growth of the chunked path, and its saving over the
-    naive one at the largest gallery."""
+    """`eval_memory.py`'s targets: the chunked path's memory linear in gallery size, and 5× under the naive one."""
     t = eval_memory_frame(em)
     slope, ratio = loglog_slope(t.index, t["peak_mb"]["chunked"]), em["memory_ratio_at_largest"]
     return [tg.target("chunked evaluation memory grows linearly in gallery size (log-log slope ≤ 1.2)",
@@ -448,8 +433,7 @@ def eval_memory_targets(em: dict) -> list[Row]:
 
 
 def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[Row]:
-    """`pipeline.py`'s targets: the whole repro and its no-op within their budgets, and each study's
-    stages within its own (from a later part measurement where one re-timed them), each at its pace."""
+    """`pipeline.py`'s targets: the repro and its no-op, and each study's stages (`study_costs`), in budget."""
     perf, spine_cost = params["report"]["performance"], bench.get("spine_cost")
     slow, slows = pace_slowdown(pj, spine_cost), study_slowdowns(pj, spine_cost, perf["budgets"])
     bt = budget_table(pj, perf["budgets"], slows)
@@ -481,8 +465,7 @@ def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[
 
 
 def targets(bench: dict[str, dict], params: dict, runs_dir, dvc_yaml: dict) -> list[Row]:
-    """The performance ledger: every target, from `benchmarks/results/*.json` (`bench`, by file stem),
-    the spine's runs under `runs_dir` and each paper study's runs."""
+    """The performance ledger: from `benchmarks/results/*.json` (`bench`, by stem) and the studies' runs."""
     perf, seeds = params["report"]["performance"], params["seeds"]
     out = [r for name, tp in bench.items() if name.partition("_")[0] == "throughput" for r in throughput_targets(tp)]
     out += [ddp_target(bench["ddp_scaling"])] if "ddp_scaling" in bench else []
