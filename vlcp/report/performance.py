@@ -13,7 +13,7 @@ import yaml
 
 from vlcp.report import targets as tg
 from vlcp.report.ledger import Row
-from vlcp.report.results import fill_pass_flops, flops_per_step, require_runs, run_paths, step_time
+from vlcp.report.results import fill_pass_flops, flops_per_step, mean_std, require_runs, run_paths, step_time
 from vlcp.report.study import Study, load_study, registered
 from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_results
@@ -87,16 +87,16 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
     if reference not in usable:
         raise ValueError(f"study reference {reference!r}: no runs with FLOP counts")
 
-    def cost(rs):   # (seconds per step of each run, FLOPs per step, peak MB)
-        return ([step_time(r, skip_first=False) for r in rs], flops_per_step(fill_pass_flops(rs)[0]),
+    def cost(rs):   # (seconds per step: mean and sd over seeds, FLOPs per step, peak MB)
+        return (*mean_std([step_time(r, skip_first=False) for r in rs]), flops_per_step(fill_pass_flops(rs)[0]),
                 np.mean([max(t["peak_memory_mb"] for t in r["train"]) for r in rs]))
-    t0, f0, m0 = cost(usable[reference])
-    ref_ms, phases = 1e3 * np.mean(t0), study_phases(usable)
+    t0, _, f0, m0 = cost(usable[reference])
+    ref_ms, phases = 1e3 * t0, study_phases(usable)
 
     def row(exp, rs):
-        t, flops, mem = cost(rs)
-        time_ratio, flop_ratio = np.mean(t) / np.mean(t0), flops / f0
-        ok = bool(time_ratio <= flop_ratio * tolerance)
+        t, sd, flops, mem = cost(rs)
+        time_ratio, flop_ratio = t / t0, flops / f0
+        ok = time_ratio <= flop_ratio * tolerance
         names, text = explain(rs[0]["config"]["method"])
         extra = extra_time(phases, reference, exp) if {exp, reference} <= set(phases.index) else None
         own = (np.nan if extra is None or (not names and exp != reference)
@@ -105,8 +105,8 @@ def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: floa
         top = extra.index[0] if over and extra.iloc[0] > 0 else None
         where = ("none beyond the reference's" if top is None else
                  ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0]) + " ms")
-        return {"method": rs[0]["config"]["method"]["name"], "seeds": len(rs), "ms/step": 1e3 * np.mean(t),
-                "ms/step std": 1e3 * (np.std(t, ddof=1) if len(t) > 1 else 0.0), "GFLOPs/step": flops / 1e9,
+        return {"method": rs[0]["config"]["method"]["name"], "seeds": len(rs), "ms/step": 1e3 * t,
+                "ms/step std": 1e3 * sd, "GFLOPs/step": flops / 1e9,
                 "time ratio": time_ratio, "FLOP ratio": flop_ratio, "peak MB": mem, "memory ratio": mem / m0,
                 "within": ok, "own-work ratio": own, "extra time by phase (rows over target)": where if over else "",
                 "uncounted work": "" if ok else text or "not analysed",
