@@ -271,44 +271,6 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | 
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP", "fomo": "FoMo-in-Flux",
-               "incclip": "IncCLIP"}
-
-
-def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
-    """`study_costs` as docs/overview.md's Markdown table, after the measurement's notes on its pace."""
-    alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
-    attempts = resumed_attempts(pipeline)
-    lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
-             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown during the repro "
-             + ("(its SeqF pace at the start and at the end, averaged)." if pipeline.get("seqf_seconds_per_step_end")
-                else "(its SeqF pace at the start).")
-             + (f" It was stopped and resumed ({len(attempts)} attempts): each study's stages are "
-                "read at the pace of the attempt they ran in (SeqF at its start, and for the last also at its end)."
-                if attempts else "")
-             + "".join(f" {a['pace_note']}" for a in pipeline.get("attempts") or () if a.get("pace_note"))
-             + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
-                "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
-             "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
-             + (" measured |" if alone else ""),
-             "|---|---|---|---|---|---|---|" + ("---|" if alone else "")]
-    for study, r in costs.iterrows():
-        lines.append(f"| {STUDY_NAMES.get(study, study)} | {r['runs']} | {r['stages']} | {r['measured min']:.1f} | "
-                     f"{r['at reference pace min']:.1f} | {r['budget min']} | {r['not timed'] or '—'} |"
-                     + (f" {r['measured']} |" if alone else ""))
-    total = costs[["runs", "stages", "measured min", "at reference pace min", "budget min"]].sum()
-    measured = "—" if alone else f"{total['measured min']:.1f}"   # minutes of different paces do not add
-    lines.append(f"| **all** | {int(total['runs'])} | {int(total['stages'])} | {measured} | "
-                 f"**{total['at reference pace min']:.1f}** | {int(total['budget min'])} | |" + (" |" if alone else ""))
-    return "\n".join(lines) + "\n"
-
-
-def costs_line(costs: pd.DataFrame) -> str:
-    """`study_costs` in one README line: runs and minutes at the reference pace per study."""
-    return "; ".join(f"{STUDY_NAMES.get(s, s).split(' ')[0]} {r['runs']} runs, {r['at reference pace min']:.0f} min"
-                     for s, r in costs.iterrows())
-
-
 def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dict[str, float] = 1.0) -> pd.DataFrame:
     """Each study's measured minutes against its budget, also at the reference pace (÷ `slowdown`, one or
     per study); a study with no measured stage is NaN and "not built"."""
