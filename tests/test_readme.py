@@ -79,16 +79,53 @@ def test_docs_page_links_back_to_readme(page):
     assert "../README.md" in body[1], f"docs/{page}: its first paragraph should link back to ../README.md"
 
 
+# docs/overview.md's and README's names of the budgets of params.yaml's report.performance.budgets
+STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP", "fomo": "FoMo-in-Flux",
+               "incclip": "IncCLIP"}
+
+
+def costs_markdown(costs, pipeline: dict) -> str:
+    """`vlcp.report.performance.study_costs` as docs/overview.md's Markdown table, after the
+    measurement's notes on its pace."""
+    from vlcp.report.performance import resumed_attempts
+
+    alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
+    attempts = resumed_attempts(pipeline)
+    lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
+             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown during the repro "
+             + ("(its SeqF pace at the start and at the end, averaged)." if pipeline.get("seqf_seconds_per_step_end")
+                else "(its SeqF pace at the start).")
+             + (f" It was stopped and resumed ({len(attempts)} attempts): each study's stages are "
+                "read at the pace of the attempt they ran in (SeqF at its start, and for the last also at its end)."
+                if attempts else "")
+             + "".join(f" {a['pace_note']}" for a in pipeline.get("attempts") or () if a.get("pace_note"))
+             + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
+                "the total then adds separate measurements: an estimate, not a measurement of the whole."
+                if alone else ""),
+             "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
+             + (" measured |" if alone else ""),
+             "|---|---|---|---|---|---|---|" + ("---|" if alone else "")]
+    for study, r in costs.iterrows():
+        lines.append(f"| {STUDY_NAMES.get(study, study)} | {r['runs']} | {r['stages']} | {r['measured min']:.1f} | "
+                     f"{r['at reference pace min']:.1f} | {r['budget min']} | {r['not timed'] or '—'} |"
+                     + (f" {r['measured']} |" if alone else ""))
+    total = costs[["runs", "stages", "measured min", "at reference pace min", "budget min"]].sum()
+    measured = "—" if alone else f"{total['measured min']:.1f}"   # minutes of different paces do not add
+    lines.append(f"| **all** | {int(total['runs'])} | {int(total['stages'])} | {measured} | "
+                 f"**{total['at reference pace min']:.1f}** | {int(total['budget min'])} | |" + (" |" if alone else ""))
+    return "\n".join(lines) + "\n"
+
+
 def test_stage_costs_match_the_pipeline_measurement():
     """docs/overview.md's stage-cost table is what
     `vlcp.report.performance.study_costs` computes from the committed pipeline measurement (and the
     studies re-timed alone since, `pipeline-*.json`), params.yaml and dvc.yaml: a new measurement or a
-    study that gains runs shows up as a failure here."""
+    study that gains runs shows up as a failure here, which gives the text to paste."""
     import json
 
     import yaml
 
-    from vlcp.report.performance import costs_markdown, retimed, study_costs, study_slowdowns
+    from vlcp.report.performance import retimed, study_costs, study_slowdowns
 
     results = ROOT / "benchmarks" / "results"
     pipeline = json.loads((results / "pipeline.json").read_text())
@@ -98,5 +135,5 @@ def test_stage_costs_match_the_pipeline_measurement():
     costs = study_costs(pipeline, params, yaml.safe_load((ROOT / "dvc.yaml").read_text()),
                         study_slowdowns(pipeline, spine, params["report"]["performance"]["budgets"]), parts)
     docs = (DOCS / "overview.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- stage-costs[^>]*-->\n(.*?)<!-- /stage-costs -->", docs, re.S)
-    assert block and block.group(1) == costs_markdown(costs, pipeline), "regenerate docs/overview.md's stage costs"
+    block, table = re.search(r"<!-- stage-costs[^>]*-->\n(.*?)<!-- /stage-costs -->", docs, re.S), costs_markdown(costs, pipeline)
+    assert block and block.group(1) == table, f"regenerate docs/overview.md's stage costs:\n{table}"

@@ -2,6 +2,7 @@
 import pandas as pd
 import pytest
 
+from test_readme import costs_markdown
 from vlcp.report import performance as pf
 from vlcp.utils import write_json
 
@@ -117,13 +118,13 @@ def test_budget_table_reads_each_paper_at_the_measured_and_the_reference_pace():
     costs = pd.DataFrame({"runs": [1, 1], "stages": [1, 1], "measured min": [2.0, 100 / 60],
                           "at reference pace min": list(bt["at reference pace min"]), "budget min": [1, 1],
                           "not timed": ["", ""]}, index=["first", "second"])
-    md = pf.costs_markdown(costs, {**resumed, "date": "2026-11-29", "commit": "abc", "cpus": 2})
+    md = costs_markdown(costs, {**resumed, "date": "2026-11-29", "commit": "abc", "cpus": 2})
     assert "2 attempts" in md and "the attempt they ran in" in md
     # a start probe set aside (other work shared the cores): that attempt reads its end alone, and the table says why
     aside = {**no_probe, "attempts": [no_probe["attempts"][0], {**no_probe["attempts"][1], "pace_note": "Probe set aside."}],
              "date": "2026-11-30", "commit": "abc", "cpus": 2}
     assert pf.pace_slowdown(aside, ref) == pf.pace_slowdown(no_probe, ref)
-    assert "Probe set aside." in pf.costs_markdown(costs, aside) and "set aside" not in md
+    assert "Probe set aside." in costs_markdown(costs, aside) and "set aside" not in md
     t = pf.budget_table(pipe, budgets, slow)
     assert t.loc["spine", "measured min"] == pytest.approx(5.0) and t.loc["spine", "verdict"] == "confirmed"
     assert t.loc["ctp", "stages"] == 3 and t.loc["ctp", "measured min"] == pytest.approx(51.0)
@@ -165,7 +166,7 @@ def test_a_study_retimed_alone_replaces_its_row_at_its_own_pace():
         "ctp": {"experiments": ["a"], "seeds": [0, 1], "ablation_experiments": [], "ablation_seeds": [0]},
         "incclip": {"experiments": [], "seeds": [0]}, "cllclip": {"experiments": [], "seeds": [0]},
         "fomo": {"studies": {}},
-        "performance": {"budgets": {"spine": {"minutes": 10, "stages": ["run"]},
+        "performance": {"budgets": {"spine": {"minutes": 10, "stages": ["run", "overview"]},
                                     "ctp": {"minutes": 25, "stages": ["run_ctp", "ctp_tables"]}}}}}
     dvc = {"stages": {"run": {"cmd": "x"}, "run_ctp": {"foreach": "${report.ctp.seeds}", "do": {}},
                       "ctp_tables": {"cmd": "x"}}}
@@ -182,10 +183,10 @@ def test_a_study_retimed_alone_replaces_its_row_at_its_own_pace():
     assert c.loc["ctp", "at reference pace min"] == pytest.approx(10.5)        # ÷ its own 2.0, not the whole's 1.5
     assert "bbb" in c.loc["ctp", "measured"] and c.loc["spine", "measured"] == "the whole repro"
     assert c.loc["spine", "at reference pace min"] == pytest.approx(120 / 60 / 1.5)
-    md = pf.costs_markdown(c, whole)
-    assert "an estimate" in md and "| **all** | 4 | 4 | — | **11.8** | 35 |" in md    # minutes of two paces are not added
-    alone = pf.costs_markdown(pf.study_costs(whole, params, dvc, 1.5), whole)
-    assert "an estimate" not in alone and "| **all** | 4 | 4 | 43.0 | **28.7** | 35 | |" in alone
+    md = costs_markdown(c, whole)
+    assert "an estimate" in md and "| **all** | 3 | 4 | — | **11.8** | 35 |" in md    # minutes of two paces are not added
+    alone = costs_markdown(pf.study_costs(whole, params, dvc, 1.5), whole)
+    assert "an estimate" not in alone and "| **all** | 3 | 4 | 43.0 | **28.7** | 35 | |" in alone
     # a whole repro begun later on the part's day (its attempts' start times) takes the study back
     later = {**whole, "date": "2026-11-28", "attempts": [{"started": "2026-11-28T16:37:00+0000", "stages": 4}]}
     earlier = {**part, "date": "2026-11-28", "attempts": [{"started": "2026-11-28T13:22:27+0000", "stages": 3}]}
@@ -194,6 +195,23 @@ def test_a_study_retimed_alone_replaces_its_row_at_its_own_pace():
     assert again.loc["ctp", "measured"] == "the whole repro" and again.loc["ctp", "measured min"] == pytest.approx(41.0)
     assert pf.study_costs(whole, params, dvc, 1.5, pf.retimed({"pipeline-ctp": earlier}, spine)).loc[
         "ctp", "measured"].startswith("alone")   # the part began after the whole (no attempts: its date)
+
+
+def test_study_runs_count_each_budgets_registered_study():
+    """study_runs: a budget's study is the registered one whose report stage (its notebook) it lists; its
+    runs are its `lists` at their seeds (`ablation_seeds` beside `ablation_experiments`; `seed`: one), its
+    `spread`, and one base model per pretraining stage instance; a budget naming no study's stage: None."""
+    params = {"seeds": [0, 1], "report": {
+        "overview": {"experiments": ["seqf", "er"]},
+        "ctp": {"experiments": ["a", "b"], "seeds": [0, 1, 2], "ablation_experiments": ["c"], "ablation_seeds": [0]},
+        "fomo": {"seed": 0, "studies": {"x": ["f1", "f2"], "y": ["f3"]},
+                 "spread": {"experiments": ["f1"], "seeds": [1, 2]}, "bases": {"b1": "m1.pt", "b2": "m2.pt"}},
+        "performance": {"budgets": {"spine": {"stages": ["run", "overview"]},
+                                    "ctp": {"stages": ["ctp_base", "ctp_tables"]},
+                                    "fomo": {"stages": ["fomo_base", "fomo_figures"]}, "other": {"stages": ["run"]}}}}}
+    dvc = {"stages": {"run": {"cmd": "vlcp run"}, "ctp_base": {"cmd": "scripts/venv vlcp pretrain ctp-base"},
+                      "fomo_base": {"foreach": "${report.fomo.bases}", "do": {"cmd": "vlcp pretrain ${key}"}}}}
+    assert pf.study_runs(params, dvc) == {"spine": 4, "ctp": 2 * 3 + 1 + 1, "fomo": 3 + 2 + 2, "other": None}
 
 
 def test_time_line_says_when_a_studys_runs_mix_cpu_capabilities():

@@ -1,6 +1,5 @@
-"""Small experiments the notebooks run live (`run_live = True`): params.yaml's experiments shrunk by
-`--set` overrides, with their data, base models and runs under `<project root>/.live/` (git-ignored),
-never in the folders `dvc repro` owns."""
+"""Small experiments the notebooks run live (`run_live = True`): params.yaml's experiments shrunk by `--set`
+overrides, their data, base models and runs under `<project root>/.live/`, never where `dvc repro` writes."""
 from __future__ import annotations
 
 import contextlib
@@ -21,9 +20,7 @@ PREPARED_BY = ("benchmark", "styles", "image_size", "max_version", "seed", "spli
 
 def missing_outputs(*paths: str | Path) -> list[str]:
     """Those of `paths` that hold nothing: a missing file, or a folder with no file anywhere below it."""
-    def present(p: Path) -> bool:
-        return p.is_file() or (p.is_dir() and any(f.is_file() for f in p.rglob("*")))
-    return [str(p) for p in paths if not present(Path(p))]
+    return [str(p) for p in map(Path, paths) if not (p.is_file() or any(f.is_file() for f in p.rglob("*")))]
 
 
 def missing_note(missing: list[str], stage: str, run_live: bool = False) -> str:
@@ -46,8 +43,7 @@ def stamped(stamp_file: Path, stamp: dict, *outputs: Path) -> bool:
 
 
 def prepare_data(params: dict, root: str | Path | None = None) -> Path:
-    """The emoji benchmark for live runs, `.live/data/emoji`: prepared once, reused while the data
-    settings it was prepared with match (`.live/data/emoji.json`)."""
+    """The emoji benchmark for live runs, `.live/data/emoji`, reused while its data settings match."""
     from vlcp.config import resolve_data
     from vlcp.data.emoji import prepare_emoji
 
@@ -99,30 +95,27 @@ def run(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
     """Train and evaluate experiment `name` afresh into `.live/runs/<name>/seed<S>/`; its results dict."""
     from vlcp.run import run_experiment
 
-    cfg = resolve(params, name, overrides, seed, weights, root)
-    live = live_dir(root)
+    live, cfg = live_dir(root), resolve(params, name, overrides, seed, weights, root)
     return run_experiment(cfg, live / "runs" / name / f"seed{seed}", live / "checkpoints" / name / f"seed{seed}",
                           resume=False)
 
 
 def pretrain(params: dict, name: str, overrides: list[str] = (), seed: int = 0,
              root: str | Path | None = None) -> Path:
-    """The weights file `.live/models/<name>.pt` of experiment `name` pretrained as `vlcp pretrain` does;
+    """The weights file `.live/models/<name>.pt` of experiment `name` pretrained as `vlcp pretrain` does,
     reused while the config it was trained with matches (`.live/models/<name>.json`)."""
     from vlcp.run import pretrain as pretrain_base
 
-    live = live_dir(root)
-    cfg = resolve(params, name, overrides, seed, root=root)
+    live, cfg = live_dir(root), resolve(params, name, overrides, seed, root=root)
     out, stamp_file = live / "models" / f"{name}.pt", live / "models" / f"{name}.json"
-    if stamped(stamp_file, cfg.to_dict(), out):
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    runs, checkpoints = live / "runs-base" / name, live / "checkpoints-base" / name
-    for earlier in (runs, checkpoints):   # never resume another config's run
-        shutil.rmtree(earlier, ignore_errors=True)
-    with contextlib.redirect_stdout(io.StringIO()):   # the run's per-task lines
-        pretrain_base(cfg, out, runs / f"seed{seed}", checkpoints / f"seed{seed}")
-    write_json(stamp_file, cfg.to_dict())
+    if not stamped(stamp_file, cfg.to_dict(), out):
+        runs, checkpoints = live / "runs-base" / name, live / "checkpoints-base" / name
+        for earlier in (runs, checkpoints):   # never resume another config's run
+            shutil.rmtree(earlier, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.redirect_stdout(io.StringIO()):   # the run's per-task lines
+            pretrain_base(cfg, out, runs / f"seed{seed}", checkpoints / f"seed{seed}")
+        write_json(stamp_file, cfg.to_dict())
     return out
 
 
@@ -141,12 +134,11 @@ def benchmark_common(root: str | Path | None = None):
 
 def paired_cost(params: dict, experiments: list[str], repeats: int = 3, overrides: list[str] = (), seed: int = 0,
                 root: str | Path | None = None) -> tuple[dict, dict[str, list[dict]]]:
-    """Time `experiments` (the first is the reference) live as `benchmarks/*_cost.py` do, in
-    `.live/performance/`: (the summary, as `benchmarks/results/*_cost.json`; {experiment: [results]})."""
+    """Time `experiments` (the first is the reference) live as `benchmarks/*_cost.py` do, in `.live/performance/`:
+    (the summary, as `benchmarks/results/*_cost.json`; {experiment: [results]})."""
     from vlcp.report.results import flops_per_step, step_time
 
-    common = benchmark_common(root)
-    work = live_dir(root) / "performance"
+    common, work = benchmark_common(root), live_dir(root) / "performance"
     shutil.rmtree(work, ignore_errors=True)
     summary = common.paired_step_times(params, list(experiments), repeats, seed, work, step_time,
                                        lambda r: {"flops_per_step": flops_per_step(r)},

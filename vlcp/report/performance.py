@@ -1,6 +1,5 @@
 """Performance summaries for `notebooks/performance.ipynb`: method overheads from run results,
-evaluation-memory scaling, per-study time budgets from `benchmarks/results/*.json`, and the
-performance ledger's targets."""
+evaluation-memory scaling, per-study time budgets and the performance ledger's targets."""
 from __future__ import annotations
 
 import functools
@@ -14,35 +13,34 @@ import yaml
 
 from vlcp.report import targets as tg
 from vlcp.report.ledger import Row
-from vlcp.report.results import fill_pass_flops, flops_per_step, require_runs, run_paths, step_time
+from vlcp.report.results import fill_pass_flops, flops_per_step, mean_std, require_runs, run_paths, step_time
+from vlcp.report.study import Study, load_study, registered
 from vlcp.train.loop import PHASES, TASK_PHASES
 from vlcp.utils import read_results
 
 
-def _uncounted_work() -> tuple[dict[str, tuple[tuple[str, ...], str]], tuple[tuple[str, ...], str]]:
-    """`uncounted_work.yaml`: {method: (phases, work)} and TEIR's (phases, work)."""
+def _uncounted_work() -> dict:
+    """`uncounted_work.yaml` ({methods: {name: {phases, work}}, teir: {phases, work}}), its phases checked."""
     data = yaml.safe_load((Path(__file__).with_name("uncounted_work.yaml")).read_text(encoding="utf-8"))
     named = {p for w in [*data["methods"].values(), data["teir"]] for p in w["phases"]}
     if unknown := sorted(named - set(PHASES) - set(TASK_PHASES)):
         raise ValueError(f"vlcp/report/uncounted_work.yaml: unknown loop phase(s) {', '.join(unknown)}")
-    return ({m: (tuple(w["phases"]), w["work"]) for m, w in data["methods"].items()},
-            (tuple(data["teir"]["phases"]), data["teir"]["work"]))
+    return data
 
 
-# why a method's step can cost more time than its FLOPs say, by method name
-UNCOUNTED_WORK, TEIR_WORK = _uncounted_work()
+UNCOUNTED_WORK = _uncounted_work()   # why a method's step can cost more time than its FLOPs say
 
 
 def explain(method: dict) -> tuple[tuple[str, ...], str]:
-    """(phases, text) of the work a method's config adds that torch's flop counter does not see;
-    ((), "") for a method not analysed."""
-    parts = [w for w in (UNCOUNTED_WORK.get(method["name"]), TEIR_WORK if method.get("teir") else None) if w]
-    return tuple(p for ph, _ in parts for p in ph), "; ".join(text for _, text in parts)
+    """(phases, text) of the work a method's config adds that torch's flop counter misses; ((), "") if none."""
+    parts = [w for w in (UNCOUNTED_WORK["methods"].get(method["name"]), method.get("teir") and UNCOUNTED_WORK["teir"])
+             if w]
+    return tuple(p for w in parts for p in w["phases"]), "; ".join(w["work"] for w in parts)
 
 
 def study_phases(runs: dict[str, list[dict]]) -> pd.DataFrame:
-    """experiments x phases (loop order): milliseconds per step in each loop phase, mean over seeds,
-    of the experiments whose runs all record phase times."""
+    """experiments x phases (loop order): ms per step in each loop phase, mean over seeds, of the
+    experiments whose runs all record phase times."""
     def ms(r):
         per_task = pd.DataFrame([t["phase_seconds"] for t in r["train"]]).fillna(0)
         return per_task.sum() * 1e3 / sum(t["steps"] for t in r["train"])
@@ -58,8 +56,8 @@ def extra_time(phases: pd.DataFrame, reference: str, exp: str) -> pd.Series:
 
 
 def profile_frame(profile: dict, top: int = 4) -> pd.DataFrame:
-    """From `method_profile.json`, per (study, experiment): the phase with the most extra ms/step over
-    its study's reference, that extra, and the ops with the most self time in it."""
+    """Per (study, experiment) of `method_profile.json`: the phase with the most extra ms/step over the
+    study's reference, that extra, and the ops with the most self time in it."""
     rows = {}
     for study, sp in profile["studies"].items():
         if sp["reference"] not in sp["experiments"]:
@@ -81,62 +79,40 @@ def discover_runs(runs_dir: str | Path, experiments: list[str]) -> dict[str, lis
 
 
 def study_overheads(runs: dict[str, list[dict]], reference: str, tolerance: float = 1.1) -> pd.DataFrame:
-    """`method_overheads` of the runs with FLOP counts (a reference without them is an error), with each
-    row's method, seeds and, from its phase times (blank without them): the "own-work ratio" (the time
-    ratio with only the phases its explanation names differing from the reference) and, for rows over
-    the target, where the extra time is, the work the flop counter misses and whether that explains it
-    ("its phases", "variance elsewhere" when the own-work ratio is within the target, or "no")."""
+    """Per experiment with FLOP counts against `reference`: time, FLOPs (per-task passes included) and
+    peak memory per step and their ratios, `within` (time ratio ≤ FLOP ratio × `tolerance`) and, from
+    phase times, the own-work ratio (only the phases `explain` names differing from the reference) and,
+    over the target, where the extra time is and whether that explains it."""
     usable = {e: rs for e, rs in runs.items() if all(t.get("flops_per_step") for r in rs for t in r["train"])}
     if reference not in usable:
         raise ValueError(f"study reference {reference!r}: no runs with FLOP counts")
-    df = method_overheads(usable, reference, tolerance)
-    df.insert(0, "method", [usable[e][0]["config"]["method"]["name"] for e in df.index])
-    df.insert(1, "seeds", [len(usable[e]) for e in df.index])
-    phases = study_phases(usable)
-    ref_ms = df.loc[reference, "ms/step"]
-    own, where, why, explained = [], [], [], []
-    for exp, ok, flop_ratio in zip(df.index, df["within"], df["FLOP ratio"]):
-        names, text = explain(usable[exp][0]["config"]["method"])
+
+    def cost(rs):   # (seconds per step: mean and sd over seeds, FLOPs per step, peak MB)
+        return (*mean_std([step_time(r, skip_first=False) for r in rs]), flops_per_step(fill_pass_flops(rs)[0]),
+                np.mean([max(t["peak_memory_mb"] for t in r["train"]) for r in rs]))
+    t0, _, f0, m0 = cost(usable[reference])
+    ref_ms, phases = 1e3 * t0, study_phases(usable)
+
+    def row(exp, rs):
+        t, sd, flops, mem = cost(rs)
+        time_ratio, flop_ratio = t / t0, flops / f0
+        ok = time_ratio <= flop_ratio * tolerance
+        names, text = explain(rs[0]["config"]["method"])
         extra = extra_time(phases, reference, exp) if {exp, reference} <= set(phases.index) else None
-        own.append(np.nan if extra is None or (not names and exp != reference)
-                   else (ref_ms + extra[[p for p in names if p in extra.index]].sum()) / ref_ms)
-        why.append("" if ok else text or "not analysed")
-        if ok or extra is None:
-            where.append("")
-            explained.append("")
-            continue
-        top = extra.index[0] if extra.iloc[0] > 0 else None
-        where.append("none beyond the reference's" if top is None else
-                     ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0]) + " ms")
-        explained.append("" if not names else "its phases" if top in names
-                         else "variance elsewhere" if own[-1] <= flop_ratio * tolerance else "no")
-    df["own-work ratio"] = own
-    df["extra time by phase (rows over target)"] = where
-    df["uncounted work"] = why
-    df["explained"] = explained
-    return df
-
-
-def method_overheads(runs: dict[str, list[dict]], reference: str = "seqf", tolerance: float = 1.1) -> pd.DataFrame:
-    """Per experiment against `reference`: time per step (mean over seeds), FLOPs per step (per-task
-    passes included) and peak memory; `within` = time ratio <= FLOP ratio x tolerance."""
-    def seconds(rs):
-        return [step_time(r, skip_first=False) for r in rs]
-
-    def memory(rs):
-        return np.mean([max(t["peak_memory_mb"] for t in r["train"]) for r in rs])
-
-    ref = runs[reference]
-    t0, f0, m0 = np.mean(seconds(ref)), flops_per_step(fill_pass_flops(ref)[0]), memory(ref)
-    rows = {}
-    for exp, rs in runs.items():
-        t, flops, mem = seconds(rs), flops_per_step(fill_pass_flops(rs)[0]), memory(rs)
-        time_ratio, flop_ratio = np.mean(t) / t0, flops / f0
-        rows[exp] = {"ms/step": 1e3 * np.mean(t), "ms/step std": 1e3 * (np.std(t, ddof=1) if len(t) > 1 else 0.0),
-                     "GFLOPs/step": flops / 1e9, "time ratio": time_ratio, "FLOP ratio": flop_ratio,
-                     "peak MB": mem, "memory ratio": mem / m0,
-                     "within": bool(time_ratio <= flop_ratio * tolerance)}
-    return pd.DataFrame.from_dict(rows, orient="index")
+        own = (np.nan if extra is None or (not names and exp != reference)
+               else (ref_ms + extra[[p for p in names if p in extra.index]].sum()) / ref_ms)
+        over = not ok and extra is not None
+        top = extra.index[0] if over and extra.iloc[0] > 0 else None
+        where = ("none beyond the reference's" if top is None else
+                 ", ".join(f"{p} +{v:.1f}" for p, v in extra.items() if v >= 0.1 * extra.iloc[0]) + " ms")
+        return {"method": rs[0]["config"]["method"]["name"], "seeds": len(rs), "ms/step": 1e3 * t,
+                "ms/step std": 1e3 * sd, "GFLOPs/step": flops / 1e9,
+                "time ratio": time_ratio, "FLOP ratio": flop_ratio, "peak MB": mem, "memory ratio": mem / m0,
+                "within": ok, "own-work ratio": own, "extra time by phase (rows over target)": where if over else "",
+                "uncounted work": "" if ok else text or "not analysed",
+                "explained": "" if not over or not names else "its phases" if top in names
+                else "variance elsewhere" if own <= flop_ratio * tolerance else "no"}
+    return pd.DataFrame.from_dict({e: row(e, rs) for e, rs in usable.items()}, orient="index")
 
 
 def loglog_slope(n, y) -> float:
@@ -158,28 +134,27 @@ def resumed_attempts(pipeline: dict) -> list[dict]:
     return attempts if len(attempts) > 1 and all("stage_names" in a for a in attempts) else []
 
 
+def _known_mean(*paces) -> float | None:
+    known = [p for p in paces if p]
+    return sum(known) / len(known) if known else None
+
+
 def pace_slowdown(pipeline: dict, spine_cost: dict | None, stages: list[str] | None = None) -> float:
-    """How much slower the machine ran during a `benchmarks/pipeline.py` measurement than in
-    `spine_cost.json`: SeqF seconds per step, the mean of the repro's start and end probes where both
-    exist. A resumed repro reads each attempt's stages at that attempt's pace (`stages`: those stages
-    alone). 1.0 when no pace or no reference was measured."""
+    """How much slower the machine ran during a `benchmarks/pipeline.py` measurement (SeqF s/step, its probes'
+    mean) than in `spine_cost.json`, a resumed one's `stages` each at its attempt's pace; 1.0 if not measured."""
     ref = ((spine_cost or {}).get("median_seconds_per_step") or {}).get("seqf")
     start, end = pipeline.get("seqf_seconds_per_step"), pipeline.get("seqf_seconds_per_step_end")
     if not ref:
         return 1.0
     if attempts := resumed_attempts(pipeline):
-        paces = []
-        for i, a in enumerate(attempts):
-            known = [p for p in (a.get("seqf_seconds_per_step_start") or (start if i == 0 else None),
-                                 end if i == len(attempts) - 1 else None) if p]
-            paces.append(sum(known) / len(known) if known else None)
-        secs = pipeline["stages"]
-        timed = [(secs[n], pace) for a, pace in zip(attempts, paces) for n in a["stage_names"]
-                 if n in secs and (stages is None or n in stages)]
+        paces = [_known_mean(a.get("seqf_seconds_per_step_start") or (start if i == 0 else None),
+                             end if i == len(attempts) - 1 else None) for i, a in enumerate(attempts)]
+        timed = [(pipeline["stages"][n], pace) for a, pace in zip(attempts, paces) for n in a["stage_names"]
+                 if n in pipeline["stages"] and (stages is None or n in stages)]
         if timed and all(pace for _, pace in timed):
             return sum(t for t, _ in timed) / sum(t / (pace / ref) for t, pace in timed)
-    paces = [p for p in (start, end) if p]
-    return sum(paces) / len(paces) / ref if paces else 1.0
+    pace = _known_mean(start, end)
+    return pace / ref if pace else 1.0
 
 
 def study_stages(stages, prefixes) -> list[str]:
@@ -193,45 +168,51 @@ def study_slowdowns(pipeline: dict, spine_cost: dict | None, budgets: dict[str, 
             for study, b in budgets.items()}
 
 
-def _slowdown_of(slowdown: float | dict[str, float], study: str) -> float:
-    return slowdown[study] if isinstance(slowdown, dict) else slowdown
-
-
 BUDGET_STATUS = {"confirmed": "met", "inconclusive": "met at the reference pace only", "refuted": "NOT met"}
 
 
-def study_runs(params: dict) -> dict[str, int]:
-    """How many training runs each study's stages make, from params.yaml's report lists: rows × seeds,
-    seed subsets (`spread`) and the base models each pretrains."""
-    rep = params["report"]
+def param(params: dict, ref):
+    """A dotted params key's value, as DVC's `${a.b}` interpolates it; a literal list or mapping as it is."""
+    return functools.reduce(operator.getitem, ref.strip("${}").split("."), params) if isinstance(ref, str) else ref
+
+
+def list_runs(study: Study, params: dict) -> int:
+    """The runs of a study's experiment lists (`Study.lists`), each at its seeds (`<x>_seeds` beside
+    `<x>_experiments`, else its block's `seeds` or `seed`, else params.yaml's), and of its `spread`."""
+    block, spread = study.block(params), study.block(params).get("spread") or {}
 
     def grid(experiments, seeds):
-        return len(experiments or []) * len(seeds if isinstance(seeds, list) else [seeds])
+        size = sum(map(len, experiments.values())) if isinstance(experiments, dict) else len(experiments or [])
+        return size * len(seeds if isinstance(seeds, list) else [seeds])
 
-    def spread(study):
-        sp = study.get("spread") or {}
-        return grid(sp.get("experiments"), sp.get("seeds", []))
-    ctp, inc, cll, fomo = rep["ctp"], rep["incclip"], rep["cllclip"], rep["fomo"]
-    return {"spine": grid(rep["overview"]["experiments"], params["seeds"]),
-            "ctp": 1 + grid(ctp["experiments"], ctp["seeds"]) + grid(ctp["ablation_experiments"], ctp["ablation_seeds"]),
-            "cllclip": 1 + grid(cll["experiments"], cll["seeds"]) + spread(cll),
-            "fomo": len(fomo.get("bases") or {}) + sum(len(v) for v in fomo["studies"].values()) + spread(fomo),
-            "incclip": grid(inc["experiments"], inc["seeds"]) + spread(inc)}
+    def seeds(name):
+        own = name.removesuffix("experiments") + "seeds" if name.endswith("experiments") else "seeds"
+        return block.get(own, block.get("seeds", block.get("seed", params["seeds"])))
+    return (sum(grid(param(params, k), seeds(k.rpartition(".")[2])) for k in study.lists)
+            + grid(spread.get("experiments"), spread.get("seeds", [])))
+
+
+def study_runs(params: dict, dvc_yaml: dict) -> dict[str, int | None]:
+    """Training runs per budget of `report.performance.budgets`: its registered study's (the one whose
+    report stage, named as its notebook, it lists) `list_runs`, and one per pretraining stage it runs."""
+    studies, today = [load_study(s) for s in registered()], pipeline_stages(dvc_yaml, params)
+    pretrains = {n for n, s in dvc_yaml["stages"].items() if "vlcp pretrain" in str((s.get("do") or s).get("cmd"))}
+    out = {}
+    for key, b in params["report"]["performance"]["budgets"].items():
+        study = next((s for s in studies if s.notebook in b["stages"]), None)
+        bases = sum(n.partition("@")[0] in pretrains for n in study_stages(today, b["stages"]))
+        out[key] = None if study is None else list_runs(study, params) + bases
+    return out
 
 
 def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
-    """The stage names `dvc repro` runs for these params, as DVC names them: `name@item` for a
-    `foreach` list, `name@key` for a mapping, `name@v1-v2` for a `matrix`."""
-    def param(ref):   # DVC's `${a.b}` interpolation; a literal list or mapping as it is
-        if not isinstance(ref, str):
-            return ref
-        return functools.reduce(operator.getitem, ref.strip("${}").split("."), params)
+    """The stage names `dvc repro` runs for these params as DVC names them (`name@item`, `name@key`, `name@v1-v2`)."""
     names = []
     for name, stage in dvc_yaml["stages"].items():
         if "foreach" in stage:
-            names += [f"{name}@{k}" for k in param(stage["foreach"])]
+            names += [f"{name}@{k}" for k in param(params, stage["foreach"])]
         elif "matrix" in stage:
-            combos = itertools.product(*map(param, stage["matrix"].values()))
+            combos = itertools.product(*(param(params, v) for v in stage["matrix"].values()))
             names += [f"{name}@" + "-".join(map(str, combo)) for combo in combos]
         else:
             names.append(name)
@@ -240,12 +221,12 @@ def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
 
 def measured_at(measurement: dict) -> str:
     """When a pipeline measurement began its last attempt (ISO time; its `date` where none recorded)."""
-    return max((a["started"] for a in measurement.get("attempts") or () if a.get("started")), default=measurement["date"])
+    return max((a["started"] for a in measurement.get("attempts") or () if a.get("started")),
+               default=measurement["date"])
 
 
 def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict, float]]:
-    """The part measurements (`pipeline-<name>.json`: some stages timed alone), each with its own
-    `pace_slowdown`, oldest first."""
+    """The part measurements (`pipeline-<name>.json`: stages timed alone) with their `pace_slowdown`, oldest first."""
     timed = [p for name, p in parts.items() if name.startswith("pipeline-") and p.get("targets")]
     return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
 
@@ -263,119 +244,71 @@ def stage_minutes(takes: list[tuple[float, float]], budget: float) -> tuple[floa
 
 def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | dict[str, float] = 1.0,
                 parts: list[tuple[dict, float]] = ()) -> pd.DataFrame:
-    """Per study of `report.performance.budgets`: its runs and stages today, and the minutes `pipeline`
-    timed of them, as measured and at the reference pace (÷ `slowdown`, one or per study); `not timed`
-    names stages added since. A study whose own stages a later part measurement (`retimed`) all timed
-    takes that one's minutes at its pace (`measured` names the source); its `shared` stages keep the
-    whole repro's."""
+    """Per budget: its runs (`study_runs`) and stages today and the minutes `pipeline` timed of them, as
+    measured and at the reference pace (÷ `slowdown`, one or per study); the latest part (`retimed`) that
+    timed all of a study's own stages stands for them at its pace, its `shared` ones keep the whole's."""
     budgets = params["report"]["performance"]["budgets"]
-    runs, today = study_runs(params), pipeline_stages(dvc_yaml, params)
+    slows = slowdown if isinstance(slowdown, dict) else dict.fromkeys(budgets, slowdown)
+    runs, today = study_runs(params, dvc_yaml), pipeline_stages(dvc_yaml, params)
     rows = {}
     for study, b in budgets.items():
         mine = study_stages(today, b["stages"])
         own = [n for n in mine if n not in study_stages(mine, b.get("shared") or ())]
-        whole = _slowdown_of(slowdown, study)
-        source, slow = pipeline, whole
-        for part, part_slow in parts:   # the latest part that timed all of this study's own stages
+        source, slow = pipeline, slows[study]
+        for part, part_slow in parts:
             if measured_at(part) >= measured_at(pipeline) and own and all(n in part["stages"] for n in own):
                 source, slow = part, part_slow
-        takes = {n: (pipeline["stages"][n], whole) for n in mine if n in pipeline["stages"]}
-        if source is not pipeline:
-            takes.update({n: (source["stages"][n], slow) for n in mine if n in source["stages"]})
+        takes = {n: (pipeline["stages"][n], slows[study]) for n in mine if n in pipeline["stages"]}
+        takes |= {n: (source["stages"][n], slow) for n in mine if source is not pipeline and n in source["stages"]}
         kept = [n for n in mine if n not in source["stages"] and n in takes]   # shared: the whole repro's
         measured, at_reference, pace, verdict = stage_minutes(list(takes.values()), b["minutes"])
-        rows[study] = {"runs": runs.get(study), "stages": len(mine),
-                       "measured min": measured, "at reference pace min": at_reference,
-                       "budget min": b["minutes"],
-                       "not timed": ", ".join(n for n in mine if n not in takes),
-                       "slowdown": pace or slow, "verdict": verdict,
-                       "measured": "the whole repro" if source is pipeline else
-                                   f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"
-                                   + (f"; {', '.join(kept)}: the whole repro" if kept else "")}
+        rows[study] = {"runs": runs.get(study), "stages": len(mine), "measured min": measured,
+                       "at reference pace min": at_reference, "budget min": b["minutes"],
+                       "not timed": ", ".join(n for n in mine if n not in takes), "slowdown": pace or slow,
+                       "verdict": verdict, "measured": "the whole repro" if source is pipeline else
+                       f"alone, {source['date'][:10]} at {source['commit']} ({slow:.2f} × slow)"
+                       + (f"; {', '.join(kept)}: the whole repro" if kept else "")}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-STUDY_NAMES = {"spine": "spine (overview)", "ctp": "CTP", "cllclip": "CLL-CLIP", "fomo": "FoMo-in-Flux",
-               "incclip": "IncCLIP"}
-
-
-def costs_markdown(costs: pd.DataFrame, pipeline: dict) -> str:
-    """`study_costs` as docs/overview.md's Markdown table, after the measurement's notes on its pace."""
-    alone = "measured" in costs and (costs["measured"] != "the whole repro").any()
-    attempts = resumed_attempts(pipeline)
-    lines = [f"Measured by `benchmarks/pipeline.py` on {pipeline['date']} at {pipeline['commit']} "
-             f"({pipeline['cpus']} CPUs); the reference pace divides by the machine's slowdown during the repro "
-             + ("(its SeqF pace at the start and at the end, averaged)." if pipeline.get("seqf_seconds_per_step_end")
-                else "(its SeqF pace at the start).")
-             + (f" It was stopped and resumed ({len(attempts)} attempts): each study's stages are "
-                "read at the pace of the attempt they ran in (SeqF at its start, and for the last also at its end)."
-                if attempts else "")
-             + "".join(f" {a['pace_note']}" for a in pipeline.get("attempts") or () if a.get("pace_note"))
-             + (" A study re-timed alone since (`--targets`) reads that measurement, at its own day's pace; "
-                "the total then adds separate measurements: an estimate, not a measurement of the whole." if alone else ""),
-             "", "| study | runs | stages | measured min | at the reference pace, min | budget min | stages not timed |"
-             + (" measured |" if alone else ""),
-             "|---|---|---|---|---|---|---|" + ("---|" if alone else "")]
-    for study, r in costs.iterrows():
-        lines.append(f"| {STUDY_NAMES.get(study, study)} | {r['runs']} | {r['stages']} | {r['measured min']:.1f} | "
-                     f"{r['at reference pace min']:.1f} | {r['budget min']} | {r['not timed'] or '—'} |"
-                     + (f" {r['measured']} |" if alone else ""))
-    total = costs[["runs", "stages", "measured min", "at reference pace min", "budget min"]].sum()
-    measured = "—" if alone else f"{total['measured min']:.1f}"   # minutes of different paces do not add
-    lines.append(f"| **all** | {int(total['runs'])} | {int(total['stages'])} | {measured} | "
-                 f"**{total['at reference pace min']:.1f}** | {int(total['budget min'])} | |" + (" |" if alone else ""))
-    return "\n".join(lines) + "\n"
-
-
-def costs_line(costs: pd.DataFrame) -> str:
-    """`study_costs` in one README line: runs and minutes at the reference pace per study."""
-    return "; ".join(f"{STUDY_NAMES.get(s, s).split(' ')[0]} {r['runs']} runs, {r['at reference pace min']:.0f} min"
-                     for s, r in costs.iterrows())
-
-
 def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dict[str, float] = 1.0) -> pd.DataFrame:
-    """Measured minutes of each study's stages against its budget, and at the reference pace (÷
-    `slowdown`, one or per study); a study with no measured stage is NaN and "not built"."""
-    stages = pipeline["stages"]
+    """Each study's measured minutes against its budget, also at the reference pace (÷ `slowdown`, one or
+    per study); a study with no measured stage is NaN and "not built"."""
     rows = {}
     for paper, b in budgets.items():
-        secs = [stages[n] for n in study_stages(stages, b["stages"])]
-        takes = [(s, _slowdown_of(slowdown, paper)) for s in secs]
-        measured, at_reference, _, verdict = stage_minutes(takes, b["minutes"])
-        rows[paper] = {"budget min": b["minutes"], "measured min": measured,
-                       "at reference pace min": at_reference, "stages": len(secs),
-                       "status": BUDGET_STATUS[verdict] if verdict else "not built", "verdict": verdict}
+        secs = [pipeline["stages"][n] for n in study_stages(pipeline["stages"], b["stages"])]
+        slow = slowdown[paper] if isinstance(slowdown, dict) else slowdown
+        measured, at_reference, _, verdict = stage_minutes([(s, slow) for s in secs], b["minutes"])
+        rows[paper] = {"budget min": b["minutes"], "measured min": measured, "at reference pace min": at_reference,
+                       "stages": len(secs), "status": BUDGET_STATUS[verdict] if verdict else "not built",
+                       "verdict": verdict}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
 # --------------------------------------------------------------------------- the performance ledger
 
 def throughput_targets(tp: dict) -> list[Row]:
-    """`throughput.py`'s targets on paired repeats: vlcp's SeqF against open_clip_train on the same
-    work, and its loop like for like (the same fused AdamW) beside an A/A control."""
+    """`throughput.py`'s targets on paired repeats: vlcp's SeqF against open_clip_train, and its loop like for like."""
+    def ci(paired):
+        return f"{paired['geometric_mean']:.3f}, 95% interval [{paired['ci95'][0]:.3f}, {paired['ci95'][1]:.3f}]"
+
+    def interval(paired):
+        return {"effect": paired["geometric_mean"], "low": paired["ci95"][0], "high": paired["ci95"][1],
+                "seeds": len(paired.get("ratios") or ()) or None}
     where = f"{tp['device']}{' ' + tp['gpu'] if tp.get('gpu') else ''}, {tp['model']} {tp['precision']}"
     shipped, like, aa = tp["paired_over_open_clip"], tp["paired_over_open_clip_fused_adamw"], tp["paired_a_a"]
     sp, goal = tp["pairs"]["shipped"]["samples_per_second"], tp["target_ratio"]
     return [tg.target(f"vlcp SeqF throughput ≥ {goal}× open_clip_train on the same work ({where})",
                       tg.interval_verdict(shipped["geometric_mean"], *shipped["ci95"], goal, goal),
                       f"ratio {tp['ratio_vlcp_over_open_clip']:.3f} ({sp['vlcp']:.0f} vs {sp['open_clip']:.0f} "
-                      f"samples/s); paired {_ci(shipped)}; {tp['ratio_vlcp_over_open_clip_fused_adamw']:.3f} "
-                      "against open_clip's loop with the same fused AdamW", **_interval(shipped)),
+                      f"samples/s); paired {ci(shipped)}; {tp['ratio_vlcp_over_open_clip_fused_adamw']:.3f} "
+                      "against open_clip's loop with the same fused AdamW", **interval(shipped)),
             tg.target(f"vlcp's loop ≥ {tp['loop_target']}× open_clip_train's like for like (same fused AdamW), "
                       f"paired repeats, interval above {tp['loop_margin']}× ({where})",
                       tg.interval_verdict(like["geometric_mean"], *like["ci95"], tp["loop_target"],
                                           tp["loop_margin"], control=tuple(aa["ci95"])),
-                      f"geometric mean {_ci(like)} over {len(like['ratios'])} repeats; A/A control "
-                      f"{aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]", **_interval(like))]
-
-
-def _ci(paired: dict) -> str:
-    return f"{paired['geometric_mean']:.3f}, 95% interval [{paired['ci95'][0]:.3f}, {paired['ci95'][1]:.3f}]"
-
-
-def _interval(paired: dict) -> dict:
-    return {"effect": paired["geometric_mean"], "low": paired["ci95"][0], "high": paired["ci95"][1],
-            "seeds": len(paired.get("ratios") or ()) or None}
+                      f"geometric mean {ci(like)} over {len(like['ratios'])} repeats; A/A control "
+                      f"{aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]", **interval(like))]
 
 
 def ddp_target(dd: dict) -> Row:
@@ -394,9 +327,8 @@ def ddp_target(dd: dict) -> Row:
 
 
 def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float = 1.1) -> Row:
-    """Every spine method's time ratio ≤ its FLOP ratio × `tolerance`, on `spine_cost.json`'s paired
-    median where it re-timed the method (refuted only where the paired range lies wholly above the
-    goal), else on this run's timing (which cannot refute)."""
+    """Every spine method's time ratio ≤ its FLOP ratio × `tolerance`, on `spine_cost.json`'s paired repeats
+    where it has the method (refuted when their range is wholly above), else on this run's (never refuted)."""
     verdicts, evidence = [], []
     for e in ov.index:
         if spine_cost and e != spine_cost["reference"] and e in spine_cost["ratio_to_reference"]:
@@ -406,8 +338,7 @@ def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float 
         else:
             lo, t, f, src = None, ov.loc[e, "time ratio"], ov.loc[e, "FLOP ratio"], "this run"
         goal = tolerance * f
-        refuted = lo is not None and lo > goal
-        verdicts.append("confirmed" if t <= goal else "refuted" if refuted else "inconclusive")
+        verdicts.append("confirmed" if t <= goal else "refuted" if lo is not None and lo > goal else "inconclusive")
         why = ov.loc[e, "explained"]
         own = why and f"; own-work ratio {ov.loc[e, 'own-work ratio']:.2f}: {why}"
         evidence.append(f"{e}: time {t:.2f} vs FLOPs {f:.2f} ({src}{own})")
@@ -416,8 +347,7 @@ def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float 
 
 
 def study_tables(params: dict) -> tuple[dict[str, pd.DataFrame], dict[str, dict[str, list[dict]]]]:
-    """`study_overheads` of each study of `report.performance.studies` whose reference ran with FLOP
-    counts ({study: table}), and their runs ({study: {experiment: [results]}})."""
+    """({study: `study_overheads`}, {study: its runs}) of `report.performance.studies` with FLOP counts."""
     tables, runs_of = {}, {}
     for study, spec in (params["report"]["performance"].get("studies") or {}).items():
         runs = discover_runs(spec["runs"], spec["experiments"])
@@ -429,36 +359,30 @@ def study_tables(params: dict) -> tuple[dict[str, pd.DataFrame], dict[str, dict[
     return tables, runs_of
 
 
-def studies_target(tables: dict[str, pd.DataFrame]) -> Row:
-    """Every paper study's methods within FLOPs × 1.1 of their study's reference."""
+def studies_targets(tables: dict[str, pd.DataFrame], phased: set[str]) -> list[Row]:
+    """Every paper study's methods within FLOPs × 1.1 of their study's reference; and every one over it,
+    in the studies with phase times (`phased`), explained by them (`study_overheads`)."""
     over = [(s, e, t.loc[e]) for s, t in tables.items() for e in t.index[~t["within"]]]
     n = sum(len(t) for t in tables.values())
-    return tg.target("every paper's method: time ratio ≤ its FLOP ratio × 1.1 (single in-study timings)",
+    out = [tg.target("every paper's method: time ratio ≤ its FLOP ratio × 1.1 (single in-study timings)",
                      tg.single_verdict(not over),
                      f"{n - len(over)} of {n} within; over: " + ("; ".join(
                          f"{s} {e}: time {r['time ratio']:.2f} vs FLOPs {r['FLOP ratio']:.2f} ({r['uncounted work']})"
-                         for s, e, r in over) or "none"))
-
-
-def explained_target(tables: dict[str, pd.DataFrame], phased: set[str]) -> Row | None:
-    """Every method over FLOPs × 1.1 in the studies with phase times (`phased`) explained by them
-    (`study_overheads`); None when none is over."""
-    named = [(s, e, t.loc[e]) for s, t in tables.items() if s in phased for e in t.index[~t["within"]]]
-    if not named:
-        return None
-    verdicts = [r["explained"] for _, _, r in named]
-    return tg.target(
-        "every method over FLOPs × 1.1 is explained by its run's phase times: its most extra time is in a phase "
-        "where its explanation's work runs, or with only those phases differing from the reference it is within the target",
-        tg.single_verdict(all(v in ("its phases", "variance elsewhere") for v in verdicts)),
-        "; ".join(f"{s} {e} ({r['explained'] or 'no phase times or explanation'}): "
-                  f"{r['extra time by phase (rows over target)'] or '—'}, own-work ratio {r['own-work ratio']:.2f} "
-                  f"vs FLOPs {r['FLOP ratio']:.2f}" for s, e, r in named))
+                         for s, e, r in over) or "none"))]
+    if named := [(s, e, r) for s, e, r in over if s in phased]:
+        out.append(tg.target(
+            "every method over FLOPs × 1.1 is explained by its run's phase times: its most extra time is in a phase "
+            "where its explanation's work runs, or with only those phases differing from the reference it is within "
+            "the target", tg.single_verdict(all(r["explained"] in ("its phases", "variance elsewhere")
+                                                for _, _, r in named)),
+            "; ".join(f"{s} {e} ({r['explained'] or 'no phase times or explanation'}): "
+                      f"{r['extra time by phase (rows over target)'] or '—'}, own-work ratio {r['own-work ratio']:.2f} "
+                      f"vs FLOPs {r['FLOP ratio']:.2f}" for s, e, r in named)))
+    return out
 
 
 def eval_memory_targets(em: dict) -> list[Row]:
-    """`eval_memory.py`'s targets: linear memory growth of the chunked path, and its saving over the
-    naive one at the largest gallery."""
+    """`eval_memory.py`'s targets: the chunked path's memory linear in gallery size, and 5× under the naive one."""
     t = eval_memory_frame(em)
     slope, ratio = loglog_slope(t.index, t["peak_mb"]["chunked"]), em["memory_ratio_at_largest"]
     return [tg.target("chunked evaluation memory grows linearly in gallery size (log-log slope ≤ 1.2)",
@@ -471,12 +395,9 @@ def eval_memory_targets(em: dict) -> list[Row]:
 
 
 def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[Row]:
-    """`pipeline.py`'s targets: the whole repro and its no-op within their budgets, and each study's
-    stages within its own (from a later part measurement where one re-timed them), each at its pace."""
-    perf = params["report"]["performance"]
-    spine_cost = bench.get("spine_cost")
-    slow = pace_slowdown(pj, spine_cost)
-    slows = study_slowdowns(pj, spine_cost, perf["budgets"])
+    """`pipeline.py`'s targets: the repro and its no-op, and each study's stages (`study_costs`), in budget."""
+    perf, spine_cost = params["report"]["performance"], bench.get("spine_cost")
+    slow, slows = pace_slowdown(pj, spine_cost), study_slowdowns(pj, spine_cost, perf["budgets"])
     bt = budget_table(pj, perf["budgets"], slows)
     costs = study_costs(pj, params, dvc_yaml, slows, retimed(bench, spine_cost))
     alone = costs[costs["measured"] != "the whole repro"]
@@ -500,31 +421,24 @@ def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[
         elif row["status"] != "not built":
             out.append(tg.target(f"{paper} stages ≤ {row['budget min']} min", row["verdict"],
                                  f"{row['measured min']:.1f} min over {row['stages']} stages"
-                                 + (f" ({row['at reference pace min']:.1f} at the reference pace)" if slows[paper] > 1 else "")))
+                                 + (f" ({row['at reference pace min']:.1f} at the reference pace)"
+                                    if slows[paper] > 1 else "")))
     return out
 
 
 def targets(bench: dict[str, dict], params: dict, runs_dir, dvc_yaml: dict) -> list[Row]:
-    """The performance ledger: every target, from `benchmarks/results/*.json` (`bench`, by file stem),
-    the spine's runs under `runs_dir` and each paper study's runs."""
-    perf = params["report"]["performance"]
-    out = []
-    for name, tp in bench.items():
-        if name == "throughput" or name.startswith("throughput_"):
-            out += throughput_targets(tp)
-    if "ddp_scaling" in bench:
-        out.append(ddp_target(bench["ddp_scaling"]))
-    exps = [e for e in perf["experiments"] if all((Path(runs_dir) / e / f"seed{s}" / "results.json").exists() for s in params["seeds"])]
+    """The performance ledger: from `benchmarks/results/*.json` (`bench`, by stem) and the studies' runs."""
+    perf, seeds = params["report"]["performance"], params["seeds"]
+    out = [r for name, tp in bench.items() if name.partition("_")[0] == "throughput" for r in throughput_targets(tp)]
+    out += [ddp_target(bench["ddp_scaling"])] if "ddp_scaling" in bench else []
+    exps = [e for e in perf["experiments"] if all((Path(runs_dir) / e / f"seed{s}" / "results.json").exists()
+                                                   for s in seeds)]
     if perf["reference"] in exps:
-        runs = require_runs(runs_dir, exps, params["seeds"])
+        runs = require_runs(runs_dir, exps, seeds)
         out.append(overhead_target(study_overheads(runs, perf["reference"]), bench.get("spine_cost")))
     tables, runs_of = study_tables(params)
     if tables:
-        out.append(studies_target(tables))
-        explained = explained_target(tables, {s for s, runs in runs_of.items() if not study_phases(runs).empty})
-        out += [explained] if explained else []
-    if "eval_memory" in bench:
-        out += eval_memory_targets(bench["eval_memory"])
-    if "pipeline" in bench:
-        out += budget_targets(bench["pipeline"], bench, params, dvc_yaml)
+        out += studies_targets(tables, {s for s, runs in runs_of.items() if not study_phases(runs).empty})
+    out += eval_memory_targets(bench["eval_memory"]) if "eval_memory" in bench else []
+    out += budget_targets(bench["pipeline"], bench, params, dvc_yaml) if "pipeline" in bench else []
     return out
