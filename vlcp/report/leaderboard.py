@@ -12,8 +12,10 @@ from scipy import stats as sps
 
 from vlcp.report import stats as st
 from vlcp.report.paper import studies_root
+from vlcp.report.power import StudyPower, study_power
 from vlcp.report.results import fill_pass_flops, flops_per_step, run_seconds
 from vlcp.report.stats import Values
+from vlcp.report.study import Runs, as_lists, values
 
 ALPHA = 1 - st.LEVEL
 Scores = Mapping[str, Values]
@@ -93,6 +95,14 @@ def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
     return frame
 
 
+def beside(ranking: pd.DataFrame, others: Mapping[str, Scores]) -> pd.DataFrame:
+    """A `table` with each method's mean of other metrics beside its headline (GM's A_KA and A_ZS)."""
+    out = ranking.copy()
+    for label, scores in others.items():
+        out[label] = out["method"].map(standings(scores).set_index("method")["mean"])
+    return out
+
+
 def by_method(runs: Mapping[str, Mapping[int, dict]], experiments, replacing=()) -> dict[str, Mapping[int, dict]]:
     """{method name: {seed: results}} of the `experiments` that ran, each replaced by the experiment of
     `replacing` running the same method (the compute-matched arm: the methods a budget gives other steps)."""
@@ -130,6 +140,13 @@ def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("method")
 
 
+def memory_multipliers(runs: Mapping[str, Mapping[int, dict]]) -> pd.Series:
+    """Each method's training memory over full fine-tuning's, from its runs' MAFs budget (`budget` of a
+    concept-stream run; the same at every seed)."""
+    return pd.Series({m: next(iter(by_seed.values()))["budget"]["memory_multiplier"] for m, by_seed in runs.items()},
+                     name="memory ×", dtype=float)
+
+
 def pareto(score: Mapping[str, float], cost: Mapping[str, float]) -> list[str]:
     """The methods no other beats on both: a higher score at no more cost (ties kept)."""
     return [m for m in score
@@ -150,3 +167,24 @@ def reading(scores: Scores, baseline: str, power_ok: bool, alpha: float = ALPHA)
     if len(tied) > 1:
         text += f" Telling the {len(tied)} tied methods apart needs more seeds than these {seeds}."
     return text
+
+
+def track_power(cal_runs: Runs, calibration: Mapping, measure, metric: str, gains_of, teaching_from: str,
+                min_seeds: int = 3) -> StudyPower | None:
+    """A track's power from its calibration runs: H = upper − lower (`calibration["experiments"]`) of
+    `measure`, σ_d over their paired seeds, the tasks that teach from `gains_of` (the lower arm's runs ->
+    a `teach` frame or None); None with fewer than `min_seeds` paired seeds."""
+    upper, lower = calibration["experiments"]
+    up, lo = values(cal_runs, upper, measure), values(cal_runs, lower, measure)
+    seeds = sorted(set(up) & set(lo))
+    if len(seeds) < min_seeds:
+        return None
+    return study_power(metric, [up[s] for s in seeds], [lo[s] for s in seeds], gains_of(as_lists(cal_runs)[lower]),
+                       headroom_from=f"{upper} − {lower}, {metric}", teaching_from=teaching_from)
+
+
+def missing_track(track: str, absent: list[str], stages: str) -> str:
+    """One markdown line for a track without its runs: which are missing and the stages that make them."""
+    shown = ", ".join(f"`{m}`" for m in absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
+    return (f"**{track} has no report yet**: its runs are missing ({shown}). Make them with `dvc repro {stages}` "
+            "at the project root; its sections below are skipped.")
