@@ -54,7 +54,7 @@ def test_track2_runs_every_track2_method_once_at_five_seeds_apart_from_its_calib
     assert sorted(method[e] for e in t2["experiments"]) == sorted(cat["track2"])   # each track 2 method, once
     assert t2["baseline"] in t2["experiments"] and t2["baseline"] in t2["calibration"]["experiments"]
     assert len(t2["seeds"]) >= 5 and not set(t2["seeds"]) & set(t2["calibration"]["seeds"])
-    # track 2 reads the benchmark draws track 1's stages prepare (data/emoji-dS)
+    # track 2 reads the benchmark draws leaderboard_data@S and leaderboard_data_calibration@S prepare (track 1's seeds)
     assert set(t2["seeds"]) <= set(t1["seeds"]) and set(t2["calibration"]["seeds"]) <= set(t1["calibration"]["seeds"])
 
 
@@ -74,6 +74,13 @@ def test_track2_stages_pretrain_a_theta0_per_data_seed_and_run_from_it():
         assert {"models/fomo-base-d${item}.pt", "data/emoji-d${item}"} <= set(map(str, do["deps"]))
         assert list(do["outs"][0].values())[0]["persist"] is True
     assert "${report.leaderboard.runs}" in stages["leaderboard"]["deps"]   # every track's runs, under that folder
+    # each benchmark draw is its own stage, so a track's stage never runs another track's runs first
+    for name, seeds in (("leaderboard_data", "track1.seeds"), ("leaderboard_data_calibration", "track1.calibration.seeds")):
+        assert stages[name]["foreach"] == f"${{report.leaderboard.{seeds}}}"
+        assert stages[name]["do"]["outs"] == ["data/emoji-d${item}"] and "vlcp data prepare" in stages[name]["do"]["cmd"]
+    for name, stage in stages.items():
+        if name.startswith("run_leaderboard"):
+            assert "data/emoji-d${item}" in stage["do"]["deps"] and "data/emoji-d${item}" not in stage["do"].get("outs", [])
 
 
 def test_track_power_pairs_the_calibration_seeds_and_reads_teaching_from_the_lower_arm():
