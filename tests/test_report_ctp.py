@@ -143,9 +143,6 @@ def test_curves_mean_over_seeds_per_task():
 def test_labels_rows_and_paper_tables():
     assert ctp.method_label("ctp-ctp-er") == "CTP+ER" and ctp.method_label("ctp-rev-lwf") == "LWF"
     assert ctp.method_label("ctp-abl-cmc") == "ctp-abl-cmc"
-    assert ctp.component_pairs("L_CMC") == [(0, 1), (2, 3)]
-    assert ctp.component_pairs("L_c") == [(0, 2), (1, 3), (4, 5)]
-    assert ctp.component_pairs("L_s") == [(1, 4), (3, 5)] and ctp.component_pairs("ER") == [(5, 6)]
     p1 = ctp.paper_table1()
     assert p1.loc[("memory-free", "CTP"), "hours × SeqF"] == pytest.approx(4.0 / 3.4)
     p2 = ctp.paper_table2()
@@ -217,10 +214,10 @@ def test_kendall_tau_b_hand_computed():
 def test_noise_floor_measured_from_table1_seeds_or_set():
     runs = runs_of({"a": (10, -1, 0, 1), "b": (20, -2, 0, 2), "c": (30,)}, seeds=(0, 1, 2))
     runs["c"] = runs["c"][:1]
-    floor, how = ctp.noise_floor(runs, ["a", "b", "c"])
-    assert floor == pytest.approx(math.sqrt(2 * (1 + 4) / 2)) and "measured" in how
-    assert ctp.noise_floor(runs, ["a"], setting=0.7)[0] == 0.7
-    assert ctp.noise_floor({"c": runs["c"]}, ["c"], default=1.5)[0] == 1.5
+    floor = ctp.noise_floor(runs, ["a", "b", "c"])
+    assert floor.sd == pytest.approx(math.sqrt(2 * (1 + 4) / 2)) and floor.dof == 4 and "measured" in floor.source
+    assert ctp.noise_floor(runs, ["a"], setting=0.7).sd == 0.7
+    assert ctp.noise_floor({"c": runs["c"]}, ["c"], default=1.5).sd == 1.5
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from vlcp.report.ctp.study import GROUPS, method_label, table1_experiments
+from vlcp.report.results import curve
 
 
 def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -12,12 +13,8 @@ def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm"
     task number (1-based), columns = row labels (present runs only)."""
     mean, std = {}, {}
     for label, e in rows.items():
-        rs = runs.get(e)
-        if not rs:
-            continue
-        v = np.asarray([[c["test"][metric] for c in r["cumulative"]] for r in rs], float)
-        mean[label] = v.mean(0)
-        std[label] = v.std(0, ddof=1) if len(v) > 1 else np.zeros(v.shape[1])
+        if runs.get(e):
+            mean[label], std[label] = curve(runs[e], metric)
     idx = pd.RangeIndex(1, 1 + max((len(v) for v in mean.values()), default=0), name="task")
     return (pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in mean.items()}, index=idx),
             pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in std.items()}, index=idx))

@@ -17,12 +17,10 @@ def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
     for key, rs in rows.items():
         cells = {("seeds", "n"): len(rs or [])}
         for q, vs in (fn(rs) if rs else {}).items():
-            m, s = mean_std(vs)
-            cells[(q, "mean")], cells[(q, "std")] = m, s
+            cells[(q, "mean")], cells[(q, "std")] = mean_std(vs)
         out[key] = cells
-    cols = [("seeds", "n")] + [(q, st) for q in quantities for st in ("mean", "std")]
-    cols += [c for cells in out.values() for c in cells if c not in cols]
-    cols = list(dict.fromkeys(cols))
+    cols = list(dict.fromkeys([("seeds", "n"), *((q, st) for q in quantities for st in ("mean", "std")),
+                               *(c for cells in out.values() for c in cells)]))
     index = pd.MultiIndex.from_tuples(list(rows)) if isinstance(next(iter(rows), None), tuple) else list(rows)
     df = pd.DataFrame([[out[k].get(c, np.nan) for c in cols] for k in rows], index=index,
                       columns=pd.MultiIndex.from_tuples(cols))
@@ -41,9 +39,8 @@ def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference:
     ref = runs.get(reference, [])
 
     def fn(rs):
-        out = {"time × SeqF": time_ratios(rs, ref) if ref else [],
-               "FLOPs × SeqF": flop_ratios(rs, ref) if ref else []}
-        return out | _finals(metrics)(rs)
+        return {"time × SeqF": time_ratios(rs, ref) if ref else [],
+                "FLOPs × SeqF": flop_ratios(rs, ref) if ref else []} | _finals(metrics)(rs)
 
     rows = {(g, method_label(e)): runs.get(e, []) for g in GROUPS for e in groups.get(g, [])}
     return stats_frame(rows, fn, ["time × SeqF", "FLOPs × SeqF", *metrics])
@@ -89,10 +86,9 @@ def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     """A stats frame as "mean ± std" strings ("mean" for one seed, "missing" for none, "—" not
     computable); columns without a "mean" pass through."""
     cols = list(df.columns)
-    qs = [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]
     n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
     out = {}
-    for q in qs:
+    for q in [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]:
         if (q, "mean") not in cols:
             out[q] = df[next(c for c in cols if c[0] == q)].tolist()
             continue
@@ -116,35 +112,25 @@ def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
 
 def paper_table1(name: str = "ctp_table1") -> pd.DataFrame:
     """The paper's Table 1 (or supp. Table 3) by (group, method), with the hours' ratio to SeqF's."""
-    p = paper_table(name)
-    src = p.attrs["source"]
-    p = p.set_index(["group", "method"])
-    if "training_hours" in p.columns:
-        p = p.rename(columns={"training_hours": "hours"})
+    p = paper_table(name).set_index(["group", "method"]).rename(columns={"training_hours": "hours"})
+    if "hours" in p.columns:
         p["hours × SeqF"] = p["hours"] / PAPER_SEQF_HOURS
-    p.attrs["source"] = src
     return p
 
 
 def paper_table2() -> pd.DataFrame:
     p = paper_table("ctp_table2")
-    out = p.drop(columns=list(COMPONENTS))
-    out.index = pd.Index([switch_label(row) for row in p[list(COMPONENTS)].itertuples(index=False)], name=SWITCH_INDEX)
-    out.attrs["source"] = p.attrs["source"]
-    return out
+    labels = [switch_label(row) for row in p[list(COMPONENTS)].itertuples(index=False)]
+    return p.drop(columns=list(COMPONENTS)).set_axis(pd.Index(labels, name=SWITCH_INDEX))
 
 
 def paper_by_label(name: str) -> pd.DataFrame:
-    p = paper_table(name)
-    out = p.set_index("label")
-    out.attrs["source"] = p.attrs["source"]
-    return out
+    return paper_table(name).set_index("label")
 
 
 def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.DataFrame:
     """Methods run in both orders (not the upper bound): mean `metric` and rank in each, and the paper's."""
-    p1 = paper_table1("ctp_table1").reset_index().set_index("method")[metric]
-    p3 = paper_table1("ctp_supp_table3").reset_index().set_index("method")[metric]
+    p1, p3 = (paper_table(t).set_index("method")[metric] for t in ("ctp_table1", "ctp_supp_table3"))
     rows = {}
     for (g, label), rev in reversed_rows(study).items():
         default = PREFIX + rev[len(REV_PREFIX):]
