@@ -15,28 +15,25 @@ from vlcp.report.ctp.cost import time_check
 from vlcp.report.ctp.study import final_row, seconds_ratio, single_seed_experiments, table1_experiments, with_long
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable, unready
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
-from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, paper_number, stale_calibration, values
+from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
 from vlcp.utils import read_json
 
 MEASURES = MappingProxyType({m: (lambda r, m=m: final_row(r, [m])[m]) for m in ("Rm", "mAP@1")})
 
 
-def noise_floor(runs: dict[str, list[dict]], experiments, metric: str = "Rm", setting="auto",
-                default: float = 1.0) -> st.Noise:
-    """The noise of one single-seed difference: a number in `setting` as is; "auto": √2 × the pooled
-    seed std of `metric` over the `experiments` with ≥ 2 seeds, on their pooled dof; else `default`."""
-    if setting not in (None, "auto"):
-        return st.Noise(float(setting), None, "set in params (report.ctp.noise_floor)")
-    vs = [[final_row(r, [metric])[metric] for r in runs[e]] for e in experiments if len(runs.get(e, [])) >= 2]
-    if not vs:
-        return st.Noise(float(default), None, "default (no experiment with 2 seeds to measure it)")
-    return st.Noise(float(math.sqrt(2 * np.mean([np.var(v, ddof=1) for v in vs]))), sum(len(v) - 1 for v in vs),
-                    f"measured: √2 × pooled seed std of {metric} over {len(vs)} Table 1 runs")
-
-
 def floors(runs1: Runs, experiments, setting="auto", default: float = 1.0) -> dict[str, st.Noise]:
-    """The claims file's floor `Rm`: `noise_floor` over Table 1's runs."""
-    return {"Rm": noise_floor(as_lists(runs1), experiments, "Rm", setting, default)}
+    """The claims file's floor `Rm`, the noise of one single-seed difference: a number in `setting` as is;
+    "auto": √2 × the pooled seed std of Rm over the `experiments` with ≥ 2 seeds in Table 1's `runs1`,
+    on their pooled dof; else `default`."""
+    vs = [[MEASURES["Rm"](r) for r in runs1[e].values()] for e in experiments if len(runs1.get(e, {})) >= 2]
+    if setting not in (None, "auto"):
+        noise = st.Noise(float(setting), None, "set in params (report.ctp.noise_floor)")
+    elif not vs:
+        noise = st.Noise(float(default), None, "default (no experiment with 2 seeds to measure it)")
+    else:
+        noise = st.Noise(math.sqrt(2 * np.mean([np.var(v, ddof=1) for v in vs])), sum(len(v) - 1 for v in vs),
+                         f"measured: √2 × pooled seed std of Rm over {len(vs)} Table 1 runs")
+    return {"Rm": noise}
 
 
 def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
@@ -180,7 +177,7 @@ def ledger_runs(block: dict, runs_dir, long: bool = False) -> tuple[Runs, Runs]:
     dirs = list(dict.fromkeys([runs_dir, *block.get("more_runs", [])]))
     t1 = load_runs(dirs, table1_experiments(block), block["seeds"])
     ab = load_runs(dirs, single_seed_experiments(block), block["ablation_seeds"])
-    runs = {e: dict(sorted({**ab.get(e, {}), **t1.get(e, {})}.items())) for e in {*t1, *ab}}
+    runs = {e: dict(sorted({**ab.get(e, {}), **t1.get(e, {})}.items())) for e in dict.fromkeys([*t1, *ab])}
     return runs, t1
 
 

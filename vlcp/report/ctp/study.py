@@ -9,7 +9,7 @@ import yaml
 
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.paper import paper_data, paper_table, studies_root
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, flops_per_step, load_subset
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, flops_per_step
 
 
 FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
@@ -75,24 +75,10 @@ def list_mismatch(study: dict) -> str:
     return "; ".join(out)
 
 
-def load_available(runs_dir: str | Path, experiments, seeds,
-                   more: list[str | Path] = ()) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
-    """({experiment: [results of each seed found]}, {experiment: [missing seeds]}) under `runs_dir` and `more`."""
-    found = load_subset([runs_dir, *more], experiments, seeds)[0]
-    missing = {e: [s for s in seeds if s not in found.get(e, {})] for e in dict.fromkeys(experiments)}
-    return {e: list(rs.values()) for e, rs in found.items()}, {e: m for e, m in missing.items() if m}
-
-
-def with_table1_seeds(runs_abl: dict[str, list[dict]], runs1: dict[str, list[dict]],
-                      experiments=()) -> dict[str, list[dict]]:
-    """The single-seed tables' runs with every experiment Table 1 also ran (or of `experiments`) read at
-    each seed it has in either, in seed order (a seed in both: `runs_abl`'s), to pair by seed."""
-    out = dict(runs_abl)
-    for e, rs in runs1.items():
-        if (e in runs_abl or e in experiments) and rs:
-            merged = by_seed(rs) | by_seed(runs_abl.get(e, []))
-            out[e] = [merged[s] for s in sorted(merged)]
-    return out
+def missing_seeds(runs: dict[str, dict], experiments, seeds) -> dict[str, list[int]]:
+    """{experiment: its `seeds` not in `runs` ({experiment: {seed: results}})}, for those missing some."""
+    missing = {e: [s for s in seeds if s not in runs.get(e, {})] for e in dict.fromkeys(experiments)}
+    return {e: m for e, m in missing.items() if m}
 
 
 def describe_missing(missing: dict[str, list[int]], experiments=None) -> str:
@@ -129,22 +115,14 @@ def values(rs: list[dict], metric: str) -> list[float]:
     return [final_row(r)[metric] for r in rs]
 
 
-def seed_values(rs: list[dict], metric: str) -> dict:
-    """{seed: final `metric`}."""
-    return {s: final_row(r)[metric] for s, r in by_seed(rs).items()}
-
-
 def by_seed(rs: list[dict]) -> dict:
     return {r.get("seed", i): r for i, r in enumerate(rs)}
 
 
-def train_seconds(r: dict) -> float:
-    return float(sum(t["seconds"] for t in r["train"]))
-
-
 def seconds_ratio(a: dict, b: dict) -> dict[int, float]:
     """{seed: total training seconds of a's run / b's} over the seeds both ({seed: results}) have."""
-    return {s: train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0}
+    ta, tb = ({s: float(sum(t["seconds"] for t in r["train"])) for s, r in x.items()} for x in (a, b))
+    return {s: ta[s] / tb[s] for s in ta if s in tb and tb[s] > 0}
 
 
 def time_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
