@@ -6,13 +6,11 @@ from vlcp.report.ctp.study import (ABLATION, DEFAULT_STUDY, FINAL, GROUPS, LABEL
                                    method_label, method_notes, missing_seeds, momentum_rows, reversed_rows, run_bwt,
                                    setting, single_seed_experiments, study_config, table1_experiments, table2_rows,
                                    table3_rows, time_ratios, values, with_long)
-from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1,  # noqa: F401
-                                    paper_table2, pm, ranking, single_table, start_and_end, stats_frame,
+from vlcp.report.ctp.tables import (beside, bwt_table, curves, paper_by_label, paper_table1,  # noqa: F401
+                                    paper_table2, plot_fig4, pm, ranking, single_table, start_and_end, stats_frame,
                                     table1, table2)
-from vlcp.report.ctp.figures import curves, plot_fig4  # noqa: F401
-from vlcp.report.ctp.cost import overhead, paired_cost, time_check, time_flops_target  # noqa: F401
-from vlcp.report.ctp.rows import (KINDS, MEASURES, floors, kendall_tau, ledger, ledger_runs,  # noqa: F401
-                                  null_verdict, tau_null)
+from vlcp.report.ctp.rows import (KINDS, MEASURES, floors, kendall_tau, ledger, ledger_runs, null_verdict,  # noqa: F401
+                                  overhead, paired_cost, tau_null, time_check, time_flops_target)
 
 
 def metric_sources(block: dict, params: dict) -> dict:

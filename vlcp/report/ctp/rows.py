@@ -1,5 +1,6 @@
-"""CTP's claims ledger (the rows: `vlcp/report/studies/ctp/claims.yaml`): the measures they name,
-the kinds no generic one expresses, the noise floor of the single-seed tables and the `ledger` hook."""
+"""CTP's claims ledger (the rows: `vlcp/report/studies/ctp/claims.yaml`): the measures they name, the kinds
+no generic one expresses, the noise floor of the single-seed tables, the `ledger` hook, and the time check
+behind both its time target and this study's cost check."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,11 +9,12 @@ import math
 from types import MappingProxyType
 
 import numpy as np
+from scipy.stats import kendalltau
 
-from vlcp.report import project_root
-from vlcp.report import stats as st
-from vlcp.report.ctp.cost import time_check
-from vlcp.report.ctp.study import final_row, seconds_ratio, single_seed_experiments, table1_experiments, with_long
+from vlcp.report import project_root, stats as st, targets as tg
+from vlcp.report.ctp.study import (PAPER_CTP_HOURS, PAPER_SEQF_HOURS, PAPER_TIME_TARGET, by_seed, final_row,
+                                   flop_ratios, mean_std, seconds_ratio, single_seed_experiments, table1_experiments,
+                                   time_ratios, with_long)
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable, unready
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
@@ -22,9 +24,8 @@ MEASURES = MappingProxyType({m: (lambda r, m=m: final_row(r, [m])[m]) for m in (
 
 
 def floors(runs1: Runs, experiments, setting="auto", default: float = 1.0) -> dict[str, st.Noise]:
-    """The claims file's floor `Rm`, the noise of one single-seed difference: a number in `setting` as is;
-    "auto": √2 × the pooled seed std of Rm over the `experiments` with ≥ 2 seeds in Table 1's `runs1`,
-    on their pooled dof; else `default`."""
+    """The claims file's floor `Rm`, the noise of one single-seed difference: `setting` as is; "auto": √2 ×
+    the pooled seed std of Rm over the `experiments` with ≥ 2 seeds in `runs1`, on their dof; else `default`."""
     vs = [[MEASURES["Rm"](r) for r in runs1[e].values()] for e in experiments if len(runs1.get(e, {})) >= 2]
     if setting not in (None, "auto"):
         noise = st.Noise(float(setting), None, "set in params (report.ctp.noise_floor)")
@@ -48,12 +49,9 @@ def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     seeds = sorted(set.intersection(*(set(runs[c.a]) for c in spec.comparisons)))
     if not seeds:
         return not_testable(spec.id, "no seed common to every run of both groups")
-
-    def mean(cs):
-        return {s: float(np.mean([m(runs[c.a][s]) for c in cs])) for s in seeds}
-
+    a, b = ({s: float(np.mean([m(runs[c.a][s]) for c in cs])) for s in seeds} for cs in (hi, lo))
     paper = float(np.mean([c.effect for c in hi]) - np.mean([c.effect for c in lo]))
-    c = Comparison(f"{len(hi)} methods' mean − {len(lo)} methods' mean", mean(hi), mean(lo), paper,
+    c = Comparison(f"{len(hi)} methods' mean − {len(lo)} methods' mean", a, b, paper,
                    ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
     return dataclasses.replace(greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
@@ -97,8 +95,71 @@ def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     return dataclasses.replace(greater(spec.id, cs, depth=ctx.depth), kind=spec.kind)
 
 
+def overhead(runs, ctp: str, reference: str, tolerance: float = 1.1, target: float = PAPER_TIME_TARGET) -> dict:
+    """CTP's training-time ratio to SeqF (per seed), its FLOP ratio, and the two targets."""
+    if not runs.get(ctp) or not runs.get(reference):
+        return {}
+    ratios, flops = time_ratios(runs[ctp], runs[reference]), flop_ratios(runs[ctp], runs[reference])
+    m, s = mean_std(ratios)
+    f = float(np.mean(flops)) if flops else float("nan")
+    return {"time ratios": ratios, "time ratio": m, "time ratio std": s, "FLOP ratio": f,
+            "FLOP target": f * tolerance, "tolerance": tolerance, "paper target": target,
+            "paper ratio": PAPER_CTP_HOURS / PAPER_SEQF_HOURS}
+
+
+def paired_cost(bench: dict | None, ctp: str, tolerance: float = 1.1) -> dict:
+    """CTP's paired step-time ratios to SeqF in `benchmarks/ctp_cost.py`'s result ({} without them)."""
+    if not bench or ctp not in bench.get("paired_ratios", {}):
+        return {}
+    ratios = bench["paired_ratios"][ctp]
+    return {"median": bench["ratio_to_reference"][ctp], "slowest": max(ratios), "fastest": min(ratios),
+            "repeats": len(ratios), "FLOP ratio": bench["flop_ratio"][ctp],
+            "FLOP target": bench["flop_ratio"][ctp] * tolerance, "steps": bench.get("overrides", []),
+            "commit": bench.get("commit", "?"), "date": bench.get("date", "?")}
+
+
+def time_check(claim_id: str, kind: str, runs: Runs, a: str, b: str, bench: dict | None = None,
+               target: float | None = None, tolerance: float = 1.0) -> Row:
+    """a's training time ÷ b's ≤ `target` (None: a's FLOP ratio × `tolerance`), on the paired benchmark's
+    repeats where it has a, else per common seed; not testable when the FLOP ratio alone exceeds it."""
+    if missing := [e for e in (a, b) if not runs.get(e)]:
+        return not_testable(claim_id, f"no runs of {', '.join(missing)} here")
+    p, flops = paired_cost(bench, a), flop_ratios(list(runs[a].values()), list(runs[b].values()))
+    flop = p["FLOP ratio"] if p else (float(np.mean(flops)) if flops else math.nan)
+    goal = flop * tolerance if target is None else target
+    how = f"FLOP ratio {flop:.3f}" + (f" × {tolerance:g} = {goal:.3f}" if target is None else "")
+    if math.isnan(goal):
+        return not_testable(claim_id, f"no FLOP count common to {a}'s and {b}'s runs")
+    if flop > goal:
+        return not_testable(claim_id, f"{a}'s FLOP ratio alone is {flop:.2f} > {goal:.2f} on this model (its extra "
+                                      "forwards of the momentum and previous-task models): the paper's figure, for "
+                                      "ViT-B/16 + BERT-base, cannot be met by any implementation here")
+    if p:
+        median, slowest, fastest, n = p["median"], p["slowest"], p["fastest"], p["repeats"]
+        return Row(claim_id, tg.repeats_verdict(median, slowest, fastest, goal), kind, goal - median, goal - slowest,
+                   goal - fastest, n, notes=[f"paired benchmark ({n} repeats): median {median:.3f} ({fastest:.3f}–"
+                                             f"{slowest:.3f}) against {goal:.2f}; {how}; the effect shown: "
+                                             f"{goal:.2f} − the ratio"])
+    r = seconds_ratio(runs[a], runs[b])
+    if not r:
+        return Row(claim_id, "inconclusive", kind, notes=[f"no seed common to {a} and {b}; {how}"])
+    e = st.effect({s: goal for s in r}, r)
+    return Row(claim_id, tg.sign_verdict(e), kind, e.diff, e.low if e.usable else None, e.high if e.usable else None,
+               e.n, sigma_d=e.sd, notes=[f"time ratio over {len(r)} seed(s), {how}; the effect shown: {goal:.2f} − "
+                                         f"the time ratio ({e.how})"])
+
+
+def time_flops_target(runs, ctp: str, reference: str, tolerance: float = 1.1, bench: dict | None = None) -> Row:
+    """This study's cost check, not a paper's claim: CTP's time ratio to SeqF ≤ its FLOP ratio × `tolerance`."""
+    r = time_check("", "target", {e: by_seed(runs.get(e) or []) for e in (ctp, reference)}, ctp, reference, bench,
+                   tolerance=tolerance)
+    return tg.target(f"CTP's extra training time over SeqF is its extra arithmetic (time ratio ≤ FLOP ratio × "
+                     f"{tolerance:g})", r.verdict, r.notes[0], "Table 1 hours, §5.2 (this study's cost check)",
+                     effect=r.effect, low=r.low, high=r.high, seeds=r.seeds)
+
+
 def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """"a's time ≤ `target` × b's" (`cost.time_check`), on the `benchmark` file's repeats where it has a."""
+    """"a's time ≤ `target` × b's" (`time_check`), on the `benchmark` file's repeats where it has a."""
     (c,), path = spec.comparisons, spec.options.get("benchmark")
     bench = read_json(project_root() / path) if path and (project_root() / path).is_file() else None
     return time_check(spec.id, spec.kind, runs, c.a, c.b, bench, float(spec.options["target"]))
@@ -106,8 +167,6 @@ def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
 
 def kendall_tau(x, y) -> float:
     """Kendall's τ-b between two score lists over the same items (scipy; NaN if undefined)."""
-    from scipy.stats import kendalltau
-
     return float("nan") if len(x) < 2 else float(kendalltau(x, y).statistic)
 
 
@@ -124,8 +183,7 @@ def tau_null(default, reversed_, groups, max_perms: int = 20000, seed: int = 0) 
     out = []
     for perm in perms:
         shuffled = reversed_.copy()
-        for i, p in zip(idx, perm):
-            shuffled[i] = reversed_[list(p)]
+        shuffled[np.concatenate(idx)] = reversed_[np.concatenate([list(p) for p in perm])]
         out.append(kendall_tau(default, shuffled))
     return np.asarray(out)
 
@@ -177,8 +235,7 @@ def ledger_runs(block: dict, runs_dir, long: bool = False) -> tuple[Runs, Runs]:
     dirs = list(dict.fromkeys([runs_dir, *block.get("more_runs", [])]))
     t1 = load_runs(dirs, table1_experiments(block), block["seeds"])
     ab = load_runs(dirs, single_seed_experiments(block), block["ablation_seeds"])
-    runs = {e: dict(sorted({**ab.get(e, {}), **t1.get(e, {})}.items())) for e in dict.fromkeys([*t1, *ab])}
-    return runs, t1
+    return {e: dict(sorted({**ab.get(e, {}), **t1.get(e, {})}.items())) for e in dict.fromkeys([*t1, *ab])}, t1
 
 
 def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row]:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from vlcp.config import load_params
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.paper import paper_data, paper_table, studies_root
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, flops_per_step
@@ -17,14 +19,16 @@ ABLATION = ["TR@1", "IR@1", "Rm", "mAP@1"]  # the columns of Tables 2-3 and supp
 GROUPS = ("memory-free", "memory-buffer", "upper bound")
 COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")  # Table 2's switches (its first columns)
 SWITCH_INDEX = " ".join(COMPONENTS)
+# Table 2's row keys in the paper's order: its switches as "✓ × × ×"
+TABLE2_KEYS = [" ".join("✓" if s == "yes" else "×" for s in row)
+               for row in paper_table("ctp_table2")[list(COMPONENTS)].itertuples(index=False)]
 
 # method key (experiment "ctp-<key>", reversed order "ctp-rev-<key>") -> the paper's row name in Table 1
 LABELS = {m.lower().replace("+", "-"): m for m in paper_table("ctp_table1")["method"]}
 PREFIX, REV_PREFIX = "ctp-", "ctp-rev-"
 
 # the paper's hours (studies/ctp/paper.yaml: values and sources)
-_PAPER = paper_data("ctp")
-PAPER_SEQF_HOURS, PAPER_CTP_HOURS = _PAPER["seqf_hours"], _PAPER["ctp_hours"]
+PAPER_SEQF_HOURS, PAPER_CTP_HOURS = (paper_data("ctp")[k] for k in ("seqf_hours", "ctp_hours"))
 PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
 
 DEFAULT_STUDY = {**yaml.safe_load((studies_root() / "ctp" / "defaults.yaml").read_text(encoding="utf-8")),
@@ -35,8 +39,6 @@ def study_config(params_file: str | Path | None = "params.yaml", **overrides) ->
     """DEFAULT_STUDY updated by `params_file`'s `report.ctp` (where it exists), then by the non-None `overrides`."""
     study = copy.deepcopy(DEFAULT_STUDY)
     if params_file and Path(params_file).exists():
-        from vlcp.config import load_params
-
         study.update((load_params(params_file).get("report") or {}).get("ctp") or {})
     study.update({k: v for k, v in overrides.items() if v is not None})
     study["momentum"] = {float(k): v for k, v in study["momentum"].items()}
@@ -44,8 +46,7 @@ def study_config(params_file: str | Path | None = "params.yaml", **overrides) ->
 
 
 def with_long(study: dict) -> dict:
-    """The study as the long profile renders it: `report.ctp.long`'s seeds joined to its own, the long
-    runs read beside the default ones (`more_runs`)."""
+    """The long profile's study: `report.ctp.long`'s seeds joined to its own, its runs read beside (`more_runs`)."""
     lg = study["long"]
     return {**study, "seeds": list(dict.fromkeys([*study["seeds"], *lg["seeds"]])),
             "ablation_seeds": list(dict.fromkeys([*study["ablation_seeds"], *lg["ablation_seeds"]])),
@@ -139,15 +140,9 @@ def run_bwt(r: dict, metric: str = "Rm") -> float:
     return ctp_bwt([c["test"][metric] for c in r["cumulative"]], [c[metric] for c in r["final_cumulative"]])
 
 
-def switch_label(switches) -> str:
-    """("yes", "yes", "no", "no") -> "✓ ✓ × ×" (Table 2's row key)."""
-    return " ".join("✓" if s == "yes" else "×" for s in switches)
-
-
 def table2_rows(experiments: list[str]) -> dict[str, str]:
     """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment} in the paper's row order."""
-    switches = paper_table("ctp_table2")[list(COMPONENTS)].itertuples(index=False)
-    return {switch_label(sw): e for sw, e in zip(switches, experiments)}
+    return dict(zip(TABLE2_KEYS, experiments))
 
 
 def table3_rows(table3: dict[str, str]) -> dict[str, str]:
@@ -187,8 +182,6 @@ def setting(runs: dict[str, list[dict]], study: dict) -> dict:
 
 def method_notes(keys) -> dict[str, str]:
     """Each method's module docstring (first paragraph), or why there is none."""
-    import sys
-
     from vlcp.methods import get_method
 
     out = {}
