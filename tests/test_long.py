@@ -168,7 +168,7 @@ def test_ctp_notebook_setup_with_long_reads_both_runs_folders_paired_by_seed(tmp
     assert [r["seed"] for r in ns["runs_abl"]["ctp-seqf"]] == [0, 1, 3]
     write_json(tmp_path / "long" / "x" / "ctp-seqf" / "seed0" / "results.json", result("ctp-seqf", 0))
     with pytest.raises(VlcpError, match="more than one place"):   # one run in both folders: named, not guessed
-        ctp.load_available(str(tmp_path / "runs"), ["ctp-seqf"], [0], [str(tmp_path / "long")])
+        ctp.ledger_runs(params["report"]["ctp"], str(tmp_path / "runs"), long=True)
 
 
 def test_a_reports_title_is_its_notebooks_first_heading():

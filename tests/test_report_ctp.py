@@ -13,7 +13,7 @@ from vlcp.errors import VlcpError
 from vlcp.report.ledger import Context, evaluate, scales as ledger_scales, study_ledger
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.stats import Noise
-from vlcp.report.study import load_study
+from vlcp.report.study import as_lists, load_runs, load_study, stale_calibration
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step, require_runs
 
 TASKS = ["Smileys & Emotion", "Animals & Nature", "Activities"]
@@ -143,9 +143,6 @@ def test_curves_mean_over_seeds_per_task():
 def test_labels_rows_and_paper_tables():
     assert ctp.method_label("ctp-ctp-er") == "CTP+ER" and ctp.method_label("ctp-rev-lwf") == "LWF"
     assert ctp.method_label("ctp-abl-cmc") == "ctp-abl-cmc"
-    assert ctp.component_pairs("L_CMC") == [(0, 1), (2, 3)]
-    assert ctp.component_pairs("L_c") == [(0, 2), (1, 3), (4, 5)]
-    assert ctp.component_pairs("L_s") == [(1, 4), (3, 5)] and ctp.component_pairs("ER") == [(5, 6)]
     p1 = ctp.paper_table1()
     assert p1.loc[("memory-free", "CTP"), "hours × SeqF"] == pytest.approx(4.0 / 3.4)
     p2 = ctp.paper_table2()
@@ -177,8 +174,8 @@ def test_runs_are_found_in_study_directories(tmp_path):
     for d, v in ((tmp_path / "table1-seed0" / "a" / "seed0", 5.0), (tmp_path / "b" / "seed0", 7.0)):
         d.mkdir(parents=True)
         (d / "results.json").write_text(json.dumps(result(v)))
-    runs, missing = ctp.load_available(tmp_path, ["a", "b"], [0])
-    assert set(runs) == {"a", "b"} and not missing
+    runs = load_runs(tmp_path, ["a", "b"], [0])
+    assert set(runs) == {"a", "b"} and not ctp.missing_seeds(runs, ["a", "b"], [0])
     assert find_run(tmp_path, "a", 0) == tmp_path / "table1-seed0" / "a" / "seed0" / "results.json"
     assert set(require_runs(tmp_path, ["a", "b"], [0])) == {"a", "b"}
     (tmp_path / "a" / "seed0").mkdir(parents=True)
@@ -190,10 +187,11 @@ def test_runs_are_found_in_study_directories(tmp_path):
 def test_missing_runs_are_listed_not_raised(tmp_path):
     (tmp_path / "a" / "seed0").mkdir(parents=True)
     (tmp_path / "a" / "seed0" / "results.json").write_text(json.dumps(result(5.0)))
-    runs, missing = ctp.load_available(tmp_path, ["a", "b"], [0, 1])
+    runs = load_runs(tmp_path, ["a", "b"], [0, 1])
+    missing = ctp.missing_seeds(runs, ["a", "b"], [0, 1])
     assert list(runs) == ["a"] and missing == {"a": [1], "b": [0, 1]}
     assert ctp.describe_missing(missing) == "a (seed 1); b (seeds 0, 1)"
-    t1 = ctp.table1(runs, {"memory-free": ["a", "b"]}, reference="b")
+    t1 = ctp.table1(as_lists(runs), {"memory-free": ["a", "b"]}, reference="b")
     assert t1.loc[("memory-free", "b"), ("seeds", "n")] == 0
     assert ctp.pm(t1).loc[("memory-free", "b"), "Rm"] == "missing"
     assert ctp.pm(t1).loc[("memory-free", "a"), "time × SeqF"] == "—"   # no SeqF to divide by
@@ -212,15 +210,6 @@ def test_kendall_tau_b_hand_computed():
     assert ctp.kendall_tau([1, 2, 3], [1, 3, 2]) == pytest.approx(1 / 3)
     # a tie in x: 2 concordant, 0 discordant, 1 pair tied in x -> 2 / sqrt((3 - 1) * 3)
     assert ctp.kendall_tau([1, 1, 2], [1, 2, 3]) == pytest.approx(2 / 6 ** 0.5)
-
-
-def test_noise_floor_measured_from_table1_seeds_or_set():
-    runs = runs_of({"a": (10, -1, 0, 1), "b": (20, -2, 0, 2), "c": (30,)}, seeds=(0, 1, 2))
-    runs["c"] = runs["c"][:1]
-    floor, how = ctp.noise_floor(runs, ["a", "b", "c"])
-    assert floor == pytest.approx(math.sqrt(2 * (1 + 4) / 2)) and "measured" in how
-    assert ctp.noise_floor(runs, ["a"], setting=0.7)[0] == 0.7
-    assert ctp.noise_floor({"c": runs["c"]}, ["c"], default=1.5)[0] == 1.5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,10 +409,12 @@ def test_reversed_leaders_scale_by_the_reversed_tables_headroom():
 
 
 def test_floors_pool_table1s_seeds_on_their_dof():
-    runs = seeded({"a": (10, -1, 0, 1), "b": (20, -2, 0, 2)})
-    f = ctp.floors(runs, ["a", "b"])["Rm"]
+    runs = seeded({"a": (10, -1, 0, 1), "b": (20, -2, 0, 2), "c": (30,)}, seeds=(0, 1, 2))
+    runs["c"] = {0: runs["c"][0]}                      # one seed: no part in the pooled std
+    f = ctp.floors(runs, ["a", "b", "c"])["Rm"]
     assert f.sd == pytest.approx(math.sqrt(2 * (1 + 4) / 2)) and f.dof == 4 and "measured" in f.source
     assert ctp.floors(runs, ["a"], setting=0.7)["Rm"] == Noise(0.7, None, "set in params (report.ctp.noise_floor)")
+    assert ctp.floors({"c": runs["c"]}, ["c"], default=1.5)["Rm"].sd == 1.5
 
 
 def write_runs(root, folder, exp, seeds, rm):
@@ -443,7 +434,7 @@ def test_the_hook_reads_table1_at_its_seeds_and_the_single_seed_tables_at_theirs
     rows = {r.claim_id: r for r in study_ledger(CTP, params, tmp_path)}
     assert list(rows) == [r.id for r in CTP.claims.rows]
     # these runs are not the calibration's configuration: its H does not apply, the scale is measured on them
-    assert "another configuration of ctp-jointt" in ctp.stale_calibration(CTP, runs)
+    assert "another configuration of ctp-jointt" in stale_calibration(CTP, runs)
     assert rows["gap"].verdict != "not testable" and rows["compatible-update"].verdict == "not testable"
     assert rows["time-target"].verdict == "not testable"   # the committed benchmark's FLOP ratio
 
@@ -499,15 +490,6 @@ def test_study_config_reads_params(tmp_path):
     assert ctp.list_mismatch(study) == ""
     flat = ctp.study_config(None, experiments=ctp.table1_experiments(study)[:-1] + ["ctp-x"])
     assert ctp.list_mismatch(flat) == "`experiments` lacks ctp-jointt and adds ctp-x"
-
-
-def test_single_seed_tables_read_table1_rows_at_every_seed_table1_ran():
-    """The tables' loader: a Table 2-3 row that Table 1 also runs (SeqF, CTP, CTP+ER) reads each of its seeds."""
-    r = lambda rm, s: result(rm, seed=s)   # noqa: E731
-    merged = ctp.with_table1_seeds({"a": [r(1, 0)], "b": [r(2, 0)]}, {"a": [r(9, 2), r(5, 0), r(7, 1)], "c": [r(3, 0)]})
-    assert [x["seed"] for x in merged["a"]] == [0, 1, 2] and ctp.values(merged["a"], "Rm") == [1, 7, 9]   # abl's seed 0 kept
-    assert ctp.values(merged["b"], "Rm") == [2] and "c" not in merged          # nothing added that the tables do not read
-    assert ctp.values(ctp.with_table1_seeds({}, {"c": [r(3, 1)]}, ["c"])["c"], "Rm") == [3]   # its ablation seed missing
 
 
 # ---------------------------------------------------------------------------------------------

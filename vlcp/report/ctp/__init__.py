@@ -2,22 +2,17 @@
 beside the paper's `studies/ctp/ctp_*.csv`): the final row of a run is `cumulative[-1]["test"]`,
 the model after the last task on the merged test pools; mean ± std over seeds (ddof 1)."""
 from vlcp.report.ctp.study import (ABLATION, DEFAULT_STUDY, FINAL, GROUPS, LABELS, PREFIX,  # noqa: F401
-                                   by_seed, component_pairs, describe_missing, final_row, flop_ratios,
-                                   list_mismatch, load_available, mean_std, method_label, method_notes,
-                                   momentum_rows, reversed_rows, run_bwt, seed_values, setting,
-                                   single_seed_experiments, study_config, table1_experiments, table2_rows,
-                                   table3_rows, time_ratios, values, with_long, with_table1_seeds)
-from vlcp.report.ctp.tables import (beside, bwt_table, paper_by_label, paper_table1,  # noqa: F401
-                                    paper_table2, pm, ranking, single_table, start_and_end, stats_frame,
+                                   by_seed, describe_missing, final_row, flop_ratios, list_mismatch, mean_std,
+                                   method_label, method_notes, missing_seeds, momentum_rows, reversed_rows, run_bwt,
+                                   setting, single_seed_experiments, study_config, table1_experiments, table2_rows,
+                                   table3_rows, time_ratios, values, with_long)
+from vlcp.report.ctp.tables import (beside, bwt_table, curves, paper_by_label, paper_table1,  # noqa: F401
+                                    paper_table2, plot_fig4, pm, ranking, single_table, start_and_end, stats_frame,
                                     table1, table2)
-from vlcp.report.ctp.figures import curves, plot_fig4  # noqa: F401
-from vlcp.report.ctp.cost import overhead, paired_cost, time_flops_target  # noqa: F401
-from vlcp.report.ctp.rows import (KINDS, MEASURES, floors, kendall_tau, ledger, ledger_runs,  # noqa: F401
-                                  noise_floor, null_verdict, tau_null)
-from vlcp.report.paper import paper_table  # noqa: F401
-from vlcp.report.study import stale_calibration  # noqa: F401
+from vlcp.report.ctp.rows import (KINDS, MEASURES, floors, kendall_tau, ledger, ledger_runs, null_verdict,  # noqa: F401
+                                  overhead, paired_cost, tau_null, time_check, time_flops_target)
 
 
 def metric_sources(block: dict, params: dict) -> dict:
     """`vlcp report metrics`' seeds: Table 1's and the ablations'."""
-    return {"seeds": sorted({*block["seeds"], *block.get("ablation_seeds", [])})} if "seeds" in block else {"seeds": None}
+    return {"seeds": sorted({*block["seeds"], *block.get("ablation_seeds", [])}) if "seeds" in block else None}

@@ -1,57 +1,40 @@
-"""CTP's claims ledger (the rows: `vlcp/report/studies/ctp/claims.yaml`): the measures they name,
-the kinds no generic one expresses, the noise floor of the single-seed tables and the `ledger` hook."""
+"""CTP's claims ledger (the rows: `vlcp/report/studies/ctp/claims.yaml`): the measures they name, the kinds
+no generic one expresses, the noise floor of the single-seed tables, the `ledger` hook, and the time check
+behind both its time target and this study's cost check."""
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
-from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
+from scipy.stats import kendalltau
 
-from vlcp.report import stats as st
-from vlcp.report import targets as tg
+from vlcp.report import project_root, stats as st, targets as tg
+from vlcp.report.ctp.study import (PAPER_CTP_HOURS, PAPER_SEQF_HOURS, PAPER_TIME_TARGET, by_seed, final_row,
+                                   flop_ratios, mean_std, seconds_ratio, single_seed_experiments, table1_experiments,
+                                   time_ratios, with_long)
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable, unready
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
-from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, paper_number, stale_calibration, values
-from vlcp.report.ctp.study import (final_row, flop_ratios, seconds_ratio, single_seed_experiments,
-                                   table1_experiments)
+from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
+from vlcp.utils import read_json
 
-
-def rm(r: dict) -> float:
-    return final_row(r, ["Rm"])["Rm"]
-
-
-def map1(r: dict) -> float:
-    return final_row(r, ["mAP@1"])["mAP@1"]
-
-
-MEASURES = MappingProxyType({"Rm": rm, "mAP@1": map1})
-
-
-def noise_floor(runs: dict[str, list[dict]], experiments, metric: str = "Rm", setting="auto",
-                default: float = 1.0) -> tuple[float, str]:
-    """The sd of one single-seed difference, and how it was set: a number in `setting` as is; "auto":
-    √2 × the pooled seed std of `metric` over the `experiments` with ≥ 2 seeds; else `default`."""
-    return _floor(runs, experiments, metric, setting, default)[:2]
-
-
-def _floor(runs, experiments, metric, setting, default) -> tuple[float, str, int | None]:
-    if setting not in (None, "auto"):
-        return float(setting), "set in params (report.ctp.noise_floor)", None
-    vs = [[final_row(r, [metric])[metric] for r in runs[e]] for e in experiments if len(runs.get(e, [])) >= 2]
-    if not vs:
-        return float(default), "default (no experiment with 2 seeds to measure it)", None
-    sd = math.sqrt(2 * np.mean([np.var(v, ddof=1) for v in vs]))
-    return float(sd), f"measured: √2 × pooled seed std of {metric} over {len(vs)} Table 1 runs", sum(len(v) - 1 for v in vs)
+MEASURES = MappingProxyType({m: (lambda r, m=m: final_row(r, [m])[m]) for m in ("Rm", "mAP@1")})
 
 
 def floors(runs1: Runs, experiments, setting="auto", default: float = 1.0) -> dict[str, st.Noise]:
-    """The claims file's floor `Rm`: `noise_floor` over Table 1's runs, on its pooled dof where measured."""
-    sd, how, dof = _floor(as_lists(runs1), experiments, "Rm", setting, default)
-    return {"Rm": st.Noise(sd, dof, how)}
+    """The claims file's floor `Rm`, the noise of one single-seed difference: `setting` as is; "auto": √2 ×
+    the pooled seed std of Rm over the `experiments` with ≥ 2 seeds in `runs1`, on their dof; else `default`."""
+    vs = [[MEASURES["Rm"](r) for r in runs1[e].values()] for e in experiments if len(runs1.get(e, {})) >= 2]
+    if setting not in (None, "auto"):
+        noise = st.Noise(float(setting), None, "set in params (report.ctp.noise_floor)")
+    elif not vs:
+        noise = st.Noise(float(default), None, "default (no experiment with 2 seeds to measure it)")
+    else:
+        noise = st.Noise(math.sqrt(2 * np.mean([np.var(v, ddof=1) for v in vs])), sum(len(v) - 1 for v in vs),
+                         f"measured: √2 × pooled seed std of Rm over {len(vs)} Table 1 runs")
+    return {"Rm": noise}
 
 
 def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
@@ -66,12 +49,9 @@ def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     seeds = sorted(set.intersection(*(set(runs[c.a]) for c in spec.comparisons)))
     if not seeds:
         return not_testable(spec.id, "no seed common to every run of both groups")
-
-    def mean(cs):
-        return {s: float(np.mean([m(runs[c.a][s]) for c in cs])) for s in seeds}
-
+    a, b = ({s: float(np.mean([m(runs[c.a][s]) for c in cs])) for s in seeds} for cs in (hi, lo))
     paper = float(np.mean([c.effect for c in hi]) - np.mean([c.effect for c in lo]))
-    c = Comparison(f"{len(hi)} methods' mean − {len(lo)} methods' mean", mean(hi), mean(lo), paper,
+    c = Comparison(f"{len(hi)} methods' mean − {len(lo)} methods' mean", a, b, paper,
                    ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
     return dataclasses.replace(greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
@@ -89,24 +69,15 @@ def gap_share(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
         gap = {s: a[s] - b[s] for s in a if s in b}
         if not gap:
             return not_testable(spec.id, f"no seed common to {c.a} and {c.b}")
+        if c.label not in lo and c.label not in hi:
+            raise ValueError(f"claim {spec.id}: comparison {c.label!r} is in neither `at_least` nor `at_most`")
         ours, theirs = float(np.mean(list(a.values()))), paper_number(f"claim {spec.id}: top.{c.label}", top[c.label])
         scale = Scale(theirs, ours, f"a share of {c.a}'s own score ({ours:.2f}; the paper's {theirs:.2f})")
-        if c.label in lo:
-            f = float(lo[c.label])
-            thr = {s: f * c.effect / theirs * ours for s in gap}
-            cs.append(Comparison(f"{c.label} − threshold", gap, thr, (1 - f) * c.effect, scale, floor))
-        elif c.label in hi:
-            f = float(hi[c.label])
-            thr = {s: f * c.effect / theirs * ours for s in gap}
-            cs.append(Comparison(f"threshold − {c.label}", thr, gap, (f - 1) * c.effect, scale, floor))
-        else:
-            raise ValueError(f"claim {spec.id}: comparison {c.label!r} is in neither `at_least` nor `at_most`")
+        f = float(lo[c.label] if c.label in lo else hi[c.label])
+        thr = {s: f * c.effect / theirs * ours for s in gap}
+        cs.append(Comparison(f"{c.label} − threshold", gap, thr, (1 - f) * c.effect, scale, floor) if c.label in lo
+                  else Comparison(f"threshold − {c.label}", thr, gap, (f - 1) * c.effect, scale, floor))
     return dataclasses.replace(greater(spec.id, cs, depth=ctx.depth), kind=spec.kind)
-
-
-def time_ratio(runs: Runs, experiment: str, reference: str) -> dict[int, float]:
-    """{seed: total training seconds / the reference's of the same seed}."""
-    return seconds_ratio(runs.get(experiment) or {}, runs.get(reference) or {})
 
 
 def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
@@ -119,52 +90,83 @@ def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
         return not_testable(spec.id, f"no runs of {ref} here")
     hours = paper_number(f"claim {spec.id}: paper_reference", spec.options["paper_reference"])
     scale = Scale(hours, 1.0, f"time × {ref}'s: the paper's hours ÷ its {hours:g} h")
-    cs = [Comparison(c.label, {s: v + margin for s, v in time_ratio(runs, c.a, ref).items()}, time_ratio(runs, c.b, ref),
-                     c.effect + margin * hours, scale) for c in spec.comparisons]
+    cs = [Comparison(c.label, {s: v + margin for s, v in seconds_ratio(runs[c.a], runs[ref]).items()},
+                     seconds_ratio(runs[c.b], runs[ref]), c.effect + margin * hours, scale) for c in spec.comparisons]
     return dataclasses.replace(greater(spec.id, cs, depth=ctx.depth), kind=spec.kind)
 
 
-def _read_benchmark(path: str | None) -> dict | None:
-    from vlcp.report import project_root
+def overhead(runs, ctp: str, reference: str, tolerance: float = 1.1, target: float = PAPER_TIME_TARGET) -> dict:
+    """CTP's training-time ratio to SeqF (per seed), its FLOP ratio, and the two targets."""
+    if not runs.get(ctp) or not runs.get(reference):
+        return {}
+    ratios, flops = time_ratios(runs[ctp], runs[reference]), flop_ratios(runs[ctp], runs[reference])
+    m, s = mean_std(ratios)
+    f = float(np.mean(flops)) if flops else float("nan")
+    return {"time ratios": ratios, "time ratio": m, "time ratio std": s, "FLOP ratio": f,
+            "FLOP target": f * tolerance, "tolerance": tolerance, "paper target": target,
+            "paper ratio": PAPER_CTP_HOURS / PAPER_SEQF_HOURS}
 
-    if not path:
-        return None
-    p = Path(path) if Path(path).is_absolute() else project_root() / path
-    return json.loads(p.read_text()) if p.is_file() else None
+
+def paired_cost(bench: dict | None, ctp: str, tolerance: float = 1.1) -> dict:
+    """CTP's paired step-time ratios to SeqF in `benchmarks/ctp_cost.py`'s result ({} without them)."""
+    if not bench or ctp not in bench.get("paired_ratios", {}):
+        return {}
+    ratios = bench["paired_ratios"][ctp]
+    return {"median": bench["ratio_to_reference"][ctp], "slowest": max(ratios), "fastest": min(ratios),
+            "repeats": len(ratios), "FLOP ratio": bench["flop_ratio"][ctp],
+            "FLOP target": bench["flop_ratio"][ctp] * tolerance, "steps": bench.get("overrides", []),
+            "commit": bench.get("commit", "?"), "date": bench.get("date", "?")}
+
+
+def time_check(claim_id: str, kind: str, runs: Runs, a: str, b: str, bench: dict | None = None,
+               target: float | None = None, tolerance: float = 1.0) -> Row:
+    """a's training time ÷ b's ≤ `target` (None: a's FLOP ratio × `tolerance`), on the paired benchmark's
+    repeats where it has a, else per common seed; not testable when the FLOP ratio alone exceeds it."""
+    if missing := [e for e in (a, b) if not runs.get(e)]:
+        return not_testable(claim_id, f"no runs of {', '.join(missing)} here")
+    p, flops = paired_cost(bench, a), flop_ratios(list(runs[a].values()), list(runs[b].values()))
+    flop = p["FLOP ratio"] if p else (float(np.mean(flops)) if flops else math.nan)
+    goal = flop * tolerance if target is None else target
+    how = f"FLOP ratio {flop:.3f}" + (f" × {tolerance:g} = {goal:.3f}" if target is None else "")
+    if math.isnan(goal):
+        return not_testable(claim_id, f"no FLOP count common to {a}'s and {b}'s runs")
+    if flop > goal:
+        return not_testable(claim_id, f"{a}'s FLOP ratio alone is {flop:.2f} > {goal:.2f} on this model (its extra "
+                                      "forwards of the momentum and previous-task models): the paper's figure, for "
+                                      "ViT-B/16 + BERT-base, cannot be met by any implementation here")
+    if p:
+        median, slowest, fastest, n = p["median"], p["slowest"], p["fastest"], p["repeats"]
+        return Row(claim_id, tg.repeats_verdict(median, slowest, fastest, goal), kind, goal - median, goal - slowest,
+                   goal - fastest, n, notes=[f"paired benchmark ({n} repeats): median {median:.3f} ({fastest:.3f}–"
+                                             f"{slowest:.3f}) against {goal:.2f}; {how}; the effect shown: "
+                                             f"{goal:.2f} − the ratio"])
+    r = seconds_ratio(runs[a], runs[b])
+    if not r:
+        return Row(claim_id, "inconclusive", kind, notes=[f"no seed common to {a} and {b}; {how}"])
+    e = st.effect({s: goal for s in r}, r)
+    return Row(claim_id, tg.sign_verdict(e), kind, e.diff, e.low if e.usable else None, e.high if e.usable else None,
+               e.n, sigma_d=e.sd, notes=[f"time ratio over {len(r)} seed(s), {how}; the effect shown: {goal:.2f} − "
+                                         f"the time ratio ({e.how})"])
+
+
+def time_flops_target(runs, ctp: str, reference: str, tolerance: float = 1.1, bench: dict | None = None) -> Row:
+    """This study's cost check, not a paper's claim: CTP's time ratio to SeqF ≤ its FLOP ratio × `tolerance`."""
+    r = time_check("", "target", {e: by_seed(runs.get(e) or []) for e in (ctp, reference)}, ctp, reference, bench,
+                   tolerance=tolerance)
+    return tg.target(f"CTP's extra training time over SeqF is its extra arithmetic (time ratio ≤ FLOP ratio × "
+                     f"{tolerance:g})", r.verdict, r.notes[0], "Table 1 hours, §5.2 (this study's cost check)",
+                     effect=r.effect, low=r.low, high=r.high, seeds=r.seeds)
 
 
 def time_target(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """"a's time ≤ `target` × b's": not testable when a's FLOP ratio alone exceeds it; else on the
-    paired benchmark's repeats (`targets.repeats_verdict`) where it has a, else on the per-seed ratios."""
-    if (absent := unready(spec, runs, ctx.floors)) is not None:
-        return absent
-    (c,), target = spec.comparisons, float(spec.options["target"])
-    bench = _read_benchmark(spec.options.get("benchmark"))
-    paired = bench if bench and c.a in bench.get("paired_ratios", {}) else None
-    flops = flop_ratios([runs[c.a][s] for s in sorted(runs[c.a])], [runs[c.b][s] for s in sorted(runs[c.b])])
-    flop = paired["flop_ratio"][c.a] if paired else (float(np.mean(flops)) if flops else math.nan)
-    if flop > target:
-        return not_testable(spec.id, f"{c.a}'s FLOP ratio alone is {flop:.2f} > {target:.2f} on this model (its extra "
-                                     "forwards of the momentum and previous-task models): the paper's figure, for "
-                                     "ViT-B/16 + BERT-base, cannot be met by any implementation here")
-    if paired:
-        reps = paired["paired_ratios"][c.a]
-        median, slowest = float(paired["ratio_to_reference"][c.a]), max(reps)
-        verdict = tg.repeats_verdict(median, slowest, min(reps), target)
-        return Row(spec.id, verdict, spec.kind, target - median, target - slowest, target - min(reps), len(reps),
-                   notes=[f"paired benchmark ({len(reps)} repeats): median {median:.3f} ({min(reps):.3f}–{slowest:.3f}) "
-                          f"against {target:.2f}; FLOP ratio {flop:.3f}; the effect shown: {target:.2f} − the ratio"])
-    r = time_ratio(runs, c.a, c.b)
-    e = st.effect({s: target for s in r}, r)
-    return Row(spec.id, tg.sign_verdict(e), spec.kind, e.diff, e.low if e.usable else None, e.high if e.usable else None, e.n,
-               sigma_d=e.sd, notes=[f"time ratio over {len(r)} seed(s), FLOP ratio {flop:.3f}; the effect shown: "
-                                    f"{target:.2f} − the time ratio ({e.how})"])
+    """"a's time ≤ `target` × b's" (`time_check`), on the `benchmark` file's repeats where it has a."""
+    (c,), path = spec.comparisons, spec.options.get("benchmark")
+    bench = read_json(project_root() / path) if path and (project_root() / path).is_file() else None
+    return time_check(spec.id, spec.kind, runs, c.a, c.b, bench, float(spec.options["target"]))
 
 
 def kendall_tau(x, y) -> float:
     """Kendall's τ-b between two score lists over the same items (scipy; NaN if undefined)."""
-    from scipy.stats import kendalltau
-
     return float("nan") if len(x) < 2 else float(kendalltau(x, y).statistic)
 
 
@@ -181,8 +183,7 @@ def tau_null(default, reversed_, groups, max_perms: int = 20000, seed: int = 0) 
     out = []
     for perm in perms:
         shuffled = reversed_.copy()
-        for i, p in zip(idx, perm):
-            shuffled[i] = reversed_[list(p)]
+        shuffled[np.concatenate(idx)] = reversed_[np.concatenate([list(p) for p in perm])]
         out.append(kendall_tau(default, shuffled))
     return np.asarray(out)
 
@@ -202,21 +203,20 @@ def ranking(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     default order (a) and the other (b) against `tau_null` within `groups`; the paper's τ as evidence."""
     if (absent := unready(spec, runs, ctx.floors)) is not None:
         return absent
-    m, alpha = ctx.measures[spec.measure], float(spec.options.get("alpha", 0.05))
-    group = {lab: g for g, labs in (spec.options.get("groups") or {}).items() for lab in labs}
-    cs = spec.comparisons
+    m, alpha, cs = ctx.measures[spec.measure], float(spec.options.get("alpha", 0.05)), spec.comparisons
     if len(cs) < 3:
         return not_testable(spec.id, f"only {len(cs)} method(s) (τ needs 3)")
-    ours = [[float(np.mean(list(values(runs, e, m).values()))) for e in (c.a, c.b)] for c in cs]
+    group = {lab: g for g, labs in (spec.options.get("groups") or {}).items() for lab in labs}
     labels = [group.get(c.label, "") for c in cs]
-    tau = kendall_tau([d for d, _ in ours], [r for _, r in ours])
-    null = tau_null([d for d, _ in ours], [r for _, r in ours], labels)
+    default, other = ([float(np.mean(list(values(runs, getattr(c, k), m).values()))) for c in cs] for k in "ab")
+    tau, null = kendall_tau(default, other), tau_null(default, other, labels)
     verdict, p = null_verdict(tau, null, alpha)
     rev = spec.options.get("reversed_paper") or {}
-    pd_, pr = [c.effect for c in cs], [paper_number(f"claim {spec.id}: reversed_paper.{c.label}", rev[c.label]) for c in cs]
+    pd_ = [c.effect for c in cs]
+    pr = [paper_number(f"claim {spec.id}: reversed_paper.{c.label}", rev[c.label]) for c in cs]
     ptau = kendall_tau(pd_, pr)
     pv, pp = null_verdict(ptau, tau_null(pd_, pr, labels), alpha)
-    order = " > ".join(c.label for _, c in sorted(zip([r for _, r in ours], cs), key=lambda x: -x[0]))
+    order = " > ".join(c.label for _, c in sorted(zip(other, cs), key=lambda x: -x[0]))
     notes = [f"τ = {tau:.2f} over {len(cs)} methods; null (random orders within groups, {len(null)} permutations): "
              f"median {np.median(null):.2f}, 95th percentile {np.quantile(null, 0.95):.2f}, P(τ_null ≥ τ) = {p:.3f} "
              f"(confirmed when ≤ {alpha:g}, refuted below the median)",
@@ -231,15 +231,11 @@ KINDS = MappingProxyType({"group means": group_means, "gap share": gap_share, "t
 def ledger_runs(block: dict, runs_dir, long: bool = False) -> tuple[Runs, Runs]:
     """(the ledger's runs, Table 1's): Table 1's experiments at `seeds`, the single-seed tables' at
     `ablation_seeds` (one in both at every seed of either); `long`: with the long profile's too."""
-    seeds, abl, dirs = list(block["seeds"]), list(block["ablation_seeds"]), runs_dir
-    if long:
-        lg = block["long"]
-        seeds, abl = list(dict.fromkeys([*seeds, *lg["seeds"]])), list(dict.fromkeys([*abl, *lg["ablation_seeds"]]))
-        dirs = [runs_dir, lg["runs"]]
-    t1 = load_runs(dirs, table1_experiments(block), seeds)
-    ab = load_runs(dirs, single_seed_experiments(block), abl)
-    runs = {e: dict(sorted({**ab.get(e, {}), **t1.get(e, {})}.items())) for e in {*t1, *ab}}
-    return runs, t1
+    block = with_long(block) if long else block
+    dirs = list(dict.fromkeys([runs_dir, *block.get("more_runs", [])]))
+    t1 = load_runs(dirs, table1_experiments(block), block["seeds"])
+    ab = load_runs(dirs, single_seed_experiments(block), block["ablation_seeds"])
+    return {e: dict(sorted({**ab.get(e, {}), **t1.get(e, {})}.items())) for e in dict.fromkeys([*t1, *ab])}, t1
 
 
 def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row]:

@@ -2,35 +2,33 @@
 from __future__ import annotations
 
 import copy
+import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from vlcp.config import load_params
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.paper import paper_data, paper_table, studies_root
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step
-from vlcp.utils import read_results
+from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, flops_per_step
 
 
 FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
 ABLATION = ["TR@1", "IR@1", "Rm", "mAP@1"]  # the columns of Tables 2-3 and supp. Table 2
 GROUPS = ("memory-free", "memory-buffer", "upper bound")
+COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")  # Table 2's switches (its first columns)
+SWITCH_INDEX = " ".join(COMPONENTS)
+# Table 2's row keys in the paper's order: its switches as "✓ × × ×"
+TABLE2_KEYS = [" ".join("✓" if s == "yes" else "×" for s in row)
+               for row in paper_table("ctp_table2")[list(COMPONENTS)].itertuples(index=False)]
 
-# method key (experiment = "ctp-<key>", reversed order "ctp-rev-<key>") -> the paper's row name
-LABELS = {"jointt": "JointT", "seqf": "SeqF", "si": "SI", "mas": "MAS", "ewc": "EWC", "afec": "AFEC",
-          "lwf": "LWF", "rwalk": "RWalk", "ctp": "CTP", "mof": "MoF", "lucir": "LUCIR", "er": "ER",
-          "kmeans": "Kmeans", "icarl": "ICARL", "ctp-er": "CTP+ER"}
+# method key (experiment "ctp-<key>", reversed order "ctp-rev-<key>") -> the paper's row name in Table 1
+LABELS = {m.lower().replace("+", "-"): m for m in paper_table("ctp_table1")["method"]}
 PREFIX, REV_PREFIX = "ctp-", "ctp-rev-"
 
-# Table 2's rows in the paper's order: switches (L_CMC, L_c, L_s, ER)
-SWITCHES = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (1, 1, 0, 0), (1, 0, 1, 0), (1, 1, 1, 0), (1, 1, 1, 1)]
-COMPONENTS = ("L_CMC", "L_c", "L_s", "ER")
-TABLE3_ROWS = ("only_prev", "only_cur", "no_queue", "no_selfmask", "ctp")
-
 # the paper's hours (studies/ctp/paper.yaml: values and sources)
-_PAPER = paper_data("ctp")
-PAPER_SEQF_HOURS, PAPER_CTP_HOURS = _PAPER["seqf_hours"], _PAPER["ctp_hours"]
+PAPER_SEQF_HOURS, PAPER_CTP_HOURS = (paper_data("ctp")[k] for k in ("seqf_hours", "ctp_hours"))
 PAPER_TIME_TARGET = round(PAPER_CTP_HOURS / PAPER_SEQF_HOURS, 2)   # 1.18
 
 DEFAULT_STUDY = {**yaml.safe_load((studies_root() / "ctp" / "defaults.yaml").read_text(encoding="utf-8")),
@@ -38,12 +36,9 @@ DEFAULT_STUDY = {**yaml.safe_load((studies_root() / "ctp" / "defaults.yaml").rea
 
 
 def study_config(params_file: str | Path | None = "params.yaml", **overrides) -> dict:
-    """DEFAULT_STUDY updated by `params_file`'s `report.ctp` (where it exists), then by the non-None
-    `overrides`."""
+    """DEFAULT_STUDY updated by `params_file`'s `report.ctp` (where it exists), then by the non-None `overrides`."""
     study = copy.deepcopy(DEFAULT_STUDY)
     if params_file and Path(params_file).exists():
-        from vlcp.config import load_params
-
         study.update((load_params(params_file).get("report") or {}).get("ctp") or {})
     study.update({k: v for k, v in overrides.items() if v is not None})
     study["momentum"] = {float(k): v for k, v in study["momentum"].items()}
@@ -51,8 +46,7 @@ def study_config(params_file: str | Path | None = "params.yaml", **overrides) ->
 
 
 def with_long(study: dict) -> dict:
-    """The study as the long profile renders it: its seeds and ablation seeds joined by
-    `report.ctp.long`'s, the long runs read beside the default ones (`more_runs`)."""
+    """The long profile's study: `report.ctp.long`'s seeds joined to its own, its runs read beside (`more_runs`)."""
     lg = study["long"]
     return {**study, "seeds": list(dict.fromkeys([*study["seeds"], *lg["seeds"]])),
             "ablation_seeds": list(dict.fromkeys([*study["ablation_seeds"], *lg["ablation_seeds"]])),
@@ -66,55 +60,26 @@ def table1_experiments(study: dict) -> list[str]:
 def single_seed_experiments(study: dict) -> list[str]:
     """Every experiment of Tables 2-3 and supp. Tables 2-3 (run with `ablation_seeds`)."""
     exps = list(study["table2"]) + list(study["table3"].values()) + list(study["momentum"].values())
-    exps += [REV_PREFIX + m for m in study["reversed"]]
-    return list(dict.fromkeys(exps))
+    return list(dict.fromkeys(exps + [REV_PREFIX + m for m in study["reversed"]]))
 
 
 def list_mismatch(study: dict) -> str:
-    """What params.yaml's flat run lists (`experiments`, `ablation_experiments`) lack or add
-    compared with the tables' ("" if none)."""
-    out = []
-    for key, want in (("experiments", table1_experiments(study)), ("ablation_experiments", single_seed_experiments(study))):
-        if key not in study:
-            continue
-        have = list(study[key])
-        if key == "ablation_experiments":   # Table 1's runs also serve the single-seed tables
-            want = [e for e in want if e not in table1_experiments(study)]
+    """What params.yaml's flat run lists (`experiments`; `ablation_experiments`, beside Table 1's) lack
+    or add compared with the tables' ("" if none)."""
+    t1, out = table1_experiments(study), []
+    for key, want in (("experiments", t1), ("ablation_experiments", [e for e in single_seed_experiments(study)
+                                                                       if e not in t1])):
+        have = study.get(key, want)
         lack, extra = [e for e in want if e not in have], [e for e in have if e not in want]
         if lack or extra:
             out.append(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}")
     return "; ".join(out)
 
 
-def load_available(runs_dir: str | Path, experiments, seeds,
-                   more: list[str | Path] = ()) -> tuple[dict[str, list[dict]], dict[str, list[int]]]:
-    """({experiment: [results of each seed found]}, {experiment: [missing seeds]}), each run looked
-    for under `runs_dir` and the folders of `more`; the same run in two folders is an error."""
-    runs, missing = {}, {}
-    for exp in dict.fromkeys(experiments):
-        found = []
-        for s in seeds:
-            path = find_run([runs_dir, *more], exp, s)
-            if path is not None:
-                found.append(read_results(path))
-            else:
-                missing.setdefault(exp, []).append(s)
-        if found:
-            runs[exp] = found
-    return runs, missing
-
-
-def with_table1_seeds(runs_abl: dict[str, list[dict]], runs1: dict[str, list[dict]],
-                      experiments=()) -> dict[str, list[dict]]:
-    """The single-seed tables' runs with every experiment Table 1 also ran (or of `experiments`
-    missing from `runs_abl`) read at each seed it has in either, in seed order (a seed in both:
-    `runs_abl`'s), so that two Table 1 rows pair by seed at Table 1's depth."""
-    out = dict(runs_abl)
-    for e, rs in runs1.items():
-        if (e in runs_abl or e in experiments) and rs:
-            merged = by_seed(rs) | by_seed(runs_abl.get(e, []))
-            out[e] = [merged[s] for s in sorted(merged)]
-    return out
+def missing_seeds(runs: dict[str, dict], experiments, seeds) -> dict[str, list[int]]:
+    """{experiment: its `seeds` not in `runs` ({experiment: {seed: results}})}, for those missing some."""
+    missing = {e: [s for s in seeds if s not in runs.get(e, {})] for e in dict.fromkeys(experiments)}
+    return {e: m for e, m in missing.items() if m}
 
 
 def describe_missing(missing: dict[str, list[int]], experiments=None) -> str:
@@ -151,21 +116,17 @@ def values(rs: list[dict], metric: str) -> list[float]:
     return [final_row(r)[metric] for r in rs]
 
 
-def train_seconds(r: dict) -> float:
-    return float(sum(t["seconds"] for t in r["train"]))
-
-
 def by_seed(rs: list[dict]) -> dict:
     return {r.get("seed", i): r for i, r in enumerate(rs)}
 
 
 def seconds_ratio(a: dict, b: dict) -> dict[int, float]:
     """{seed: total training seconds of a's run / b's} over the seeds both ({seed: results}) have."""
-    return {s: train_seconds(a[s]) / train_seconds(b[s]) for s in a if s in b and train_seconds(b[s]) > 0}
+    ta, tb = ({s: float(sum(t["seconds"] for t in r["train"])) for s, r in x.items()} for x in (a, b))
+    return {s: ta[s] / tb[s] for s in ta if s in tb and tb[s] > 0}
 
 
 def time_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
-    """Per seed present in both: total training seconds / the reference's (same seed)."""
     return list(seconds_ratio(by_seed(rs), by_seed(ref)).values())
 
 
@@ -179,27 +140,15 @@ def run_bwt(r: dict, metric: str = "Rm") -> float:
     return ctp_bwt([c["test"][metric] for c in r["cumulative"]], [c[metric] for c in r["final_cumulative"]])
 
 
-def seed_values(rs: list[dict], metric: str) -> dict:
-    """{seed: final `metric`}."""
-    return {s: final_row(r)[metric] for s, r in by_seed(rs).items()}
-
-
-SWITCH_INDEX = " ".join(COMPONENTS)   # the name of Table 2's index: "L_CMC L_c L_s ER"
-
-
-def switch_label(switches) -> str:
-    """(1, 1, 0, 0) or ("yes", "yes", "no", "no") -> "✓ ✓ × ×" (Table 2's row key)."""
-    return " ".join("✓" if s in (1, True, "yes", "✓") else "×" for s in switches)
-
-
 def table2_rows(experiments: list[str]) -> dict[str, str]:
-    """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment}, paper row order."""
-    return {switch_label(sw): e for sw, e in zip(SWITCHES, experiments)}
+    """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment} in the paper's row order."""
+    return dict(zip(TABLE2_KEYS, experiments))
 
 
 def table3_rows(table3: dict[str, str]) -> dict[str, str]:
-    labels = paper_table("ctp_table3").set_index("row")["label"]
-    return {labels[k]: table3[k] for k in TABLE3_ROWS if k in table3}
+    """{the paper's label: experiment} in Table 3's row order."""
+    p = paper_table("ctp_table3")
+    return {label: table3[k] for k, label in zip(p["row"], p["label"]) if k in table3}
 
 
 def momentum_rows(momentum: dict[float, str], table3: dict[str, str]) -> dict[str, str]:
@@ -211,20 +160,8 @@ def momentum_rows(momentum: dict[float, str], table3: dict[str, str]) -> dict[st
 
 def reversed_rows(study: dict) -> dict[tuple, str]:
     """{(group, label): ctp-rev-<m>} in Table 1's order."""
-    out = {}
-    for g in GROUPS:
-        for e in study["table1"].get(g, []):
-            key = e[len(PREFIX):] if e.startswith(PREFIX) else e
-            if key in study["reversed"]:
-                out[(g, method_label(e))] = REV_PREFIX + key
-    return out
-
-
-def component_pairs(component: str) -> list[tuple[int, int]]:
-    """Table 2's row pairs (without, with) that differ only in `component`'s switch."""
-    k = COMPONENTS.index(component)
-    return [(i, j) for i, a in enumerate(SWITCHES) for j, b in enumerate(SWITCHES)
-            if a[k] == 0 and b[k] == 1 and all(a[x] == b[x] for x in range(4) if x != k)]
+    return {(g, method_label(e)): REV_PREFIX + e.removeprefix(PREFIX) for g in GROUPS
+            for e in study["table1"].get(g, []) if e.removeprefix(PREFIX) in study["reversed"]}
 
 
 def setting(runs: dict[str, list[dict]], study: dict) -> dict:
@@ -232,34 +169,26 @@ def setting(runs: dict[str, list[dict]], study: dict) -> dict:
     r = next((rs[0] for rs in runs.values() if rs), None)
     if r is None:
         return {}
-    cfg = r.get("config", {})
-    buffer = None
-    for e in study["table1"].get("memory-buffer", []):
-        if runs.get(e):
-            m = runs[e][0].get("config", {}).get("method", {})
-            buffer = next((m[k] for k in ("buffer_size", "memory_size", "memory") if k in m), None)
-            if buffer is not None:
-                break
-    out = {"model": cfg.get("model", {}).get("name"), "steps": cfg.get("train", {}).get("steps"),
-            "batch size": cfg.get("train", {}).get("batch_size"), "lr": cfg.get("train", {}).get("lr"),
-            "tasks": len(r.get("tasks", [])), "buffer size (pairs)": buffer,
-            "training pairs": sum(r.get("task_sizes", [])) or None, "device": r.get("device")}
+    cfg, train = r.get("config", {}), r.get("config", {}).get("train", {})
+    methods = [runs[e][0].get("config", {}).get("method", {}) for e in study["table1"].get("memory-buffer", [])
+               if runs.get(e)]
+    buffer = next((m[k] for m in methods for k in ("buffer_size", "memory_size", "memory") if k in m), None)
+    out = {"model": cfg.get("model", {}).get("name"), "steps": train.get("steps"),
+           "batch size": train.get("batch_size"), "lr": train.get("lr"), "tasks": len(r.get("tasks", [])),
+           "buffer size (pairs)": buffer,
+           "training pairs": sum(r.get("task_sizes", [])) or None, "device": r.get("device")}
     return {k: "—" if v is None else str(v) for k, v in out.items()}
 
 
 def method_notes(keys) -> dict[str, str]:
     """Each method's module docstring (first paragraph), or why there is none."""
-    import warnings
-
-    with warnings.catch_warnings():        # tqdm.auto's "IProgress not found" inside a notebook
-        warnings.simplefilter("ignore")
-        from vlcp.methods import get_method
+    from vlcp.methods import get_method
 
     out = {}
     for k in keys:
         try:
             cls = get_method(k)
-            doc = (__import__(cls.__module__, fromlist=["x"]).__doc__ or cls.__doc__ or "").strip()
+            doc = (sys.modules[cls.__module__].__doc__ or cls.__doc__ or "").strip()
             out[k] = " ".join(doc.split("\n\n")[0].split()) or "(no docstring)"
         except Exception as e:  # noqa: BLE001 - a method not (yet) registered is shown, not fatal
             out[k] = f"(not available: {str(e).split(';')[0]})"

@@ -1,13 +1,15 @@
-"""CTP's tables (mean and std over seeds), their formatting, and the paper's tables to set beside them."""
+"""CTP's tables (mean and std over seeds), their formatting, the paper's tables to set beside them, and
+Fig. 4 (each method's curve on the cumulative test pools)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from vlcp.report.ctp.study import (ABLATION, COMPONENTS, FINAL, GROUPS, PAPER_SEQF_HOURS, PREFIX, REV_PREFIX,
-                                   SWITCH_INDEX, final_row, flop_ratios, mean_std, method_label, reversed_rows,
-                                   run_bwt, switch_label, table2_rows, time_ratios, values)
+                                   SWITCH_INDEX, TABLE2_KEYS, final_row, flop_ratios, mean_std, method_label,
+                                   reversed_rows, run_bwt, table1_experiments, table2_rows, time_ratios, values)
 from vlcp.report.paper import paper_table
+from vlcp.report.results import curve
 
 
 def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
@@ -17,17 +19,14 @@ def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
     for key, rs in rows.items():
         cells = {("seeds", "n"): len(rs or [])}
         for q, vs in (fn(rs) if rs else {}).items():
-            m, s = mean_std(vs)
-            cells[(q, "mean")], cells[(q, "std")] = m, s
+            cells[(q, "mean")], cells[(q, "std")] = mean_std(vs)
         out[key] = cells
-    cols = [("seeds", "n")] + [(q, st) for q in quantities for st in ("mean", "std")]
-    cols += [c for cells in out.values() for c in cells if c not in cols]
-    cols = list(dict.fromkeys(cols))
+    cols = list(dict.fromkeys([("seeds", "n"), *((q, st) for q in quantities for st in ("mean", "std")),
+                               *(c for cells in out.values() for c in cells)]))
     index = pd.MultiIndex.from_tuples(list(rows)) if isinstance(next(iter(rows), None), tuple) else list(rows)
     df = pd.DataFrame([[out[k].get(c, np.nan) for c in cols] for k in rows], index=index,
                       columns=pd.MultiIndex.from_tuples(cols))
-    df[("seeds", "n")] = df[("seeds", "n")].astype(int)
-    return df
+    return df.astype({("seeds", "n"): int})
 
 
 def _finals(metrics):
@@ -36,14 +35,12 @@ def _finals(metrics):
 
 def table1(runs: dict[str, list[dict]], groups: dict[str, list[str]], reference: str = "ctp-seqf",
            metrics=FINAL) -> pd.DataFrame:
-    """Table 1: rows (group, method), the time and FLOP ratios to SeqF and the final metrics; missing
-    runs keep their row (NaN, 0 seeds)."""
+    """Table 1: rows (group, method), time and FLOP ratios to SeqF, final metrics (missing runs: NaN, 0 seeds)."""
     ref = runs.get(reference, [])
 
     def fn(rs):
-        out = {"time × SeqF": time_ratios(rs, ref) if ref else [],
-               "FLOPs × SeqF": flop_ratios(rs, ref) if ref else []}
-        return out | _finals(metrics)(rs)
+        return {"time × SeqF": time_ratios(rs, ref) if ref else [],
+                "FLOPs × SeqF": flop_ratios(rs, ref) if ref else []} | _finals(metrics)(rs)
 
     rows = {(g, method_label(e)): runs.get(e, []) for g in GROUPS for e in groups.get(g, [])}
     return stats_frame(rows, fn, ["time × SeqF", "FLOPs × SeqF", *metrics])
@@ -57,8 +54,7 @@ def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> p
 def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION) -> pd.DataFrame:
     """Table 2: rows keyed by the switches (L_CMC, L_c, L_s, ER), with the run's name."""
     rows = table2_rows(experiments)
-    df = single_table(runs, rows, metrics)
-    df.index.name = SWITCH_INDEX
+    df = single_table(runs, rows, metrics).rename_axis(SWITCH_INDEX)
     df.insert(0, ("run", ""), list(rows.values()))
     return df
 
@@ -72,8 +68,7 @@ def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
 
 
 def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: str = "Rm") -> pd.DataFrame:
-    """Per task's own test pool: the initialisation's score and each experiment's final one, mean
-    over seeds (columns "initialisation", then the method labels of the runs present)."""
+    """Per task's own test pool, mean over seeds: the initialisation's score, then each present run's final one."""
     has = lambda r: (r.get("zero_shot") or {}).get("test") and (r.get("matrix") or {}).get("test")  # noqa: E731
     present = [e for e in experiments if runs.get(e) and all(has(r) for r in runs[e])]
     if not present:   # runs without task matrices (older formats) have nothing to show here
@@ -89,10 +84,9 @@ def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
     """A stats frame as "mean ± std" strings ("mean" for one seed, "missing" for none, "—" not
     computable); columns without a "mean" pass through."""
     cols = list(df.columns)
-    qs = [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]
     n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
     out = {}
-    for q in qs:
+    for q in [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]:
         if (q, "mean") not in cols:
             out[q] = df[next(c for c in cols if c[0] == q)].tolist()
             continue
@@ -116,35 +110,23 @@ def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
 
 def paper_table1(name: str = "ctp_table1") -> pd.DataFrame:
     """The paper's Table 1 (or supp. Table 3) by (group, method), with the hours' ratio to SeqF's."""
-    p = paper_table(name)
-    src = p.attrs["source"]
-    p = p.set_index(["group", "method"])
-    if "training_hours" in p.columns:
-        p = p.rename(columns={"training_hours": "hours"})
+    p = paper_table(name).set_index(["group", "method"]).rename(columns={"training_hours": "hours"})
+    if "hours" in p.columns:
         p["hours × SeqF"] = p["hours"] / PAPER_SEQF_HOURS
-    p.attrs["source"] = src
     return p
 
 
 def paper_table2() -> pd.DataFrame:
-    p = paper_table("ctp_table2")
-    out = p.drop(columns=list(COMPONENTS))
-    out.index = pd.Index([switch_label(row) for row in p[list(COMPONENTS)].itertuples(index=False)], name=SWITCH_INDEX)
-    out.attrs["source"] = p.attrs["source"]
-    return out
+    return paper_table("ctp_table2").drop(columns=list(COMPONENTS)).set_axis(pd.Index(TABLE2_KEYS, name=SWITCH_INDEX))
 
 
 def paper_by_label(name: str) -> pd.DataFrame:
-    p = paper_table(name)
-    out = p.set_index("label")
-    out.attrs["source"] = p.attrs["source"]
-    return out
+    return paper_table(name).set_index("label")
 
 
 def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.DataFrame:
     """Methods run in both orders (not the upper bound): mean `metric` and rank in each, and the paper's."""
-    p1 = paper_table1("ctp_table1").reset_index().set_index("method")[metric]
-    p3 = paper_table1("ctp_supp_table3").reset_index().set_index("method")[metric]
+    p1, p3 = (paper_table(t).set_index("method")[metric] for t in ("ctp_table1", "ctp_supp_table3"))
     rows = {}
     for (g, label), rev in reversed_rows(study).items():
         default = PREFIX + rev[len(REV_PREFIX):]
@@ -154,7 +136,51 @@ def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.
                        "reversed (ours)": np.mean(values(runs_reversed[rev], metric)),
                        "default (paper)": p1.get(label, np.nan), "reversed (paper)": p3.get(label, np.nan)}
     df = pd.DataFrame.from_dict(rows, orient="index")
-    for c in ("default (ours)", "reversed (ours)", "default (paper)", "reversed (paper)"):
-        if c in df:
-            df[f"rank {c}"] = df[c].rank(ascending=False, method="min")
-    return df
+    return df.assign(**{f"rank {c}": df[c].rank(ascending=False, method="min") for c in df.columns[1:]})
+
+
+def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 4's values: (mean, std) over seeds of `metric` after each task (1-based), a column per present row."""
+    mean, std = {}, {}
+    for label, e in rows.items():
+        if runs.get(e):
+            mean[label], std[label] = curve(runs[e], metric)
+    idx = pd.RangeIndex(1, 1 + max((len(v) for v in mean.values()), default=0), name="task")
+    return (pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in mean.items()}, index=idx),
+            pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in std.items()}, index=idx))
+
+
+def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1")):
+    """Fig. 4: each method's model θ_i on the merged test pools of tasks <= i, mean over seeds
+    (band = ± std). Memory-free solid, memory-buffer dashed, the upper bound black."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    styles = {"memory-free": "-", "memory-buffer": "--", "upper bound": ":"}
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4))
+    tasks = next((rs[0]["tasks"] for rs in runs.values() if rs and "tasks" in rs[0]), None)
+    labels = [method_label(e) for e in table1_experiments(study)]
+    others = [x for x in labels if x not in ("CTP", "CTP+ER", "JointT")]
+    palette = dict(zip(others, sns.color_palette("husl", len(others)))) | {"CTP": "crimson", "CTP+ER": "darkred"}
+    for ax, metric in zip(np.atleast_1d(axes), metrics):
+        for g in GROUPS:
+            rows = {method_label(e): e for e in study["table1"].get(g, [])}
+            mean, std = curves(runs, rows, metric)
+            for label in mean.columns:
+                y, s = mean[label].to_numpy(), std[label].to_numpy()
+                colour = "k" if g == "upper bound" else palette.get(label)
+                width = 2.6 if label in ("CTP", "CTP+ER") else 1.3
+                ax.plot(mean.index, y, styles[g], marker="o", ms=3, color=colour, lw=width, label=label)
+                ax.fill_between(mean.index, y - s, y + s, color=colour, alpha=0.12)
+        ax.set_xlabel("after task i (evaluated on the tasks ≤ i)")
+        ax.set_ylabel(f"{metric} (%)")
+        if tasks:
+            ax.set_xticks(range(1, len(tasks) + 1), [t.split(" ")[0] for t in tasks], rotation=40, ha="right")
+        ax.grid(alpha=0.3)
+    last = np.atleast_1d(axes)[-1]
+    if last.get_legend_handles_labels()[0]:
+        last.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        last.text(0.5, 0.5, "no runs", ha="center", transform=last.transAxes)
+    fig.tight_layout()
+    return fig
