@@ -114,15 +114,15 @@ class _Judged(NamedTuple):
     def gap(self) -> float:   # MDE − target: the deciding comparison has the largest
         return math.inf if self.target is None or not self.e.usable else self.mde - self.target
 
+    def record(self) -> dict:
+        """The comparison as the row's `comparisons` list holds it."""
+        return {"label": self.c.label, "effect": self.e.diff, "low": _finite(self.e.low), "high": _finite(self.e.high),
+                "seeds": self.e.n, "sigma_d": self.e.sd, "dof": self.e.dof, "paper_effect": self.c.paper_effect,
+                "scaled_effect": self.target, "mde": _finite(self.mde), "at_depth": self.at_depth, "how": self.e.how}
+
 
 def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
-
-
-def _record(j: _Judged) -> dict:
-    return {"label": j.c.label, "effect": j.e.diff, "low": _finite(j.e.low), "high": _finite(j.e.high),
-            "seeds": j.e.n, "sigma_d": j.e.sd, "dof": j.e.dof, "paper_effect": j.c.paper_effect,
-            "scaled_effect": j.target, "mde": _finite(j.mde), "at_depth": j.at_depth, "how": j.e.how}
 
 
 def _row(claim_id: str, kind: str, judged: list[_Judged], depth: int, mde_of) -> Row:
@@ -153,7 +153,7 @@ def _row(claim_id: str, kind: str, judged: list[_Judged], depth: int, mde_of) ->
                      else f"more than {st.MAX_SEEDS} seeds per arm: a larger headroom")
     return Row(claim_id, verdict, kind, show.e.diff, _finite(show.e.low), _finite(show.e.high), show.e.n,
                show.c.paper_effect, show.target, show.e.sd, _finite(show.mde), decide, needs,
-               [_record(j) for j in judged], notes)
+               [j.record() for j in judged], notes)
 
 
 def _count(claim_id: str, comparisons: list[Comparison], rule: str) -> int:
