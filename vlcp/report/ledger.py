@@ -9,6 +9,7 @@ from functools import partial
 from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from vlcp.report import stats as st
 from vlcp.report.stats import Effect, Noise, Values
@@ -329,8 +330,6 @@ def ledger_json(title: str, rows: list[Row], power: dict | None = None) -> dict:
 
 def ledger_frame(rows: list[Row]):
     """A ledger as a report shows it, one row per claim."""
-    import pandas as pd
-
     cols = ["claim", "verdict", "effect", "low", "high", "seeds", "scaled_effect", "sigma_d", "mde", "seeds_to_decide",
             "needs", "source"]
     return pd.DataFrame([{k: getattr(r, k) for k in cols} for r in rows], columns=cols)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from vlcp.report import stats as st
@@ -69,8 +70,6 @@ class StudyPower:
 
 def power_frame(powers: dict[str, StudyPower]):
     """The power table at the top of a report: one row per study (or setting)."""
-    import pandas as pd
-
     def row(k: str, p: StudyPower) -> dict:
         m, ci = p.mde(), p.headroom_over_noise_interval()
         return {"study": k, "metric": p.metric, "H": p.headroom, "σ_d": p.sigma_d, "H/σ_d": p.headroom_over_noise,
@@ -153,8 +152,6 @@ def _lever_teaches(r: dict, teach_on: str | None) -> list[bool] | None:
 def lever_powers(rows: list[dict], study: str, metric: str | None = None,
                  teach_on: str | None = None) -> dict[str, StudyPower]:
     """A power table row per lever measured on `study`, paired by seed on `metric` (None: each row's headline)."""
-    import pandas as pd
-
     out = {}
     for r in rows:
         values = _lever_values(r, metric) if r["study"] == study else None
@@ -179,8 +176,6 @@ def levers_intro(what: str = "", goal: float = 10.0, teach_share: float = 2 / 3)
 def levers_frame(rows: list[dict], study: str, metric: str | None = None, goal: float = 10.0,
                  teach_share: float = 2 / 3, teach_on: str | None = None):
     """The levers tried on `study`, a row per setting: the power table's columns, training seconds, the goal."""
-    import pandas as pd
-
     powers = lever_powers(rows, study, metric, teach_on)
     if not powers:
         return pd.DataFrame()
