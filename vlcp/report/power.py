@@ -110,7 +110,8 @@ def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
 
 def spread_dof(spread: dict | None, metric: str) -> int | None:
     """The degrees of freedom of `spread_sigma`'s σ_d; None when not measured."""
-    return int(spread["metrics"][metric]["dof"]) if spread_sigma(spread, metric)[0] is not None else None
+    m = ((spread or {}).get("metrics") or {}).get(metric)
+    return int(m["dof"]) if m else None
 
 
 def power_line(p: StudyPower, goal: float = 10.0, teach_share: float = 2 / 3) -> str:
@@ -166,7 +167,8 @@ def lever_powers(rows: list[dict], study: str, metric: str | None = None,
 
 
 def levers_intro(what: str = "", goal: float = 10.0, teach_share: float = 2 / 3) -> str:
-    """The sentence above a report's lever table: where its rows come from and how their σ_d is read."""
+    """The sentence above a report's lever table: where its rows come from (and `what` they measure), how
+    their σ_d is read."""
     return ("**Levers measured** (`benchmarks/power_levers.py`: the upper and lower bound at calibration seeds, "
             "never the ledger's" + (f"; {what}" if what else "") + "; σ_d is the sd of their per-seed differences, "
             "paired by seed, which can differ from the power table's above (its \"σ_d from\" names it); the goal: "
@@ -175,7 +177,8 @@ def levers_intro(what: str = "", goal: float = 10.0, teach_share: float = 2 / 3)
 
 def levers_frame(rows: list[dict], study: str, metric: str | None = None, goal: float = 10.0,
                  teach_share: float = 2 / 3, teach_on: str | None = None):
-    """The levers tried on `study`, a row per setting: the power table's columns, training seconds, the goal."""
+    """The levers tried on `study`, a row per setting (empty: none): the power table's columns, the lower run's
+    training seconds, whether it meets the goal, when and where measured."""
     powers = lever_powers(rows, study, metric, teach_on)
     if not powers:
         return pd.DataFrame()
