@@ -51,10 +51,10 @@ from scipy import stats
 
 from vlcp.utils import write_json
 # moved to the engine; imported here for the ledgers not yet on it
-from vlcp.report.ledger import VERDICT_STYLE, ledger_style  # noqa: E402,F401
+from vlcp.report.ledger import ledger_style  # noqa: E402,F401
 from vlcp.report.spread import block_spread, runs_where, seed_spread, spread_frame  # noqa: F401  (moved; for the ledgers not yet on the engine)
 from vlcp.report.study import (EXECUTION_FIELDS, calibration_fingerprint, calibration_mismatch,  # noqa: F401
-                               config_fingerprint, pretraining_runs)
+                               pretraining_runs)
 
 if TYPE_CHECKING:   # annotations only: pandas is imported where a frame is built
     import pandas as pd

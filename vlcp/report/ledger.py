@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from vlcp.report import stats as st
 from vlcp.report.stats import Effect, Noise, Values
@@ -50,8 +52,7 @@ class Scale:
 
     @classmethod
     def measured(cls, upper: Values, lower: Values | None, paper_headroom: float, how: str = "") -> "Scale":
-        """H = mean of upper − lower at their common seeds (`lower` None: 0), its noise the sd of
-        those per-seed values."""
+        """H = the mean of upper − lower at their common seeds (`lower` None: 0), its noise their sd."""
         d = st.paired(upper, lower) if lower is not None else {s: float(v) for s, v in upper.items()}
         if not d:
             return cls(paper_headroom, None, f"{how}: no common seeds")
@@ -114,27 +115,15 @@ class _Judged(NamedTuple):
     def gap(self) -> float:   # MDE − target: the deciding comparison has the largest
         return math.inf if self.target is None or not self.e.usable else self.mde - self.target
 
+    def record(self) -> dict:
+        """The comparison as the row's `comparisons` list holds it."""
+        return {"label": self.c.label, "effect": self.e.diff, "low": _finite(self.e.low), "high": _finite(self.e.high),
+                "seeds": self.e.n, "sigma_d": self.e.sd, "dof": self.e.dof, "paper_effect": self.c.paper_effect,
+                "scaled_effect": self.target, "mde": _finite(self.mde), "at_depth": self.at_depth, "how": self.e.how}
+
 
 def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
-
-
-def _record(j: _Judged) -> dict:
-    return {"label": j.c.label, "effect": j.e.diff, "low": _finite(j.e.low), "high": _finite(j.e.high),
-            "seeds": j.e.n, "sigma_d": j.e.sd, "dof": j.e.dof, "paper_effect": j.c.paper_effect,
-            "scaled_effect": j.target, "mde": _finite(j.mde), "at_depth": j.at_depth, "how": j.e.how}
-
-
-def _needs(j: _Judged, decide: int | None, depth: int) -> str:
-    if j.target is None:
-        return f"a headroom these runs resolve ({j.c.scale.how})"
-    if not j.e.usable:
-        if j.e.sd == 0 and (j.e.dof is None or j.e.dof >= 2):
-            return "a noise estimate above 0 (σ_d is 0: its per-seed differences do not vary)"
-        return "≥ 3 seeds per arm (no σ_d, or one from a single degree of freedom)"
-    if decide is None:
-        return f"more than {st.MAX_SEEDS} seeds per arm: a larger headroom"
-    return f"{max(decide, depth)} seeds per arm"
 
 
 def _row(claim_id: str, kind: str, judged: list[_Judged], depth: int, mde_of) -> Row:
@@ -151,14 +140,21 @@ def _row(claim_id: str, kind: str, judged: list[_Judged], depth: int, mde_of) ->
         verdict, show = "refuted", max(judged, key=lambda j: j.excess)
     else:
         show = max(judged, key=lambda j: (j.gap, j.mde))
-        verdict = "underpowered" if show.gap > 0 else "inconclusive"
-        sd = show.e.sd
-        found = None if show.target is None or not show.e.usable else st.seeds_to_decide(
-            show.target, lambda n: Noise(sd, n - 1), k, mde_of=mde_of)
-        needs, decide = _needs(show, found, depth), None if found is None else max(found, depth)
+        verdict, e = "underpowered" if show.gap > 0 else "inconclusive", show.e
+        if show.target is None:
+            needs = f"a headroom these runs resolve ({show.c.scale.how})"
+        elif not e.usable:
+            needs = ("a noise estimate above 0 (σ_d is 0: its per-seed differences do not vary)"
+                     if e.sd == 0 and (e.dof is None or e.dof >= 2)
+                     else "≥ 3 seeds per arm (no σ_d, or one from a single degree of freedom)")
+        else:
+            found = st.seeds_to_decide(show.target, lambda n: Noise(e.sd, n - 1), k, mde_of=mde_of)
+            decide = None if found is None else max(found, depth)
+            needs = (f"{decide} seeds per arm" if decide is not None
+                     else f"more than {st.MAX_SEEDS} seeds per arm: a larger headroom")
     return Row(claim_id, verdict, kind, show.e.diff, _finite(show.e.low), _finite(show.e.high), show.e.n,
                show.c.paper_effect, show.target, show.e.sd, _finite(show.mde), decide, needs,
-               [_record(j) for j in judged], notes)
+               [j.record() for j in judged], notes)
 
 
 def _count(claim_id: str, comparisons: list[Comparison], rule: str) -> int:
@@ -210,8 +206,6 @@ def not_testable(claim_id: str, why: str) -> Row:
     return Row(claim_id, "not testable", "not testable", notes=[why])
 
 
-# --------------------------------------------------------------------------- claims files, evaluated
-
 def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibrated: bool,
            floors: Mapping[str, Noise] | None = None) -> dict[str, Scale]:
     """The claims file's scales on these runs: the calibrated headroom where `calibrated` and it has
@@ -221,13 +215,12 @@ def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibra
         up = values(runs, s.upper, measures[s.measure])
         lo = values(runs, s.lower, measures[s.measure]) if s.lower else None
         how = f"H = {s.upper}{' − ' + s.lower if s.lower else ''} on {s.measure}"
-        if calibrated and s.calibrated is not None:
-            d = st.paired(up, lo) if lo is not None else dict(up)
-            noise = st.pair_noise(d) or ((floors or {}).get(s.floor) if s.floor else None)
-            when = claims.calibration.get("when", "")
-            out[name] = Scale.of(s.calibrated, noise, s.paper_headroom, f"{how}, calibrated{' ' + when if when else ''}")
-        else:
+        if not (calibrated and s.calibrated is not None):
             out[name] = Scale.measured(up, lo, s.paper_headroom, f"{how}, measured on these runs")
+            continue
+        noise = st.pair_noise(st.paired(up, lo) if lo is not None else up) or (floors or {}).get(s.floor)
+        when = claims.calibration.get("when", "")
+        out[name] = Scale.of(s.calibrated, noise, s.paper_headroom, f"{how}, calibrated{' ' + when if when else ''}")
     return out
 
 
@@ -264,13 +257,11 @@ def unready(spec: ClaimSpec, runs: Runs, floors: Mapping | None, arms=None) -> R
     return None
 
 
-def _generic(judge: Callable) -> Callable:
-    def kind(spec: ClaimSpec, runs: Runs, ctx: "Context") -> Row:
-        floor = spec.options.get("floor")
-        return unready(spec, runs, ctx.floors) or judge(
-            spec.id, comparisons(spec, runs, ctx.measures.get(spec.measure), ctx.scales.get(spec.scale),
-                                 ctx.floors.get(floor), ctx), depth=ctx.depth)
-    return kind
+def _judge(judge: Callable, spec: ClaimSpec, runs: Runs, ctx: "Context") -> Row:
+    """A `greater` or `equivalent` row from its claims-file row: the row's measure, scale and floor."""
+    floor = ctx.floors.get(spec.options.get("floor"))
+    return unready(spec, runs, ctx.floors) or judge(spec.id, comparisons(
+        spec, runs, ctx.measures.get(spec.measure), ctx.scales.get(spec.scale), floor, ctx), depth=ctx.depth)
 
 
 @dataclass(frozen=True)
@@ -282,15 +273,14 @@ class Context:
     floors: Mapping[str, Noise] = field(default_factory=dict)
 
 
-KINDS = {"greater": _generic(greater), "equivalent": _generic(equivalent),
+KINDS = {"greater": partial(_judge, greater), "equivalent": partial(_judge, equivalent),
          "not testable": lambda spec, runs, ctx: not_testable(spec.id, spec.why)}
 
 
 def evaluate(study: Study, runs: Runs, measures: Mapping[str, Callable], calibrated: bool = True,
              floors: Mapping[str, Noise] | None = None) -> list[Row]:
-    """Every row of `study`'s claims file judged on `runs`, with the study module's own `KINDS` and
-    `MEASURES` too; `calibrated`: whether its calibration applies to these runs; `floors`: {name:
-    the noise of one single-run comparison}."""
+    """Every row of `study`'s claims file judged on `runs`, with its module's own `KINDS` and `MEASURES`;
+    `calibrated`: whether its calibration applies here; `floors`: {name: a single-run comparison's noise}."""
     if study.claims is None:
         raise ValueError(f"study {study.name!r} has no claims file")
     measures = {**measures, **study.own("MEASURES")}
@@ -338,23 +328,17 @@ def ledger_json(title: str, rows: list[Row], power: dict | None = None) -> dict:
             **({"power": power} if power is not None else {})}
 
 
-LEDGER_COLUMNS = ("claim", "verdict", "effect", "low", "high", "seeds", "scaled_effect", "sigma_d", "mde",
-                  "seeds_to_decide", "needs", "source")
-
-
 def ledger_frame(rows: list[Row]):
     """A ledger as a report shows it, one row per claim."""
-    import pandas as pd
-
-    return pd.DataFrame([{k: getattr(r, k) for k in LEDGER_COLUMNS} for r in rows], columns=list(LEDGER_COLUMNS))
-
-
-VERDICT_STYLE = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "color:#cf222e;font-weight:bold",
-                 "underpowered": "color:#6e7781;font-weight:bold",
-                 "inconclusive": "color:#9a6700;font-weight:bold", "not testable": "color:#6e7781"}
+    cols = ["claim", "verdict", "effect", "low", "high", "seeds", "scaled_effect", "sigma_d", "mde", "seeds_to_decide",
+            "needs", "source"]
+    return pd.DataFrame([{k: getattr(r, k) for k in cols} for r in rows], columns=cols)
 
 
 def ledger_style(frame):
     """A `ledger_frame` as every report shows it: each verdict in its colour, text left-aligned."""
+    colour = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "color:#cf222e;font-weight:bold",
+              "underpowered": "color:#6e7781;font-weight:bold", "inconclusive": "color:#9a6700;font-weight:bold",
+              "not testable": "color:#6e7781"}
     styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
-    return styler.map(lambda v: VERDICT_STYLE.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler
+    return styler.map(lambda v: colour.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler

@@ -86,10 +86,6 @@ def studies_root(root: str | Path | None = None):
     return resources.files("vlcp.report") / "studies" if root is None else Path(root)
 
 
-def _label(root: str | Path | None, *parts: str) -> str:
-    return "/".join(("vlcp/report/studies", *parts)) if root is None else str(Path(root, *parts))
-
-
 def studies(root: str | Path | None = None) -> tuple[str, ...]:
     """The studies that have a data folder, by name."""
     return tuple(sorted(p.name for p in studies_root(root).iterdir() if p.is_dir() and p.name[0] not in "._"))
@@ -105,7 +101,8 @@ def read_yaml(path: Path, label: str) -> Any:
 
 def _read(study: str, name: str, root, empty):
     """(the file's label, its YAML: a list or a mapping as `empty` is; `empty` when the file is absent)."""
-    label, path = _label(root, study, name), studies_root(root) / study / name
+    label = f"vlcp/report/studies/{study}/{name}" if root is None else str(Path(root, study, name))
+    path = studies_root(root) / study / name
     if not path.is_file():
         return label, empty
     data = read_yaml(path, label)
@@ -214,8 +211,7 @@ def reference_value(label: str, where: str, value: Any, root=None) -> Any:
     if isinstance(value, dict) and "table" in value:
         return _cells(label, where, _checked(label, where, value, _REFERENCE), root)
     if isinstance(value, dict):
-        return MappingProxyType({k: reference_value(label, f"{where}.{k}", v, root)
-                                 for k, v in value.items()})
+        return MappingProxyType({k: reference_value(label, f"{where}.{k}", v, root) for k, v in value.items()})
     if isinstance(value, list):
         return tuple(reference_value(label, f"{where}[{i}]", v, root) for i, v in enumerate(value))
     return value

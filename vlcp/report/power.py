@@ -1,20 +1,21 @@
-"""Power: can a study see an effect of the paper's size? A study's power table (headroom H, noise
-σ_d, H/σ_d, the MDE at its seeds, the tasks that teach) and the levers measured to raise it
-(`benchmarks/power_levers.py`). The rules themselves are `vlcp.report.stats`'."""
+"""Can a study see an effect of the paper's size? Its power table (headroom H, noise σ_d, H/σ_d, the MDE
+at its seeds, the tasks that teach) and the levers measured to raise it (`benchmarks/power_levers.py`)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from vlcp.report import stats as st
+from vlcp.utils import read_json
 
 
 def sigma_interval(sigma_d: float, dof: int, level: float = st.LEVEL) -> tuple[float, float]:
-    """The chi-square `level` interval of an sd estimated as `sigma_d` on `dof` degrees of freedom
-    (at 2 dof it spans 0.52-6.3 × the estimate)."""
+    """The chi-square `level` interval of an sd estimated as `sigma_d` on `dof` degrees of freedom."""
     if dof < 1:
         raise ValueError(f"sigma_interval: dof must be >= 1, got {dof}")
     a = 1 - level
@@ -69,8 +70,6 @@ class StudyPower:
 
 def power_frame(powers: dict[str, StudyPower]):
     """The power table at the top of a report: one row per study (or setting)."""
-    import pandas as pd
-
     def row(k: str, p: StudyPower) -> dict:
         m, ci = p.mde(), p.headroom_over_noise_interval()
         return {"study": k, "metric": p.metric, "H": p.headroom, "σ_d": p.sigma_d, "H/σ_d": p.headroom_over_noise,
@@ -102,8 +101,7 @@ def study_power(metric: str, upper: list[float], lower: list[float], gains, *, h
 
 
 def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
-    """σ_d of `metric` from a seed subset's `spread.seed_spread`, and where it comes from; (None, why)
-    when the subset has not measured it."""
+    """σ_d of `metric` from a seed subset's `spread.seed_spread` and where it comes from, or (None, why)."""
     m = ((spread or {}).get("metrics") or {}).get(metric)
     if not m:
         return None, f"no seed subset measured {metric}"
@@ -140,10 +138,6 @@ LEVERS_FILE = "benchmarks/results/power_levers.json"   # benchmarks/power_levers
 
 def lever_rows(path: str = LEVERS_FILE) -> list[dict]:
     """The levers measured so far, none when the file is absent."""
-    from pathlib import Path
-
-    from vlcp.utils import read_json
-
     return read_json(path)["rows"] if Path(path).exists() else []
 
 
@@ -158,10 +152,7 @@ def _lever_teaches(r: dict, teach_on: str | None) -> list[bool] | None:
 
 def lever_powers(rows: list[dict], study: str, metric: str | None = None,
                  teach_on: str | None = None) -> dict[str, StudyPower]:
-    """A power table row per lever measured on `study`, paired by seed on `metric` (None: each row's
-    headline; rows without it are left out), tasks that teach read as `_lever_teaches`."""
-    import pandas as pd
-
+    """A power table row per lever measured on `study`, paired by seed on `metric` (None: each row's headline)."""
     out = {}
     for r in rows:
         values = _lever_values(r, metric) if r["study"] == study else None
@@ -176,8 +167,8 @@ def lever_powers(rows: list[dict], study: str, metric: str | None = None,
 
 
 def levers_intro(what: str = "", goal: float = 10.0, teach_share: float = 2 / 3) -> str:
-    """The sentence above a report's lever table: where its rows come from, `what` they measure (when
-    the study says more) and how their σ_d is read."""
+    """The sentence above a report's lever table: where its rows come from (and `what` they measure), how
+    their σ_d is read."""
     return ("**Levers measured** (`benchmarks/power_levers.py`: the upper and lower bound at calibration seeds, "
             "never the ledger's" + (f"; {what}" if what else "") + "; σ_d is the sd of their per-seed differences, "
             "paired by seed, which can differ from the power table's above (its \"σ_d from\" names it); the goal: "
@@ -186,10 +177,8 @@ def levers_intro(what: str = "", goal: float = 10.0, teach_share: float = 2 / 3)
 
 def levers_frame(rows: list[dict], study: str, metric: str | None = None, goal: float = 10.0,
                  teach_share: float = 2 / 3, teach_on: str | None = None):
-    """The levers tried on `study`, one row per setting (empty when none): the power table's columns on
-    `metric`, the lower run's training seconds, whether it meets the goal, when and where measured."""
-    import pandas as pd
-
+    """The levers tried on `study`, a row per setting (empty: none): the power table's columns, the lower run's
+    training seconds, whether it meets the goal, when and where measured."""
     powers = lever_powers(rows, study, metric, teach_on)
     if not powers:
         return pd.DataFrame()

@@ -34,20 +34,28 @@ def find_run(runs_dir: str | Path | list[str | Path], experiment: str, seed: int
     return found[0] if found else None
 
 
-def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
-    """{experiment: [results of each seed]} under `runs_dir` (or a list of folders); a missing run is
-    an error naming it in every folder (`vlcp.report.study.load_runs`: the runs found, by seed)."""
-    dirs = runs_dir if isinstance(runs_dir, list) else [runs_dir]
-    out = {}
-    for exp in experiments:
-        out[exp] = []
+def load_subset(runs_dir: str | Path | list[str | Path], experiments, seeds, *,
+                strict: bool = False) -> tuple[dict[str, dict[int, dict]], list[str]]:
+    """({experiment: {seed: results}} of the runs found under `runs_dir` (or a list of folders), the missing
+    ones as "<experiment> seed <S>"); `strict`: a missing run is an error naming it in every folder."""
+    found, missing, dirs = {}, [], runs_dir if isinstance(runs_dir, list) else [runs_dir]
+    for e in experiments:
         for s in seeds:
-            path = find_run(dirs, exp, s)
+            path = find_run(dirs, e, s)
+            if path is None and strict:
+                where = " or ".join(str(Path(d) / e / f"seed{s}" / "results.json") for d in dirs)
+                raise VlcpError(f"{where}: missing; run `vlcp run {e} --seed {s}` (or `dvc repro`)")
             if path is None:
-                where = " or ".join(str(Path(d) / exp / f"seed{s}" / "results.json") for d in dirs)
-                raise VlcpError(f"{where}: missing; run `vlcp run {exp} --seed {s}` (or `dvc repro`)")
-            out[exp].append(read_results(path))
-    return out
+                missing.append(f"{e} seed {s}")
+            else:
+                found.setdefault(e, {})[s] = read_results(path)
+    return found, missing
+
+
+def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
+    """{experiment: [results of each seed]} under `runs_dir` (or a list of folders); a missing run is an error."""
+    found = load_subset(runs_dir, experiments, seeds, strict=True)[0]
+    return {e: [found[e][s] for s in seeds] for e in experiments}
 
 
 def long_reads(study: dict, runs_dir: str | Path, seeds: list[int]) -> tuple[list[int], list[str | Path]]:
@@ -55,21 +63,6 @@ def long_reads(study: dict, runs_dir: str | Path, seeds: list[int]) -> tuple[lis
     where a report reads its rows in the long profile, for `require_runs`."""
     lg = study["long"]
     return list(dict.fromkeys([*seeds, *lg["seeds"]])), [runs_dir, lg["runs"]]
-
-
-def load_subset(runs_dir: str | Path | list[str | Path], experiments,
-                seeds) -> tuple[dict[str, dict[int, dict]], list[str]]:
-    """({experiment: {seed: results}} of the runs found under `runs_dir`, the missing ones as
-    "<experiment> seed <S>")."""
-    found, missing = {}, []
-    for e in experiments:
-        for s in seeds:
-            path = find_run(runs_dir, e, s)
-            if path is None:
-                missing.append(f"{e} seed {s}")
-            else:
-                found.setdefault(e, {})[s] = read_results(path)
-    return found, missing
 
 
 def complete(found: dict[str, dict[int, dict]], seeds) -> dict[str, list[dict]]:
@@ -176,29 +169,23 @@ def run_seconds(r: dict) -> float:
 
 
 def time_line(*collections) -> str:
-    """A report header's line: how many runs it reads and how long they took by their own clocks."""
+    """A report header's line: how many runs it reads, how long they took by their own clocks, and a warning
+    when their `versions.cpu_capability` differ."""
     def key(r):   # a run loaded twice (two tables reading one experiment's seed) counts once
         return (r["experiment"], r["seed"], r.get("config_hash")) if "experiment" in r and "seed" in r else id(r)
     rs = list({key(r): r for c in collections for r in iter_results(c)}.values())
     if not rs:
         return "No runs read."
-    secs = sum(run_seconds(r) for r in rs)
+    secs, caps = sum(run_seconds(r) for r in rs), Counter((r.get("versions") or {}).get("cpu_capability") for r in rs)
+    unknown, mixed = caps.pop(None, 0), ""
+    if len(caps) >= 2:   # AVX2 and AVX512 kernels round otherwise: a seed is not one draw across them
+        mixed = (f" **These runs mix CPU capabilities** ({', '.join(f'{n} on {cap}' for cap, n in sorted(caps.items()))}"
+                 + (f", {unknown} unrecorded" if unknown else "") + "): their kernels round otherwise, so a seed is not "
+                 "the same draw across them; re-run the study on one host (`dvc repro --force` its stages) before "
+                 "reading small differences.")
     return (f"**{len(rs)} run{'s' if len(rs) != 1 else ''}**, **{secs / 60:.1f} min** by their own clocks (the longest "
             f"{max(run_seconds(r) for r in rs) / 60:.1f} min). The pipeline runs some side by side: its stage "
-            "times are in the performance report." + capability_note(rs))
-
-
-def capability_note(rs: list[dict]) -> str:
-    """A header's warning when the runs' `versions.cpu_capability` differ (AVX2 and AVX512 kernels round
-    otherwise, so a seed is not one draw across them); "" when every recorded one agrees."""
-    caps = Counter((r.get("versions") or {}).get("cpu_capability") for r in rs)
-    unknown = caps.pop(None, 0)
-    if len(caps) < 2:
-        return ""
-    counts = ", ".join(f"{n} on {cap}" for cap, n in sorted(caps.items()))
-    return (f" **These runs mix CPU capabilities** ({counts}" + (f", {unknown} unrecorded" if unknown else "")
-            + "): their kernels round otherwise, so a seed is not the same draw across them; "
-            "re-run the study on one host (`dvc repro --force` its stages) before reading small differences.")
+            "times are in the performance report." + mixed)
 
 
 def step_time(r: dict, skip_first: bool = True) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 
 def runs_where(seeds_of: dict) -> str:
@@ -53,8 +54,6 @@ def block_spread(values: dict[str, list[float]]) -> dict:
 def spread_frame(spread: dict):
     """A `seed_spread` for display: a row per metric; each experiment's seed std, the pooled std, its
     dof and the difference spread."""
-    import pandas as pd
-
     return pd.DataFrame.from_dict({m: {**{f"seed std {e}": v for e, v in d["std_per_experiment"].items()},
                                        "pooled std": d["pooled_std"], "dof": d["dof"],
                                        "difference spread": d["difference_spread"]}

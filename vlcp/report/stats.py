@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import fmean
 from typing import Callable, Hashable, Mapping
 
 import numpy as np
@@ -33,8 +34,7 @@ class Noise:
 
 @dataclass(frozen=True)
 class Effect:
-    """a − b with its interval: `n` runs per arm, `sd` the noise of one single-run difference on
-    `dof`, `se` the standard error of `diff`."""
+    """a − b with its interval over `n` runs per arm; `sd`: one single-run difference's noise on `dof`."""
     diff: float
     low: float
     high: float
@@ -66,11 +66,6 @@ def seed_sd(values) -> float:
     return 0.0 if sd <= 1e-9 * max(abs(v) for v in x) else sd
 
 
-def _mean(values) -> float:
-    x = list(values)
-    return sum(x) / len(x)
-
-
 @lru_cache(maxsize=None)
 def quantile(level: float, dof: int | None) -> float:
     """The two-sided `level` critical value: Student's t on `dof`, the normal for None."""
@@ -85,11 +80,11 @@ def effect(a: Values, b: Values, *, level: float = LEVEL, floor: Noise | None = 
         raise ValueError(f"effect: no values in {'a' if not a else 'b'}")
     d = paired(a, b)
     if len(d) >= 2:
-        n, diff, sd = len(d), _mean(d.values()), seed_sd(d.values())
+        n, diff, sd = len(d), fmean(d.values()), seed_sd(d.values())
         se, half = sd / math.sqrt(n), quantile(level, n - 1) * sd / math.sqrt(n)
         return Effect(diff, diff - half, diff + half, n, sd, n - 1, se, f"paired by seed, n={n}")
     na, nb = len(a), len(b)
-    diff = _mean(a.values()) - _mean(b.values())
+    diff = fmean(a.values()) - fmean(b.values())
     runs = "one run each" if na == nb == 1 else f"{na} against {nb} runs, unpaired"
     if floor is None:
         return Effect(diff, -math.inf, math.inf, min(na, nb), None, None, None, f"{runs}, no noise floor")

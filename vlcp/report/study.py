@@ -17,8 +17,6 @@ Runs = dict[str, dict[int, dict]]   # {experiment: {seed: results}}
 Measure = Callable[[dict], float]   # one run's results -> the number a claim compares
 
 
-# --------------------------------------------------------------------------- claims files
-
 @dataclass(frozen=True)
 class ComparisonSpec:
     """a − b on the claim's measure (`b` None: against 0); `effect`: the paper's, in its units.
@@ -68,9 +66,6 @@ class Claims:
     scales: Mapping[str, ScaleSpec]
     rows: tuple[ClaimSpec, ...]
     calibration: Mapping[str, Any] = field(default_factory=dict)
-
-
-_ROW_FIELDS = {"id", "claim", "kind", "source", "paper", "measure", "scale", "comparisons", "why"}
 
 
 def _text(where: str, entry: Mapping, key: str, default: str | None = None) -> str:
@@ -130,7 +125,7 @@ def parse_claims(data: Any, label: str) -> Claims:
     if not isinstance(data, Mapping) or not isinstance(data.get("claims"), list):
         raise VlcpError(f"{label}: expected a mapping with a `claims:` list")
     scales = {name: _scale(f"{label}: scales.{name}", s) for name, s in (data.get("scales") or {}).items()}
-    rows, seen = [], set()
+    rows, seen, fields = [], set(), ClaimSpec.__dataclass_fields__
     for i, r in enumerate(data["claims"]):
         where = f"{label}: claims[{i}]"
         if not isinstance(r, Mapping):
@@ -147,14 +142,12 @@ def parse_claims(data: Any, label: str) -> Claims:
                 raise VlcpError(f"{where}: scale {name!r} is not among `scales:` ({', '.join(scales) or 'none'})")
         rows.append(ClaimSpec(cid, _text(where, r, "claim"), _text(where, r, "kind"), str(r.get("source", "")),
                               str(r.get("paper", "")), str(r.get("measure", "")), scale, comps, str(r.get("why", "")),
-                              MappingProxyType({k: v for k, v in r.items() if k not in _ROW_FIELDS})))
+                              MappingProxyType({k: v for k, v in r.items() if k not in fields or k == "options"})))
     depth = data.get("depth", 2)
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
         raise VlcpError(f"{label}: `depth` must be an integer ≥ 1, got {depth!r}")
     return Claims(depth, MappingProxyType(scales), tuple(rows), MappingProxyType(dict(data.get("calibration") or {})))
 
-
-# --------------------------------------------------------------------------- the registry
 
 @dataclass(frozen=True)
 class Study:
@@ -222,8 +215,6 @@ def load_study(name: str, root: str | Path | None = None) -> Study:
                  str(data.get("runs", "runs")), int(data.get("order", 100)))
 
 
-# --------------------------------------------------------------------------- runs
-
 def load_runs(runs_dir: str | Path | list[str | Path], experiments, seeds) -> Runs:
     """The runs found under `runs_dir` (or several folders); an experiment with none is absent."""
     return load_subset(runs_dir, experiments, seeds)[0]
@@ -239,8 +230,6 @@ def as_lists(runs: Runs) -> dict[str, list[dict]]:
     return {e: [by_seed[s] for s in sorted(by_seed)] for e, by_seed in runs.items()}
 
 
-# --------------------------------------------------------------------------- calibration
-
 # A run's settings that change how it executes, not what it measures: not in its fingerprint.
 EXECUTION_FIELDS = {
     "": ("seed",),
@@ -252,15 +241,11 @@ EXECUTION_FIELDS = {
 }
 
 
-def config_fingerprint(config: dict) -> dict:
-    """A run's `config` without its seed and `EXECUTION_FIELDS`: what runs sharing a headroom share."""
-    return {k: ({f: x for f, x in v.items() if f not in EXECUTION_FIELDS.get(k, ())} if isinstance(v, dict) else v)
-            for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
-
-
 def calibration_fingerprint(config: dict) -> str:
-    """`config_fingerprint` as 12 hex digits, as `calibrated_on` records it."""
-    return config_hash(config_fingerprint(config))[:12]
+    """12 hex digits of a run's `config` without its seed and `EXECUTION_FIELDS`, as `calibrated_on` records."""
+    kept = {k: ({f: x for f, x in v.items() if f not in EXECUTION_FIELDS.get(k, ())} if isinstance(v, dict) else v)
+            for k, v in config.items() if k not in EXECUTION_FIELDS[""]}
+    return config_hash(kept)[:12]
 
 
 def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
@@ -277,9 +262,8 @@ def pretraining_runs(power_cfg: dict, where: str) -> dict[str, list[dict]]:
 
 
 def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: str) -> str | None:
-    """Why a calibrated headroom does not apply to `runs` ({experiment: [results]}): one of them (or
-    its θ0, `pretraining_runs`) has another fingerprint than `calibrated_on` records. None when it
-    applies, or when nothing is there to check."""
+    """Why a calibrated headroom does not apply to `runs` ({experiment: [results]}): one of them (or its θ0,
+    `pretraining_runs`) has another fingerprint than `calibrated_on` records; else None."""
     on = power_cfg.get("calibrated_on")
     if on is None:
         return None
