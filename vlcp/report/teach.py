@@ -31,27 +31,29 @@ def _lookup(r: dict, key: str, eval_set: str | None, metric: str):
                         f"(has: {', '.join(map(str, have)) or 'none'})") from None
 
 
-def _matrix_parts(r: dict, metric: str, eval_set: str | None, pool_sizes) -> list[dict]:
-    """A matrix run's parts: per task trained so far, the task itself, or (a language stream) its languages
-    (column j of the matrix), before it from the row above (or the starting model where that is empty)."""
-    language = r.get("stream") == "language"
-    eval_set = eval_set or ("in_domain" if language else "test")
+def _matrix_parts(r: dict, metric: str, eval_set: str, pool_sizes: Sequence[int] | None) -> list[dict]:
     a, z = _lookup(r, "matrix", eval_set, metric), _lookup(r, "zero_shot", eval_set, metric)
-    tasks, sizes = r.get("tasks") or [f"task {t + 1}" for t in range(len(a))], pool_sizes or {}
-    if language:   # (part, its column, its pool's size)
-        parts = [[(lang, r["languages"].index(lang), sizes.get(lang, np.nan)) for lang in r["task_languages"][t]]
-                 for t in range(len(a))]
-    elif pool_sizes is not None and len(pool_sizes) != len(tasks):
+    tasks = r.get("tasks") or [f"task {t + 1}" for t in range(len(a))]
+    if pool_sizes is not None and len(pool_sizes) != len(tasks):
         raise VlcpError(f"teach: pool_sizes: {len(pool_sizes)} sizes for the {len(tasks)} tasks of {_who(r)}")
-    else:
-        parts = [[(str(tasks[t]), t, np.nan if pool_sizes is None else pool_sizes[t])] for t in range(len(a))]
+    return [{"t": t, "task": str(tasks[t]), "part": str(tasks[t]), "weight": 1.0,
+             "before": z[t] if t == 0 else a[t - 1][t], "after": a[t][t],
+             "n": np.nan if pool_sizes is None else pool_sizes[t], "baseline": ZERO_SHOT if t == 0 else PREVIOUS}
+            for t in range(len(a))]   # the tasks trained so far (a partial run has fewer rows)
+
+
+def _language_parts(r: dict, metric: str, eval_set: str, pool_sizes: Mapping[str, int] | None) -> list[dict]:
+    a, z = _lookup(r, "matrix", eval_set, metric), _lookup(r, "zero_shot", eval_set, metric)
+    langs = r["languages"]
     rows = []
-    for t, learn in enumerate(parts):
-        for part, j, n in learn:
-            prev = t > 0 and a[t - 1][j] is not None
-            rows.append({"t": t, "task": str(tasks[t]), "part": part, "weight": 1.0 / len(learn), "n": n,
-                         "before": a[t - 1][j] if prev else z[j], "after": a[t][j],
-                         "baseline": PREVIOUS if prev else ZERO_SHOT})
+    for t in range(len(a)):
+        learn = r["task_languages"][t]
+        for lang in learn:
+            j = langs.index(lang)
+            before, baseline = (a[t - 1][j], PREVIOUS) if t > 0 and a[t - 1][j] is not None else (z[j], ZERO_SHOT)
+            rows.append({"t": t, "task": r["tasks"][t], "part": lang, "weight": 1.0 / len(learn), "before": before,
+                         "after": a[t][j], "n": np.nan if pool_sizes is None else pool_sizes.get(lang, np.nan),
+                         "baseline": baseline})
     return rows
 
 
@@ -88,7 +90,12 @@ def pool_scores(r: dict, metric: str, eval_set: str | None = None,
     """One run: per task t, a row per part of its pool (the task, a language, a FoMo concept or
     dataset) with its `weight` in the task's score, the score `before` and `after` it (%), its size
     `n` (NaN: unknown; `pool_sizes` per task or per language) and which model `before` is."""
-    rows = _fomo_parts(r, metric) if "trajectory" in r else _matrix_parts(r, metric, eval_set, pool_sizes)
+    if "trajectory" in r:
+        rows = _fomo_parts(r, metric)
+    elif r.get("stream") == "language":
+        rows = _language_parts(r, metric, eval_set or "in_domain", pool_sizes)
+    else:
+        rows = _matrix_parts(r, metric, eval_set or "test", pool_sizes)
     df = pd.DataFrame(rows, columns=["t", "task", "part", "weight", "before", "after", "n", "baseline"])
     return df.astype({"before": float, "after": float, "n": float, "weight": float})
 
