@@ -46,7 +46,15 @@ def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
     dropped = {c["experiment"] for c in incclip["sensitivity"][1:]}
     incclip.update(sensitivity=incclip["sensitivity"][:1], experiments=[e for e in incclip["experiments"] if e not in dropped])
     incclip["spread"] = {"experiments": ["ic4-incclip"], "seeds": [1]}   # the seed subsets: one experiment at one more seed
-    params["report"]["cllclip"]["spread"] = {"experiments": ["cll-clip"], "seeds": [1]}
+    methods = ["joint", "er", "incclip"]                               # Tables 1, 2, 6, 7: three of the six methods
+    dropped |= {f"{split}-{m}" for split in incclip["splits"] for m in incclip["methods"] if m not in methods}
+    incclip["memory"] = {p: e for p, e in incclip["memory"].items() if p in (10, 50)}   # Tables 4-5: two memory sizes
+    dropped |= {e for e in params["experiments"] if e.startswith("ic4-incclip-mem")} - set(incclip["memory"].values())
+    incclip.update(methods=methods, experiments=[e for e in incclip["experiments"] if e not in dropped])
+    cll = params["report"]["cllclip"]                                  # the CLL-CLIP study: Table 2 for two methods, one of them †
+    cll["spread"] = {"experiments": ["cll-clip"], "seeds": [1]}
+    gone = {f"cll36-{m}{teir}" for m in cll["methods"] if m not in ("clip", "lora") for teir in ("", "-teir")}
+    cll.update(methods=["clip", "lora"], experiments=[e for e in cll["experiments"] if e not in gone])
     for name, exp in params["experiments"].items():                    # the FoMo study: every group, 3 tasks of 2 steps
         if name.startswith("fomo-") and name != "fomo-base":
             exp["data"] = {**(exp.get("data") or {}), "tasks": []}
