@@ -6,11 +6,9 @@ import html
 import json
 from pathlib import Path
 
-from vlcp.report.ledger import VERDICTS
+from vlcp.report.ledger import VERDICT_COLOURS, VERDICTS
 from vlcp.utils import atomic_path
 
-COLOURS = {"confirmed": "#1a7f37", "refuted": "#cf222e", "underpowered": "#8250df", "inconclusive": "#9a6700",
-           "not testable": "#57606a"}
 
 SORT_JS = """<script>
 document.querySelectorAll('table.sortable th').forEach((th, i) => th.addEventListener('click', () => {
@@ -47,7 +45,7 @@ def claim_rows(reports: Path) -> tuple[list[str], list[str]]:
         counts = {v: 0 for v in VERDICTS}
         for c in data["claims"]:
             counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-            colour = COLOURS.get(c["verdict"], "#000")
+            colour = VERDICT_COLOURS.get(c["verdict"], "#000")
             shown, key = _effect(c)
             rank = VERDICTS.index(c["verdict"]) if c["verdict"] in VERDICTS else len(VERDICTS)
             rows.append(f"<tr><td>{html.escape(data['report'])}</td><td>{html.escape(c['claim'])}</td>"

@@ -335,10 +335,17 @@ def ledger_frame(rows: list[Row]):
     return pd.DataFrame([{k: getattr(r, k) for k in cols} for r in rows], columns=cols)
 
 
+# each verdict's colour, in every report's ledger and in the index
+VERDICT_COLOURS = {"confirmed": "#1a7f37", "refuted": "#cf222e", "underpowered": "#6e7781", "inconclusive": "#9a6700",
+                   "not testable": "#6e7781"}
+
+
 def ledger_style(frame):
     """A `ledger_frame` as every report shows it: each verdict in its colour, text left-aligned."""
-    colour = {"confirmed": "color:#1a7f37;font-weight:bold", "refuted": "color:#cf222e;font-weight:bold",
-              "underpowered": "color:#6e7781;font-weight:bold", "inconclusive": "color:#9a6700;font-weight:bold",
-              "not testable": "color:#6e7781"}
+    def css(v):
+        if v not in VERDICT_COLOURS:
+            return ""
+        return f"color:{VERDICT_COLOURS[v]}" + ("" if v == "not testable" else ";font-weight:bold")
+
     styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
-    return styler.map(lambda v: colour.get(v, ""), subset=["verdict"]) if "verdict" in frame else styler
+    return styler.map(css, subset=["verdict"]) if "verdict" in frame else styler
