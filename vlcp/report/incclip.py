@@ -35,8 +35,7 @@ def classification(r: dict, step: int = -1) -> dict[str, float]:
     """Zero-shot top-1 (%) per held-out set after `step`, plus their mean ("Average")."""
     acc = r["heldout"][step]["classification"]
     row = {name: acc[key] for key, name in CLASSIFICATION.items() if key in acc}
-    row["Average"] = float(np.mean(list(row.values())))
-    return row
+    return {**row, "Average": float(np.mean(list(row.values())))}
 
 
 def retrieval(r: dict, step: int = -1, ks=(1, 5, 10)) -> dict[tuple[str, str, str], float]:
@@ -44,8 +43,7 @@ def retrieval(r: dict, step: int = -1, ks=(1, 5, 10)) -> dict[tuple[str, str, st
     out = {}
     for key, name in RETRIEVAL_SETS.items():
         cell = r["heldout"][step]["retrieval"][key]
-        out |= {(name, "I2T", f"R@{k}"): cell[f"TR@{k}"] for k in ks}
-        out |= {(name, "T2I", f"R@{k}"): cell[f"IR@{k}"] for k in ks}
+        out |= {(name, d, f"R@{k}"): cell[f"{m}@{k}"] for d, m in (("I2T", "TR"), ("T2I", "IR")) for k in ks}
     return out
 
 
@@ -69,12 +67,7 @@ def r1_mean(r: dict, step: int = -1) -> float:
     return float(np.mean([v for (_, _, k), v in retrieval(r, step).items() if k == "R@1"]))
 
 
-def bwt_rm(r: dict) -> float:
-    """Table 7's BWT of Rm on each chunk's unseen items."""
-    return chunk_bwt(r, "Rm", "test")
-
-
-SPREAD_METRICS = {"average": average, "r1_mean": r1_mean, "bwt_rm": bwt_rm}   # the ledger's metrics
+SPREAD_METRICS = {"average": average, "r1_mean": r1_mean, "bwt_rm": chunk_bwt}   # the ledger's metrics (BWT: of Rm)
 
 
 def subset_seeds(main_seeds: list[int], spread_cfg: dict) -> list[int]:
@@ -147,18 +140,8 @@ def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict]
 
 
 # --------------------------------------------------------------------------- the claims ledger
-
-def bwt_forgetting(r: dict) -> float:
-    """What a run forgets, −BWT of Rm: the BWT scale's headroom."""
-    return -bwt_rm(r)
-
-
-MEASURES = MappingProxyType({f.__name__: f for f in (average, r1_mean, bwt_rm, bwt_forgetting)})
-
-
-def floors(sds: dict[str, Noise]) -> dict[str, st.Noise]:
-    """The claims file's noise floors (a row's `floor:`): `noise_sds`' result."""
-    return dict(sds)
+# its measures: the spread's metrics and what a run forgets, −BWT of Rm (the BWT scale's headroom)
+MEASURES = MappingProxyType({**SPREAD_METRICS, "bwt_forgetting": lambda r: -chunk_bwt(r)})
 
 
 def _gain(cs: list[Comparison]) -> tuple[dict[int, float], float]:
@@ -218,7 +201,7 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row
     seeds, dirs = (long_reads(block, runs_dir, block["seeds"]) if long else (block["seeds"], runs_dir))
     runs = ledger_runs(block, dirs, seeds)
     return evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale_calibration(study, runs),
-                    floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
+                    floors=noise_sds(spread_, float(block.get("noise_floor", 0.0))))
 
 
 def has_suite(r: dict) -> bool:
@@ -227,7 +210,7 @@ def has_suite(r: dict) -> bool:
 
 def run_headline(r: dict) -> dict[str, float]:
     """`vlcp report metrics`' numbers of a run with a held-out suite: its zero-shot Average."""
-    return {"Average": classification(r)["Average"]} if has_suite(r) else {}
+    return {"Average": average(r)} if has_suite(r) else {}
 
 
 def run_curve(r: dict) -> list[float] | None:
