@@ -396,7 +396,7 @@ def test_floors_join_test_set_noise_and_the_seed_spread_by_comparison_sds_rule()
     assert got["GM"] == fm.comparison_sd(noise, "GM") and got["GM"].dof == 2
     assert got["GM, gain of gains"].sd == pytest.approx(fm.comparison_sd(noise, "GM", evals=4, runs=4).sd)
     assert got["early gain"].sd == pytest.approx(math.sqrt(fm.noise_sd(ref, ref["zero_shot"])["A_ZS"] ** 2
-                                                           + spread["metrics"][fm.early_key()]["difference_spread"] ** 2 / 2))
+                                                           + spread["metrics"][fm.EARLY]["difference_spread"] ** 2 / 2))
     plain = fm.floors(ref, None)
     assert plain["A_KA"].dof is None and plain["A_KA"].source == fm.TEST_ONLY
 
@@ -510,7 +510,7 @@ def subset_of(gms: dict[str, list[float]]) -> dict[str, dict[int, dict]]:
 def test_subset_spread_pools_the_seed_std_of_every_metric_the_ledger_compares():
     sub = subset_of({"fomo-ft": [20, 22, 24], "fomo-ema-merge": [30, 31]})
     spread = fm.subset_spread(sub)
-    assert set(spread["metrics"]) == {"A_KA", "A_ZS", "GM", fm.AREA, fm.early_key()}
+    assert set(spread["metrics"]) == {"A_KA", "A_ZS", "GM", fm.AREA, fm.EARLY}
     gm = spread["metrics"]["GM"]
     pooled = math.sqrt((2 * 2.0 ** 2 + 1 * np.std([30, 31], ddof=1) ** 2) / 3)     # weights: seeds − 1
     assert gm["dof"] == 3 and gm["pooled_std"] == pytest.approx(pooled) and gm["difference_spread"] == pytest.approx(math.sqrt(2) * pooled)

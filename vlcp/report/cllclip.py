@@ -71,13 +71,10 @@ def cell_value(values: list[float | None]) -> float | str | None:
     return float(values[0]) if len(values) == 1 else results.over_seeds(values)
 
 
-def cells(summaries: list[dict]) -> dict[tuple[str, str, str], float | str | None]:
-    return {c: cell_value([p.get(c) for p in summaries]) for c in summaries[0]}
-
-
 def summary_over(rs: dict | list[dict], eval_set_suffix: str = "") -> dict[tuple[str, str, str], float | str | None]:
     """`summary` of one run, or each cell's mean ± std over a list of runs."""
-    return cells([summary(r, eval_set_suffix) for r in as_runs(rs)])
+    summaries = [summary(r, eval_set_suffix) for r in as_runs(rs)]
+    return {c: cell_value([p.get(c) for p in summaries]) for c in summaries[0]}
 
 
 def cell_mean_sd(rs: dict | list[dict], cell: tuple[str, str, str]) -> tuple[float, float]:
@@ -111,7 +108,7 @@ def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str =
                              "the same seeds expected on both")
         name = m + (" †" if plain_runs[0]["needs_task_id"] else "")
         plain, teir = [summary(r) for r in plain_runs], [summary(r) for r in teir_runs]
-        rows[(name, "plain")], rows[(name, "with TEIR")] = cells(plain), cells(teir)
+        rows[(name, "plain")], rows[(name, "with TEIR")] = summary_over(plain_runs), summary_over(teir_runs)
         rows[(name, "Δ (TEIR − plain)")] = {c: cell_value([None if p.get(c) is None or t.get(c) is None else t[c] - p[c]
                                                            for p, t in zip(plain, teir)]) for c in plain[0]}
     rows[("joint", "")] = summary_over(runs[f"{prefix}-joint"])
@@ -225,8 +222,8 @@ MEASURES = MappingProxyType({**{spread_key(m, s, d): (lambda r, c=(s, d, m): sum
 
 
 def ledger_runs(runs_dir, study: dict, long: bool = False) -> Runs:
-    """Every experiment at the main seed (long: and the long profile's seeds, from its folder too),
-    and the seed subset's experiments at every seed of the subset besides."""
+    """Every experiment at the main seed (long: and the long profile's seeds, from its folder too), and
+    the seed subset's at its seeds."""
     seeds, dirs = [study["seeds"][0]], runs_dir
     if long:
         seeds, dirs = results.long_reads(study, runs_dir, seeds)
@@ -240,9 +237,8 @@ STREAMS = {"": "cll-clip", ", 36 languages": "cll36-clip"}   # floor-name suffix
 
 
 def floors(runs: Runs, n_test: int, spread: dict | None) -> dict[str, Noise]:
-    """The ledger's noise floors. Per cell and metric ("AR in I2T[, 36 languages]"): √2 × the
-    `STREAMS` run's test-set SE, joined by the subset's difference spread where it measured the cell;
-    for a scale's pair: "<cell>, seed spread" (two runs) and "<cell>, one run"; Fig. 3's: the spread."""
+    """The noise floors: per cell ("AR in I2T[, 36 languages]") √2 × the `STREAMS` run's test-set SE joined by the
+    subset's difference spread; "<cell>, seed spread", "<cell>, one run" and Fig. 3's: the spread alone."""
     metrics, where = (spread or {}).get("metrics") or {}, (spread or {}).get("where", "")
     out = {}
     for key, m in metrics.items():
@@ -281,9 +277,8 @@ class Shifted:
 
 
 def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Table 3 (6) vs (5): AR higher (`ledger.greater`) and F not higher by the margin or more
-    (non-inferiority, shifted by the margin): `margin.share` (the paper's smallest credited F
-    reduction, (a − b) / a) × `margin.of`'s F at its first seed; not testable where it does not forget."""
+    """Table 3 (6) vs (5): AR higher and F not higher by the margin (non-inferiority): `margin.share` (the
+    paper's smallest credited F reduction, (a − b) / a) × `margin.of`'s F at its first seed."""
     margin = spec.options.get("margin") or {}
     of = margin.get("of")
     if not of or "share" not in margin:
@@ -337,8 +332,7 @@ def run_curve(r: dict) -> list[float] | None:
 
 
 def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.Row]:
-    """CLL-CLIP's ledger on `ledger_runs`, its floors from plain CLL-CLIP's test-set noise (over the test
-    emoji of its prepared benchmark) and the spread."""
+    """CLL-CLIP's ledger on `ledger_runs`, its floors from plain CLL-CLIP's test-set noise and the spread."""
     from vlcp.config import resolve_experiment
     from vlcp.data.load import load_benchmark
 
@@ -347,7 +341,8 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.
     seeds = list(dict.fromkeys([seed, *cfg.get("seeds", [])]))
     subset, missing = complete_subset(runs_dir, list(cfg.get("experiments", [])), seeds)
     runs = ledger_runs(runs_dir, block, long)
-    n_test = sum(it["split"] == "test" for it in load_benchmark(resolve_experiment(params, "cll-clip", seed).data).items)
+    items = load_benchmark(resolve_experiment(params, "cll-clip", seed).data).items
+    n_test = sum(it["split"] == "test" for it in items)   # test emoji per language
     return lg.evaluate(study, runs, {}, calibrated=not stale_calibration(study, runs),
                        floors=floors(runs, n_test, None if missing else seed_spread(subset, seeds)))
 

@@ -19,7 +19,7 @@ from vlcp.report import stats as st
 from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: fm.spread_frame)
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import load_subset, long_reads  # noqa: F401  (the notebook calls fm.load_subset)
-from vlcp.report.study import ClaimSpec, ComparisonSpec, Runs, Study, as_lists, load_runs, stale_calibration, values
+from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, stale_calibration, values
 from vlcp.utils import read_json
 
 METRICS = ("A_KA", "A_ZS", "GM")
@@ -69,17 +69,18 @@ def summary(runs: dict[str, dict], zero_shot: dict, joint: dict | None) -> pd.Da
     return pd.DataFrame({e: summary_row(r, zero_shot, joint) for e, r in runs.items()}).T
 
 
+MEMORY = {"memory": "total", "params": "parameters", "grads": "gradients", "optimizer": "optimizer",
+          "activations": "activations", "method state": "method"}   # budget_table's memory columns: budget fields
+
+
 def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
     """Table 4's analogue per method: FLOPs, training memory by tensor accounting and its multiplier to
     full fine-tuning, MAFs per step, steps per task and the stream's totals."""
     rows = {}
     for e, r in runs.items():
         b = r["budget"]
-        m = b["method"]["memory"]
         rows[e] = {"MFLOPs/step": b["method"]["flops"] / 1e6, "MFLOPs/task": b["method"].get("task_flops", 0) / 1e6,
-                   "memory MB": m["total"] / 2**20, "params MB": m["parameters"] / 2**20,
-                   "grads MB": m["gradients"] / 2**20, "optimizer MB": m["optimizer"] / 2**20,
-                   "activations MB": m["activations"] / 2**20, "method state MB": m["method"] / 2**20,
+                   **{f"{k} MB": b["method"]["memory"][field] / 2**20 for k, field in MEMORY.items()},
                    "memory multiplier": b["memory_multiplier"], "MAFs/step (M)": b["mafs"] / 1e6,
                    "steps/task": r["steps_per_task"][0], "total steps": sum(r["steps_per_task"]),
                    "total samples": sum(t["samples"] for t in r["train"])}
@@ -186,8 +187,9 @@ def trajectory_area(r: dict) -> float:
 # subset's spread (report.fomo.spread).
 
 TEST_ONLY = "test-set noise only; seed spread not measured"
-EARLY_TASKS = 5                          # the early-retention claim's first tasks
-AREA = "mean GM along the stream"        # trajectory_area: the random-ordering claim's metric
+EARLY_TASKS = 5                                 # the early-retention claim's first tasks
+EARLY = f"mean A_ZS, tasks 1-{EARLY_TASKS}"     # early_retention: its seed-spread metric and noise key
+AREA = "mean GM along the stream"               # trajectory_area: the random-ordering claim's metric
 
 
 def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
@@ -202,24 +204,18 @@ def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
     return {"A_KA": math.sqrt(2) * ka, "A_ZS": math.sqrt(2) * zs, "GM": math.sqrt(2) * gm}
 
 
-def early_key(k: int = EARLY_TASKS) -> str:
-    """The early-retention metric's name (a seed-spread metric and a noise key)."""
-    return f"mean A_ZS, tasks 1-{k}"
+def early_retention(r: dict) -> float:
+    """Mean A_ZS after the first `EARLY_TASKS` tasks (§5.2's "first update tasks")."""
+    return float(np.mean([t["A_ZS"] for t in r["trajectory"][:EARLY_TASKS]]))
 
 
-def early_retention(r: dict, k: int = EARLY_TASKS) -> float:
-    """Mean A_ZS after tasks 1..k (§5.2's "first update tasks")."""
-    return float(np.mean([t["A_ZS"] for t in r["trajectory"][:k]]))
-
-
-def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict | None:
+def subset_spread(subset: dict[str, dict[int, dict]]) -> dict | None:
     """`spread.seed_spread` of every metric the ledger compares single-seed, over the subset's
     experiments with ≥ 2 seeds; None when none has."""
     kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
     if not kept:
         return None
-    metrics = {**{m: MEASURES[m] for m in METRICS}, AREA: trajectory_area,
-               early_key(k): lambda r: early_retention(r, k)}
+    metrics = {**{m: MEASURES[m] for m in METRICS}, AREA: trajectory_area, EARLY: early_retention}
     return seed_spread({m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()},
                        runs_where(kept))
 
@@ -297,7 +293,7 @@ def floors(ref_run: dict, spread: dict | None) -> dict[str, st.Noise]:
     n = ledger_noise(ref_run, spread)
     out = {m: comparison_sd(n, m) for m in METRICS}
     out["trajectory_area"] = comparison_sd(n, AREA)
-    out["early gain"] = comparison_sd(n, early_key(), runs=1, test=noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"])
+    out["early gain"] = comparison_sd(n, EARLY, runs=1, test=noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"])
     out.update({f"{m} change": comparison_sd(n, m, runs=1) for m in METRICS})
     out["forgetting, two runs"] = comparison_sd(n, "A_ZS", evals=4, runs=2)
     out["GM, gain of gains"] = comparison_sd(n, "GM", evals=4, runs=4)
@@ -324,10 +320,9 @@ def best_of_chosen(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
         return absent
     m = ctx.measures[spec.measure]
     a, b = (max(group, key=lambda e: _first(runs, e, m)) for group in (best, others))
-    one = ClaimSpec(spec.id, spec.claim, "greater",
-                    comparisons=(ComparisonSpec(a, b, float(spec.options["effect"]), f"best {a} vs best other {b}"),))
-    cs = lg.comparisons(one, runs, m, ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")), ctx)
-    return dataclasses.replace(lg.greater(spec.id, cs, depth=ctx.depth), kind=spec.kind)
+    c = lg.Comparison(f"best {a} vs best other {b}", values(runs, a, m), values(runs, b, m),
+                      float(spec.options["effect"]), ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
+    return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
 def equivalent_within_a_share(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:

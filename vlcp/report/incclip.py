@@ -82,9 +82,8 @@ def spread(runs: dict[str, list[dict]], seeds: list[int]) -> dict:
 
 
 def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[dict]], str]:
-    """The seed subset (`study["spread"]`'s experiments at the main and its own seeds) read from
-    `runs_dir`: (its `spread`, None when a run is missing or no subset is set; its complete
-    experiments' runs; a one-line note of what was measured, or what is missing and the fallback)."""
+    """The seed subset (`study["spread"]`'s experiments at the main and its own seeds) under `runs_dir`: (its
+    `spread`, None if a run is missing or none is set; its complete experiments' runs; a one-line note)."""
     cfg = study.get("spread") or {}
     if not (isinstance(cfg, dict) and isinstance(cfg.get("experiments", []), list) and isinstance(cfg.get("seeds", []), list)):
         raise VlcpError(f"report.incclip.spread: expected {{experiments: [...], seeds: [...]}}, got {cfg!r}")
@@ -116,9 +115,8 @@ def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
 
 def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict],
                 sds: dict[str, Noise]) -> pd.DataFrame:
-    """Per open choice the paper leaves (`report.incclip.sensitivity`) whose runs are here: Δ =
-    alternative − ours of the final Average and mean R@1 (means over seeds) beside its noise (`sds`
-    / √seeds); |Δ| > 2 × noise on either "moves the result" ("within 2 × noise" does not disprove it)."""
+    """Per open choice the paper leaves (`report.incclip.sensitivity`) that ran: Δ = alternative − ours of the
+    final Average and mean R@1 beside its noise (`sds` / √seeds); |Δ| > 2 × noise "moves the result"."""
     ref = runs[reference]
     rows = []
     for c in choices:
