@@ -496,7 +496,7 @@ def test_notebook_setup_cell_measures_the_spread_or_falls_back(tmp_path, monkeyp
     assert ns["report"] and list(ns["runs"]) == ["fomo-ft", "fomo-ema-merge"]
     if len(seeds) > 1:
         assert "fomo-ft, fomo-ema-merge at seeds 0, 1, 2" in ns["spread"]["source"] and ns["noise"]["dof"]["GM"] == 4
-        assert fm.seed_runs(ns["runs"], ns["subset"], ["fomo-ft"])["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
+        assert fm.table_runs(ns["runs"], ns["subset"], {"fomo-ft": "fomo-ft"})["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
     else:
         assert ns["spread"] is None and "fomo-ema-merge seed 2" in ns["subset_missing"] and "seed" not in ns["noise"]
 
@@ -558,10 +558,10 @@ def test_tukey_q_grows_as_the_dof_shrink():
     assert fm.tukey_q(0.95, 4, 4) > fm.tukey_q(0.95, 4, 30) > fm.tukey_q(0.95, 4) == pytest.approx(3.63, abs=0.01)
 
 
-def test_seed_runs_pass_every_seed_of_the_subset():
+def test_table_runs_pass_every_seed_of_the_subset():
     runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)})
     sub = subset_of({"fomo-ft": [20, 21, 22]})
-    got = fm.seed_runs(runs, sub, ["fomo-ft", "fomo-ema-merge", "fomo-zs-merge"])
+    got = fm.table_runs(runs, sub, {e: e for e in ["fomo-ft", "fomo-ema-merge", "fomo-zs-merge"]})
     assert [len(v) for v in got.values()] == [3, 1] and got["fomo-ft"][2] is sub["fomo-ft"][2]
     assert got["fomo-ema-merge"][0] is runs["fomo-ema-merge"]
 

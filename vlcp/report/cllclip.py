@@ -229,7 +229,7 @@ def ledger_runs(runs_dir, study: dict, long: bool = False) -> Runs:
         seeds, dirs = results.long_reads(study, runs_dir, seeds)
     out = load_runs(dirs, study["experiments"], seeds)
     spread = study.get("spread") or {}
-    subset, _ = results.load_subset(runs_dir, spread.get("experiments", []), list(dict.fromkeys([seeds[0], *spread.get("seeds", [])])))
+    subset = load_runs(runs_dir, spread.get("experiments", []), list(dict.fromkeys([seeds[0], *spread.get("seeds", [])])))
     return {e: dict(sorted({**subset.get(e, {}), **out.get(e, {})}.items())) for e in {*out, *subset}}
 
 

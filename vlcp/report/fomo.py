@@ -143,20 +143,18 @@ def trajectory_plot(ax, runs: dict[str, dict], zero_shot: dict, joint: dict | No
     """A_KA (x) vs A_ZS (y) per task for each run, with θ0, the joint point, the line between them
     (the linear trade-off) and contours of GM = √(A_KA·A_ZS)."""
     labels = labels or {}
-    xs, ys = [zero_shot["A_KA"]], [zero_shot["A_ZS"]]
+    ends = [(p["A_KA"], p["A_ZS"]) for p in (zero_shot, joint) if p is not None]   # θ0, the joint point
+    points = list(ends)
     for e, r in runs.items():
         t = trajectory(r)
         ax.plot(t["A_KA"], t["A_ZS"], marker="o", ms=2.5, lw=1.2, label=labels.get(e, e))
         ax.plot(t["A_KA"].iloc[-1], t["A_ZS"].iloc[-1], marker="s", ms=5, color=ax.lines[-1].get_color())
-        xs += list(t["A_KA"])
-        ys += list(t["A_ZS"])
-    ax.plot(zero_shot["A_KA"], zero_shot["A_ZS"], marker="*", ms=14, color="gold", mec="k", ls="",
-            label="zero-shot θ0")
+        points += zip(t["A_KA"], t["A_ZS"])
+    ax.plot(*ends[0], marker="*", ms=14, color="gold", mec="k", ls="", label="zero-shot θ0")
     if joint is not None:
-        ax.plot(joint["A_KA"], joint["A_ZS"], marker="*", ms=14, color="crimson", mec="k", ls="", label="joint")
-        ax.plot([zero_shot["A_KA"], joint["A_KA"]], [zero_shot["A_ZS"], joint["A_ZS"]], ls=":", color="k", lw=1)
-        xs.append(joint["A_KA"])
-        ys.append(joint["A_ZS"])
+        ax.plot(*ends[1], marker="*", ms=14, color="crimson", mec="k", ls="", label="joint")
+        ax.plot(*zip(*ends), ls=":", color="k", lw=1)
+    xs, ys = zip(*points)
     xlim, ylim = (min(xs) - 2.0, max(xs) + 2.0), (min(ys) - 2.0, max(ys) + 2.0)
     xx, yy = np.meshgrid(np.linspace(*xlim, 100), np.linspace(*ylim, 100))
     cs = ax.contour(xx, yy, np.sqrt(np.clip(xx, 0, None) * np.clip(yy, 0, None)), levels=8,
@@ -247,16 +245,11 @@ def noise_table(noise: dict, metrics=(*METRICS, AREA)) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def seed_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], experiments) -> dict[str, list[dict]]:
-    """{experiment: its runs at every seed the subset has, else the study's one run}; neither: left out."""
-    return {e: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
-            for e in experiments if subset.get(e) or e in runs}
-
-
-def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict:
-    """{label: experiment} -> {label: `seed_runs` of it}, for the experiments that ran."""
-    got = seed_runs(runs, subset, list(labels.values()))
-    return {k: got[e] for k, e in labels.items() if e in got}
+def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict[str, list[dict]]:
+    """{label: experiment} -> {label: its runs at every seed the subset has, else the study's one run}
+    (neither: left out)."""
+    return {k: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
+            for k, e in labels.items() if subset.get(e) or e in runs}
 
 
 def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test: float | None = None) -> st.Noise:
