@@ -396,7 +396,7 @@ def test_floors_join_test_set_noise_and_the_seed_spread_by_comparison_sds_rule()
     assert got["GM"] == fm.comparison_sd(noise, "GM") and got["GM"].dof == 2
     assert got["GM, gain of gains"].sd == pytest.approx(fm.comparison_sd(noise, "GM", evals=4, runs=4).sd)
     assert got["early gain"].sd == pytest.approx(math.sqrt(fm.noise_sd(ref, ref["zero_shot"])["A_ZS"] ** 2
-                                                           + spread["metrics"][fm.early_key()]["difference_spread"] ** 2 / 2))
+                                                           + spread["metrics"][fm.EARLY]["difference_spread"] ** 2 / 2))
     plain = fm.floors(ref, None)
     assert plain["A_KA"].dof is None and plain["A_KA"].source == fm.TEST_ONLY
 
@@ -496,7 +496,7 @@ def test_notebook_setup_cell_measures_the_spread_or_falls_back(tmp_path, monkeyp
     assert ns["report"] and list(ns["runs"]) == ["fomo-ft", "fomo-ema-merge"]
     if len(seeds) > 1:
         assert "fomo-ft, fomo-ema-merge at seeds 0, 1, 2" in ns["spread"]["source"] and ns["noise"]["dof"]["GM"] == 4
-        assert fm.seed_runs(ns["runs"], ns["subset"], ["fomo-ft"])["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
+        assert fm.table_runs(ns["runs"], ns["subset"], {"fomo-ft": "fomo-ft"})["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
     else:
         assert ns["spread"] is None and "fomo-ema-merge seed 2" in ns["subset_missing"] and "seed" not in ns["noise"]
 
@@ -510,7 +510,7 @@ def subset_of(gms: dict[str, list[float]]) -> dict[str, dict[int, dict]]:
 def test_subset_spread_pools_the_seed_std_of_every_metric_the_ledger_compares():
     sub = subset_of({"fomo-ft": [20, 22, 24], "fomo-ema-merge": [30, 31]})
     spread = fm.subset_spread(sub)
-    assert set(spread["metrics"]) == {"A_KA", "A_ZS", "GM", fm.AREA, fm.early_key()}
+    assert set(spread["metrics"]) == {"A_KA", "A_ZS", "GM", fm.AREA, fm.EARLY}
     gm = spread["metrics"]["GM"]
     pooled = math.sqrt((2 * 2.0 ** 2 + 1 * np.std([30, 31], ddof=1) ** 2) / 3)     # weights: seeds − 1
     assert gm["dof"] == 3 and gm["pooled_std"] == pytest.approx(pooled) and gm["difference_spread"] == pytest.approx(math.sqrt(2) * pooled)
@@ -558,10 +558,10 @@ def test_tukey_q_grows_as_the_dof_shrink():
     assert fm.tukey_q(0.95, 4, 4) > fm.tukey_q(0.95, 4, 30) > fm.tukey_q(0.95, 4) == pytest.approx(3.63, abs=0.01)
 
 
-def test_seed_runs_pass_every_seed_of_the_subset():
+def test_table_runs_pass_every_seed_of_the_subset():
     runs = ends(**{"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)})
     sub = subset_of({"fomo-ft": [20, 21, 22]})
-    got = fm.seed_runs(runs, sub, ["fomo-ft", "fomo-ema-merge", "fomo-zs-merge"])
+    got = fm.table_runs(runs, sub, {e: e for e in ["fomo-ft", "fomo-ema-merge", "fomo-zs-merge"]})
     assert [len(v) for v in got.values()] == [3, 1] and got["fomo-ft"][2] is sub["fomo-ft"][2]
     assert got["fomo-ema-merge"][0] is runs["fomo-ema-merge"]
 

@@ -234,7 +234,7 @@ def judged(runs, calibrated=False, floors=FLOORS) -> dict:
     from vlcp.report.measures import MEASURES
     from vlcp.report.study import load_study
 
-    return {r.claim_id: r for r in evaluate(load_study("incclip"), runs, MEASURES, calibrated, ic.floors(floors))}
+    return {r.claim_id: r for r in evaluate(load_study("incclip"), runs, MEASURES, calibrated, floors)}
 
 
 def test_the_claims_file_holds_the_papers_effects_from_its_tables():
@@ -364,8 +364,7 @@ def test_the_ledger_cell_evaluates_the_claims_file(tmp_path):
     cell = notebook_cell("incclip_ablations.ipynb", "854beca6")
     assert "claims.append" not in cell and "evaluate(" not in cell and "ic.ledger(inc, params, runs_dir, long)" in cell
     inc = load_study("incclip")
-    hook = types.SimpleNamespace(ledger=lambda study, params, runs_dir, long: evaluate(study, ledger_runs(), MEASURES, False,
-                                                                                     ic.floors(FLOORS)))
+    hook = types.SimpleNamespace(ledger=lambda study, params, runs_dir, long: evaluate(study, ledger_runs(), MEASURES, False, FLOORS))
     ns = {"report": True, "stale": None, "inc": inc, "ic": hook, "params": {}, "runs_dir": "runs", "long": False,
           "write_json": write_json, "ledger_json": ledger_json,
           "ledger_style": ledger_style, "ledger_frame": ledger_frame, "display": lambda *a, **k: None,

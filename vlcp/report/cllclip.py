@@ -4,6 +4,7 @@ before it is learned); AR = mean of the final row, F = mean over j < T of max_{k
 I2T = TR@1, T2I = IR@1; "in" = unseen items in the training styles, "out" = the held-out style."""
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -51,13 +52,11 @@ def summary(r: dict, eval_set_suffix: str = "") -> dict[tuple[str, str, str], fl
     """{(in|out, I2T|T2I, AR|F): value} of one run."""
     out = {}
     for s, name in SETS.items():
-        key = name + eval_set_suffix
-        if key not in r["matrix"]:
+        if name + eval_set_suffix not in r["matrix"]:
             continue
         for d, metric in DIRECTIONS.items():
-            a = accuracy_matrix(r, key, metric)
-            out[(s, d, "AR")] = ar(a)
-            out[(s, d, "F")] = forgetting(a)
+            a = accuracy_matrix(r, name + eval_set_suffix, metric)
+            out[(s, d, "AR")], out[(s, d, "F")] = ar(a), forgetting(a)
     return out
 
 
@@ -72,13 +71,10 @@ def cell_value(values: list[float | None]) -> float | str | None:
     return float(values[0]) if len(values) == 1 else results.over_seeds(values)
 
 
-def cells(summaries: list[dict]) -> dict[tuple[str, str, str], float | str | None]:
-    return {c: cell_value([p.get(c) for p in summaries]) for c in summaries[0]}
-
-
 def summary_over(rs: dict | list[dict], eval_set_suffix: str = "") -> dict[tuple[str, str, str], float | str | None]:
     """`summary` of one run, or each cell's mean ± std over a list of runs."""
-    return cells([summary(r, eval_set_suffix) for r in as_runs(rs)])
+    summaries = [summary(r, eval_set_suffix) for r in as_runs(rs)]
+    return {c: cell_value([p.get(c) for p in summaries]) for c in summaries[0]}
 
 
 def cell_mean_sd(rs: dict | list[dict], cell: tuple[str, str, str]) -> tuple[float, float]:
@@ -112,7 +108,7 @@ def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str =
                              "the same seeds expected on both")
         name = m + (" †" if plain_runs[0]["needs_task_id"] else "")
         plain, teir = [summary(r) for r in plain_runs], [summary(r) for r in teir_runs]
-        rows[(name, "plain")], rows[(name, "with TEIR")] = cells(plain), cells(teir)
+        rows[(name, "plain")], rows[(name, "with TEIR")] = summary_over(plain_runs), summary_over(teir_runs)
         rows[(name, "Δ (TEIR − plain)")] = {c: cell_value([None if p.get(c) is None or t.get(c) is None else t[c] - p[c]
                                                            for p, t in zip(plain, teir)]) for c in plain[0]}
     rows[("joint", "")] = summary_over(runs[f"{prefix}-joint"])
@@ -159,12 +155,11 @@ def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
     values: dict[str, dict[str, list[float]]] = {}
     for e, rs in subset.items():
         for r in rs:
-            for (s, d, m), v in summary(r).items():
+            got = {**{spread_key(m, s, d): v for (s, d, m), v in summary(r).items()},
+                   **{k: r["convergence"][k] for k in CONVERGENCE if k in r.get("convergence", {})}}
+            for key, v in got.items():
                 if v is not None:
-                    values.setdefault(spread_key(m, s, d), {}).setdefault(e, []).append(v)
-            for k in CONVERGENCE:
-                if k in r.get("convergence", {}):
-                    values.setdefault(k, {}).setdefault(e, []).append(r["convergence"][k])
+                    values.setdefault(key, {}).setdefault(e, []).append(v)
     where = spreads.runs_where({e: seeds for e in subset})
     spread = spreads.seed_spread(values, where)
     return {**spread, "where": where} if spread["metrics"] else None
@@ -227,14 +222,15 @@ MEASURES = MappingProxyType({**{spread_key(m, s, d): (lambda r, c=(s, d, m): sum
 
 
 def ledger_runs(runs_dir, study: dict, long: bool = False) -> Runs:
-    """Every experiment at the main seed (long: and the long profile's seeds, from its folder too),
-    and the seed subset's experiments at every seed of the subset besides."""
+    """Every experiment at the main seed (long: and the long profile's seeds, from its folder too), and
+    the seed subset's at its seeds."""
     seeds, dirs = [study["seeds"][0]], runs_dir
     if long:
         seeds, dirs = results.long_reads(study, runs_dir, seeds)
     out = load_runs(dirs, study["experiments"], seeds)
     spread = study.get("spread") or {}
-    subset, _ = results.load_subset(runs_dir, spread.get("experiments", []), list(dict.fromkeys([seeds[0], *spread.get("seeds", [])])))
+    subset_seeds = list(dict.fromkeys([seeds[0], *spread.get("seeds", [])]))
+    subset = load_runs(runs_dir, spread.get("experiments", []), subset_seeds)
     return {e: dict(sorted({**subset.get(e, {}), **out.get(e, {})}.items())) for e in {*out, *subset}}
 
 
@@ -242,30 +238,27 @@ STREAMS = {"": "cll-clip", ", 36 languages": "cll36-clip"}   # floor-name suffix
 
 
 def floors(runs: Runs, n_test: int, spread: dict | None) -> dict[str, Noise]:
-    """The ledger's noise floors. Per cell and metric ("AR in I2T[, 36 languages]"): √2 × the
-    `STREAMS` run's test-set SE, joined by the subset's difference spread where it measured the cell;
-    for a scale's pair: "<cell>, seed spread" (two runs) and "<cell>, one run"; Fig. 3's: the spread."""
-    metrics = (spread or {}).get("metrics") or {}
-    where = (spread or {}).get("where", "")
+    """The noise floors: per cell ("AR in I2T[, 36 languages]") √2 × the `STREAMS` run's test-set SE joined by the
+    subset's difference spread; "<cell>, seed spread", "<cell>, one run" and Fig. 3's: the spread alone."""
+    metrics, where = (spread or {}).get("metrics") or {}, (spread or {}).get("where", "")
     out = {}
     for key, m in metrics.items():
-        seed = f"seed spread of {where}"
+        sd, dof, seed = float(m["difference_spread"]), int(m["dof"]), f"seed spread of {where}"
         if key in CONVERGENCE:
-            out[key] = Noise(float(m["difference_spread"]), int(m["dof"]), seed)
+            out[key] = Noise(sd, dof, seed)
         else:
-            out[f"{key}, seed spread"] = Noise(float(m["difference_spread"]), int(m["dof"]), seed)
-            out[f"{key}, one run"] = Noise(float(m["pooled_std"]), int(m["dof"]), seed)
+            out[f"{key}, seed spread"] = Noise(sd, dof, seed)
+            out[f"{key}, one run"] = Noise(float(m["pooled_std"]), dof, seed)
     for suffix, exp in STREAMS.items():
         if not runs.get(exp):
             continue
         r = runs[exp][min(runs[exp])]
-        for s, d in CELLS:
-            for metric in ("AR", "F"):
-                key = spread_key(metric, s, d)
-                test, sp = math.sqrt(2) * value_se(r, n_test, s, d, metric)[1], metrics.get(key)
-                out[key + suffix] = (Noise(test, None, f"test-set noise of {exp}") if sp is None else
-                                     Noise(float(math.hypot(test, sp["difference_spread"])), int(sp["dof"]),
-                                           f"test-set noise of {exp} + seed spread of {where}"))
+        for (s, d), metric in itertools.product(CELLS, ("AR", "F")):
+            key = spread_key(metric, s, d)
+            test, sp = math.sqrt(2) * value_se(r, n_test, s, d, metric)[1], metrics.get(key)
+            out[key + suffix] = (Noise(test, None, f"test-set noise of {exp}") if sp is None else
+                                 Noise(float(math.hypot(test, sp["difference_spread"])), int(sp["dof"]),
+                                       f"test-set noise of {exp} + seed spread of {where}"))
     return out
 
 
@@ -285,9 +278,9 @@ class Shifted:
 
 
 def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Table 3 (6) vs (5): AR higher (`ledger.greater`) and F not higher by the margin or more
-    (non-inferiority, shifted by the margin): `margin.share` (the paper's smallest credited F
-    reduction, (a − b) / a) × `margin.of`'s F at its first seed; not testable where it does not forget."""
+    """Table 3 (6) vs (5): AR higher and F not higher by the margin (non-inferiority): `margin.share` (the paper's
+    smallest credited F reduction, (a − b) / a) × `margin.of`'s F at its first seed; not testable if `of` does
+    not forget."""
     margin = spec.options.get("margin") or {}
     of = margin.get("of")
     if not of or "share" not in margin:
@@ -340,25 +333,20 @@ def run_curve(r: dict) -> list[float] | None:
     return ar_curve(accuracy_matrix(r, "in_domain", "IR@1")).tolist() if r.get("stream") == "language" else None
 
 
-def test_emoji(params: dict, experiment: str = "cll-clip", seed: int = 0) -> int:
-    """The test emoji per language `experiment` is scored on, read from its prepared benchmark."""
+def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.Row]:
+    """CLL-CLIP's ledger on `ledger_runs`, its floors from plain CLL-CLIP's test-set noise and the spread."""
     from vlcp.config import resolve_experiment
     from vlcp.data.load import load_benchmark
 
-    return sum(it["split"] == "test" for it in load_benchmark(resolve_experiment(params, experiment, seed).data).items)
-
-
-def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[lg.Row]:
-    """CLL-CLIP's ledger on `ledger_runs`, its floors from plain CLL-CLIP's test-set noise and the spread."""
     block = params["report"][study.params]
-    seed = block["seeds"][0]
-    subset_cfg = block.get("spread") or {}
-    subset_seeds = list(dict.fromkeys([seed, *subset_cfg.get("seeds", [])]))
-    subset, missing = complete_subset(runs_dir, list(subset_cfg.get("experiments", [])), subset_seeds)
-    spread = None if missing else seed_spread(subset, subset_seeds)
+    seed, cfg = block["seeds"][0], block.get("spread") or {}
+    seeds = list(dict.fromkeys([seed, *cfg.get("seeds", [])]))
+    subset, missing = complete_subset(runs_dir, list(cfg.get("experiments", [])), seeds)
     runs = ledger_runs(runs_dir, block, long)
+    items = load_benchmark(resolve_experiment(params, "cll-clip", seed).data).items
+    n_test = sum(it["split"] == "test" for it in items)   # test emoji per language
     return lg.evaluate(study, runs, {}, calibrated=not stale_calibration(study, runs),
-                       floors=floors(runs, test_emoji(params, seed=seed), spread))
+                       floors=floors(runs, n_test, None if missing else seed_spread(subset, seeds)))
 
 
 def metric_sources(block: dict, params: dict) -> dict:

@@ -1,11 +1,11 @@
-"""FoMo-in-Flux's figures, tables and ledger measures from our runs (the notebook `fomo_figures`
-lays them out beside the paper's). A run's trajectory is θ0's zero-shot point followed by
-(A_KA, A_ZS) after every task."""
+"""FoMo-in-Flux's figures, tables and ledger measures from our runs (notebook `fomo_figures`). A run's
+trajectory is θ0's zero-shot point followed by (A_KA, A_ZS) after every task."""
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
+import re
 from pathlib import Path
 from types import MappingProxyType
 
@@ -16,37 +16,35 @@ from scipy import stats
 from vlcp.eval import continual
 from vlcp.report import ledger as lg
 from vlcp.report import stats as st
-from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: the notebook's seed-spread table)
+from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: fm.spread_frame)
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
-from vlcp.report.results import load_subset  # noqa: F401  (the notebook calls fm.load_subset)
-from vlcp.report.study import ClaimSpec, ComparisonSpec, Runs, Study, load_runs, stale_calibration, values
-from vlcp.utils import read_json, read_results
+from vlcp.report.results import load_subset, long_reads  # noqa: F401  (the notebook calls fm.load_subset)
+from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, stale_calibration, values
+from vlcp.utils import read_json
+
+METRICS = ("A_KA", "A_ZS", "GM")
 
 
 def load_study(runs_dir: str | Path, studies: dict[str, list[str]], seed: int = 0) -> dict[str, dict]:
     """{experiment: results} from runs_dir/<study>/<experiment>/seed<S>/; missing runs left out."""
-    out = {}
-    for study, exps in studies.items():
-        paths = {e: Path(runs_dir) / study / e / f"seed{seed}" / "results.json" for e in exps}
-        out |= {e: read_results(p) for e, p in paths.items() if p.exists()}
-    return out
+    return {e: by_seed[seed] for study, exps in studies.items()
+            for e, by_seed in load_runs(Path(runs_dir) / study, exps, [seed]).items()}
 
 
 def trajectory(r: dict) -> pd.DataFrame:
     """Rows: after task 0 (= θ0, zero-shot), 1, …, T; columns A_KA, A_ZS, GM."""
     rows = [r["zero_shot"]] + r["trajectory"]
-    return pd.DataFrame([{k: row[k] for k in ("A_KA", "A_ZS", "GM")} for row in rows],
+    return pd.DataFrame([{k: row[k] for k in METRICS} for row in rows],
                         index=pd.RangeIndex(len(rows), name="after task"))
 
 
 def endpoint(r: dict) -> dict[str, float]:
-    last = r["trajectory"][-1]
-    return {k: last[k] for k in ("A_KA", "A_ZS", "GM")}
+    return {k: r["trajectory"][-1][k] for k in METRICS}
 
 
 def macro_se(r: dict, role: str, row: dict | None = None) -> float:
-    """Binomial SE (points) of a dataset-macro average (A_KA: role "adaptation", A_ZS: "retention")
-    at `row` (default: the endpoint), each dataset's score a proportion over its `n` test items."""
+    """Binomial SE (points) of the dataset-macro average over `role`'s datasets ("adaptation": A_KA,
+    "retention": A_ZS) at `row` (default: the endpoint), each score a proportion over its `n` items."""
     row = row or r["trajectory"][-1]
     var = [row["datasets"][name] / 100 * (1 - row["datasets"][name] / 100) / info["n"]
            for name, info in r["datasets"].items() if info["role"] == role]
@@ -58,34 +56,31 @@ def macro_se(r: dict, role: str, row: dict | None = None) -> float:
 def summary_row(r: dict, zero_shot: dict, joint: dict | None) -> dict:
     """A run's endpoint, its change from θ0, its height above the zero-shot–joint line, budget, time."""
     end = endpoint(r)
-    row = dict(end)
-    row["ΔA_KA"] = end["A_KA"] - zero_shot["A_KA"]
-    row["ΔA_ZS"] = end["A_ZS"] - zero_shot["A_ZS"]
+    row = {**end, "ΔA_KA": end["A_KA"] - zero_shot["A_KA"], "ΔA_ZS": end["A_ZS"] - zero_shot["A_ZS"]}
     if joint is not None and joint["A_KA"] != zero_shot["A_KA"]:
         row["above line"] = continual.above_trade_off_line((end["A_KA"], end["A_ZS"]),
                                                            (zero_shot["A_KA"], zero_shot["A_ZS"]),
                                                            (joint["A_KA"], joint["A_ZS"]))
-    row["steps/task"] = r["steps_per_task"][0]
-    row["memory ×"] = r["budget"]["memory_multiplier"]
-    row["train s"] = sum(t["seconds"] for t in r["train"])
-    return row
+    return {**row, "steps/task": r["steps_per_task"][0], "memory ×": r["budget"]["memory_multiplier"],
+            "train s": sum(t["seconds"] for t in r["train"])}
 
 
 def summary(runs: dict[str, dict], zero_shot: dict, joint: dict | None) -> pd.DataFrame:
     return pd.DataFrame({e: summary_row(r, zero_shot, joint) for e, r in runs.items()}).T
 
 
+MEMORY = {"memory": "total", "params": "parameters", "grads": "gradients", "optimizer": "optimizer",
+          "activations": "activations", "method state": "method"}   # budget_table's memory columns: budget fields
+
+
 def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
-    """Table 4's analogue: per method, FLOPs per step and per task, training memory by tensor
-    accounting, its multiplier to full fine-tuning, MAFs per step, steps per task and the stream's totals."""
+    """Table 4's analogue per method: FLOPs, training memory by tensor accounting and its multiplier to
+    full fine-tuning, MAFs per step, steps per task and the stream's totals."""
     rows = {}
     for e, r in runs.items():
         b = r["budget"]
-        m = b["method"]["memory"]
         rows[e] = {"MFLOPs/step": b["method"]["flops"] / 1e6, "MFLOPs/task": b["method"].get("task_flops", 0) / 1e6,
-                   "memory MB": m["total"] / 2**20, "params MB": m["parameters"] / 2**20,
-                   "grads MB": m["gradients"] / 2**20, "optimizer MB": m["optimizer"] / 2**20,
-                   "activations MB": m["activations"] / 2**20, "method state MB": m["method"] / 2**20,
+                   **{f"{k} MB": b["method"]["memory"][field] / 2**20 for k, field in MEMORY.items()},
                    "memory multiplier": b["memory_multiplier"], "MAFs/step (M)": b["mafs"] / 1e6,
                    "steps/task": r["steps_per_task"][0], "total steps": sum(r["steps_per_task"]),
                    "total samples": sum(t["samples"] for t in r["train"])}
@@ -93,8 +88,8 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) -> pd.DataFrame:
-    """Table 4's step columns `T=<n>`: a method's steps per task when full fine-tuning's total compute
-    over the run's stream is cut into T tasks (at least one step each), bought from its measured MAFs."""
+    """Table 4's `T=<n>` columns: a method's steps per task when full fine-tuning's total compute over
+    the stream is cut into T tasks (at least one step each), bought from its measured MAFs."""
     from vlcp.train.budget import steps_for_budget
 
     rows = {}
@@ -109,18 +104,18 @@ def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) ->
 
 
 def isolated_table(r: dict) -> pd.DataFrame:
-    """Table 5's analogue (App. D.1) from one run of the `isolated` method over a dataset-incremental
-    stream: per task's dataset, θ0's zero-shot accuracy, the accuracy fine-tuned on it alone, their delta."""
+    """Table 5's analogue (App. D.1) from one `isolated` run over a dataset-incremental stream: per task's
+    dataset, θ0's zero-shot accuracy, the accuracy fine-tuned on it alone and their delta."""
     from vlcp.data.concepts import parse_entry
 
-    method = r["config"]["method"]["name"]
+    method, name = r["config"]["method"]["name"], r.get("experiment", "the run")
     if method != "isolated":
-        raise ValueError(f"isolated_table: {r.get('experiment', 'the run')} ran method {method!r}, not 'isolated'")
+        raise ValueError(f"isolated_table: {name} ran method {method!r}, not 'isolated'")
     rows = {}
     for t, task in enumerate(r["tasks"]):
         names = {parse_entry(c).dataset for c in task}
         if len(names) != 1:
-            raise ValueError(f"isolated_table: task {t + 1} of {r.get('experiment', 'the run')} spans {len(names)} datasets "
+            raise ValueError(f"isolated_table: task {t + 1} of {name} spans {len(names)} datasets "
                              f"({', '.join(sorted(names))}): run it with fomo.ordering 'dataset' and fomo.num_tasks 0")
         d = names.pop()
         zs, ft = r["zero_shot"]["datasets"][d], r["trajectory"][t]["datasets"][d]
@@ -148,28 +143,24 @@ def trajectory_plot(ax, runs: dict[str, dict], zero_shot: dict, joint: dict | No
     """A_KA (x) vs A_ZS (y) per task for each run, with θ0, the joint point, the line between them
     (the linear trade-off) and contours of GM = √(A_KA·A_ZS)."""
     labels = labels or {}
-    xs, ys = [zero_shot["A_KA"]], [zero_shot["A_ZS"]]
+    ends = [(p["A_KA"], p["A_ZS"]) for p in (zero_shot, joint) if p is not None]   # θ0, the joint point
+    points = list(ends)
     for e, r in runs.items():
         t = trajectory(r)
         ax.plot(t["A_KA"], t["A_ZS"], marker="o", ms=2.5, lw=1.2, label=labels.get(e, e))
         ax.plot(t["A_KA"].iloc[-1], t["A_ZS"].iloc[-1], marker="s", ms=5, color=ax.lines[-1].get_color())
-        xs += list(t["A_KA"])
-        ys += list(t["A_ZS"])
-    ax.plot(zero_shot["A_KA"], zero_shot["A_ZS"], marker="*", ms=14, color="gold", mec="k", ls="", label="zero-shot θ0")
+        points += zip(t["A_KA"], t["A_ZS"])
+    ax.plot(*ends[0], marker="*", ms=14, color="gold", mec="k", ls="", label="zero-shot θ0")
     if joint is not None:
-        ax.plot(joint["A_KA"], joint["A_ZS"], marker="*", ms=14, color="crimson", mec="k", ls="", label="joint")
-        ax.plot([zero_shot["A_KA"], joint["A_KA"]], [zero_shot["A_ZS"], joint["A_ZS"]], ls=":", color="k", lw=1)
-        xs.append(joint["A_KA"])
-        ys.append(joint["A_ZS"])
+        ax.plot(*ends[1], marker="*", ms=14, color="crimson", mec="k", ls="", label="joint")
+        ax.plot(*zip(*ends), ls=":", color="k", lw=1)
+    xs, ys = zip(*points)
     xlim, ylim = (min(xs) - 2.0, max(xs) + 2.0), (min(ys) - 2.0, max(ys) + 2.0)
     xx, yy = np.meshgrid(np.linspace(*xlim, 100), np.linspace(*ylim, 100))
     cs = ax.contour(xx, yy, np.sqrt(np.clip(xx, 0, None) * np.clip(yy, 0, None)), levels=8,
                     colors="grey", linewidths=0.5, alpha=0.5)
     ax.clabel(cs, fontsize=6, fmt="%.0f")
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_xlabel("A_KA (knowledge accumulation, %)")
-    ax.set_ylabel("A_ZS (zero-shot retention, %)")
+    ax.set(xlim=xlim, ylim=ylim, xlabel="A_KA (knowledge accumulation, %)", ylabel="A_ZS (zero-shot retention, %)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, ncol=2)
 
@@ -190,12 +181,13 @@ def trajectory_area(r: dict) -> float:
 
 
 # --------------------------------------------------------------------------- the claims ledger
-# The rows: vlcp/report/studies/fomo/claims.yaml. FoMo runs one seed per setting, and a seed subset
-# (report.fomo.spread): a single-run comparison's sd is the test-set noise joined by the subset's spread.
+# Its rows: studies/fomo/claims.yaml. A single-run comparison's sd: test-set noise joined by the seed
+# subset's spread (report.fomo.spread).
 
 TEST_ONLY = "test-set noise only; seed spread not measured"
-EARLY_TASKS = 5                          # the early-retention claim's first tasks
-AREA = "mean GM along the stream"        # trajectory_area: the random-ordering claim's metric
+EARLY_TASKS = 5                                 # the early-retention claim's first tasks
+EARLY = f"mean A_ZS, tasks 1-{EARLY_TASKS}"     # early_retention: its seed-spread metric and noise key
+AREA = "mean GM along the stream"               # trajectory_area: the random-ordering claim's metric
 
 
 def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
@@ -210,35 +202,25 @@ def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
     return {"A_KA": math.sqrt(2) * ka, "A_ZS": math.sqrt(2) * zs, "GM": math.sqrt(2) * gm}
 
 
-def early_key(k: int = EARLY_TASKS) -> str:
-    """The early-retention metric's name (a seed-spread metric and a noise key)."""
-    return f"mean A_ZS, tasks 1-{k}"
+def early_retention(r: dict) -> float:
+    """Mean A_ZS after the first `EARLY_TASKS` tasks (§5.2's "first update tasks")."""
+    return float(np.mean([t["A_ZS"] for t in r["trajectory"][:EARLY_TASKS]]))
 
 
-def early_retention(r: dict, k: int = EARLY_TASKS) -> float:
-    """Mean A_ZS after tasks 1..k (§5.2's "first update tasks")."""
-    return float(np.mean([t["A_ZS"] for t in r["trajectory"][:k]]))
-
-
-def spread_values(subset: dict[str, list[dict]], k: int = EARLY_TASKS) -> dict[str, dict[str, list[float]]]:
-    """{metric: {experiment: [value per seed]}} of every metric the ledger compares single-seed."""
-    metrics = {**{m: _end(m) for m in ("A_KA", "A_ZS", "GM")}, AREA: trajectory_area,
-               early_key(k): lambda r: early_retention(r, k)}
-    return {m: {e: [f(r) for r in rs] for e, rs in subset.items()} for m, f in metrics.items()}
-
-
-def subset_spread(subset: dict[str, dict[int, dict]], k: int = EARLY_TASKS) -> dict | None:
-    """`spread.seed_spread` of the subset's experiments with ≥ 2 seeds; None when none has."""
+def subset_spread(subset: dict[str, dict[int, dict]]) -> dict | None:
+    """`spread.seed_spread` of every metric the ledger compares single-seed, over the subset's
+    experiments with ≥ 2 seeds; None when none has."""
     kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
     if not kept:
         return None
-    return seed_spread(spread_values({e: [by_seed[s] for s in sorted(by_seed)] for e, by_seed in kept.items()}, k),
+    metrics = {**{m: MEASURES[m] for m in METRICS}, AREA: trajectory_area, EARLY: early_retention}
+    return seed_spread({m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()},
                        runs_where(kept))
 
 
 def with_spread(test: dict[str, float], spread: dict | None) -> dict:
-    """`test` ({metric: test-set sd of one difference}) with the seed spread's difference spread
-    ("seed"), dof ("dof") and source ("seed_source") where `spread` has metrics."""
+    """`test` ({metric: test-set sd of one difference}) with the spread's difference spread ("seed"),
+    dof ("dof") and source ("seed_source") where `spread` has metrics."""
     noise = dict(test)
     if spread and spread.get("metrics"):
         noise["seed"] = {m: float(d["difference_spread"]) for m, d in spread["metrics"].items()}
@@ -253,7 +235,7 @@ def ledger_noise(ref_run: dict, spread: dict | None = None) -> dict:
     return with_spread({**test, AREA: test["GM"]}, spread)
 
 
-def noise_table(noise: dict, metrics=("A_KA", "A_ZS", "GM", AREA)) -> pd.DataFrame:
+def noise_table(noise: dict, metrics=(*METRICS, AREA)) -> pd.DataFrame:
     """Per metric: the test-set sd, the seed part (NaN: not measured) and `comparison_sd`'s result."""
     rows = {}
     for m in (m for m in metrics if m in noise):
@@ -263,16 +245,11 @@ def noise_table(noise: dict, metrics=("A_KA", "A_ZS", "GM", AREA)) -> pd.DataFra
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def seed_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], experiments) -> dict[str, list[dict]]:
-    """{experiment: its runs at every seed the subset has, else the study's one run}; neither: left out."""
-    return {e: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
-            for e in experiments if subset.get(e) or e in runs}
-
-
-def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict:
-    """{label: experiment} -> {label: `seed_runs` of it}, for the experiments that ran."""
-    got = seed_runs(runs, subset, list(labels.values()))
-    return {k: got[e] for k, e in labels.items() if e in got}
+def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict[str, list[dict]]:
+    """{label: experiment} -> {label: its runs at every seed the subset has, else the study's one run}
+    (neither: left out)."""
+    return {k: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
+            for k, e in labels.items() if subset.get(e) or e in runs}
 
 
 def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test: float | None = None) -> st.Noise:
@@ -281,7 +258,7 @@ def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test:
     test = noise[metric] if test is None else test
     seed = noise.get("seed", {}).get(metric)
     if seed is None:
-        why = TEST_ONLY if "seed_source" not in noise else f"test-set noise only: the seed subset has no spread of {metric}"
+        why = f"test-set noise only: the seed subset has no spread of {metric}" if "seed_source" in noise else TEST_ONLY
         return st.Noise(math.sqrt(evals / 2) * test, None, why)
     dof = noise["dof"][metric]
     return st.Noise(math.sqrt(evals / 2 * test ** 2 + runs / 2 * seed ** 2), dof,
@@ -294,41 +271,23 @@ def tukey_q(level: float, k: int, dof: int | None = None) -> float:
     return float(stats.studentized_range.ppf(level, k, dof or 1e4))
 
 
-def _end(metric: str):
-    def measure(r: dict) -> float:
-        return endpoint(r)[metric]
-    measure.__name__ = metric
-    return measure
-
-
-def ka_gain(r: dict) -> float:
-    return endpoint(r)["A_KA"] - r["zero_shot"]["A_KA"]
-
-
-def forgetting(r: dict) -> float:
-    return r["zero_shot"]["A_ZS"] - endpoint(r)["A_ZS"]
-
-
-def gm_gain(r: dict) -> float:
-    return endpoint(r)["GM"] - r["zero_shot"]["GM"]
-
-
-def early_gain(r: dict, k: int = EARLY_TASKS) -> float:
-    return early_retention(r, k) - r["zero_shot"]["A_ZS"]
-
-
-MEASURES = MappingProxyType({**{m: _end(m) for m in ("A_KA", "A_ZS", "GM")},
-                             **{f.__name__: f for f in (ka_gain, forgetting, gm_gain, trajectory_area, early_gain)}})
+# the claims file's measures: the endpoint metrics, their gains from θ0, the trajectory area
+MEASURES = MappingProxyType({**{m: (lambda r, m=m: endpoint(r)[m]) for m in METRICS},
+                             "ka_gain": lambda r: endpoint(r)["A_KA"] - r["zero_shot"]["A_KA"],
+                             "forgetting": lambda r: r["zero_shot"]["A_ZS"] - endpoint(r)["A_ZS"],
+                             "gm_gain": lambda r: endpoint(r)["GM"] - r["zero_shot"]["GM"],
+                             "trajectory_area": trajectory_area,
+                             "early_gain": lambda r: early_retention(r) - r["zero_shot"]["A_ZS"]})
 
 
 def floors(ref_run: dict, spread: dict | None) -> dict[str, st.Noise]:
     """The claims file's noise floors by `comparison_sd`: two single runs (the metrics), a run against
     its own θ0 ("early gain", "<metric> change"), two forgettings and a gain of gains."""
     n = ledger_noise(ref_run, spread)
-    out = {m: comparison_sd(n, m) for m in ("A_KA", "A_ZS", "GM")}
+    out = {m: comparison_sd(n, m) for m in METRICS}
     out["trajectory_area"] = comparison_sd(n, AREA)
-    out["early gain"] = comparison_sd(n, early_key(), runs=1, test=noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"])
-    out.update({f"{m} change": comparison_sd(n, m, runs=1) for m in ("A_KA", "A_ZS", "GM")})
+    out["early gain"] = comparison_sd(n, EARLY, runs=1, test=noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"])
+    out.update({f"{m} change": comparison_sd(n, m, runs=1) for m in METRICS})
     out["forgetting, two runs"] = comparison_sd(n, "A_ZS", evals=4, runs=2)
     out["GM, gain of gains"] = comparison_sd(n, "GM", evals=4, runs=4)
     return out
@@ -348,25 +307,23 @@ def best_of_chosen(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """"The best of `best` beats the best of `others`", each group's best chosen on its first seed."""
     best, others = ([e for e in spec.options.get(k) or () if runs.get(e)] for k in ("best", "others"))
     if not best or not others:
-        return lg.not_testable(spec.id, f"no runs of {'any of ' + ', '.join(spec.options['best' if not best else 'others'])} here")
+        missing = spec.options["others" if best else "best"]
+        return lg.not_testable(spec.id, f"no runs of any of {', '.join(missing)} here")
     if (absent := lg.unready(spec, runs, ctx.floors, ())) is not None:
         return absent
     m = ctx.measures[spec.measure]
     a, b = (max(group, key=lambda e: _first(runs, e, m)) for group in (best, others))
-    one = ClaimSpec(spec.id, spec.claim, "greater",
-                    comparisons=(ComparisonSpec(a, b, float(spec.options["effect"]), f"best {a} vs best other {b}"),))
-    row = lg.greater(spec.id, lg.comparisons(one, runs, m, ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")), ctx),
-                     depth=ctx.depth)
-    return dataclasses.replace(row, kind=spec.kind)
+    c = lg.Comparison(f"best {a} vs best other {b}", values(runs, a, m), values(runs, b, m),
+                      float(spec.options["effect"]), ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
+    return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
 def equivalent_within_a_share(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """"a ≈ b" for every comparison, the margin its `effect` (a share) × b's mean at the compared seeds."""
     if (absent := lg.unready(spec, runs, ctx.floors)) is not None:
         return absent
-    floor = ctx.floors.get(spec.options.get("floor"))
-    cs = lg.comparisons(spec, runs, ctx.measures[spec.measure], None, floor, ctx)
-    cs = [lg.Comparison(c.label, c.a, c.b, c.paper_effect, _level(c.b, c.label), c.floor) for c in cs]
+    cs = lg.comparisons(spec, runs, ctx.measures[spec.measure], None, ctx.floors.get(spec.options.get("floor")), ctx)
+    cs = [dataclasses.replace(c, scale=_level(c.b, c.label)) for c in cs]
     return dataclasses.replace(lg.equivalent(spec.id, cs, depth=ctx.depth), kind=spec.kind)
 
 
@@ -400,7 +357,8 @@ def largest_gap_tukey(spec: ClaimSpec, runs: Runs, ctx: lg.Context, level: float
     sd = floor.sd * tukey_q(level, k, floor.dof) / math.sqrt(2) / st.quantile(level, floor.dof)
     wide = st.Noise(sd, floor.dof, f"{floor.source}; Tukey-adjusted for {k} pools")
     c = lg.Comparison(f"{hi} − {lo}", {f"{hi} seed {s}": x for s, x in v[hi].items()},
-                      {f"{lo} seed {s}": x for s, x in v[lo].items()}, float(spec.options["effect"]), ctx.scales[spec.scale], wide)
+                      {f"{lo} seed {s}": x for s, x in v[lo].items()}, float(spec.options["effect"]),
+                      ctx.scales[spec.scale], wide)
     return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
@@ -412,25 +370,15 @@ def gain_of_gains(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
         return absent
     m = ctx.measures[spec.measure]
     common = sorted(set.intersection(*(set(runs[e]) for e in (ah, al, bh, bl))))
-    seeds = common if len(common) >= 2 else None
 
     def gain(hi: str, low: str) -> dict:
-        if seeds is None:
+        if len(common) < 2:
             return {0: _first(runs, hi, m) - _first(runs, low, m)}
-        return {s: float(m(runs[hi][s]) - m(runs[low][s])) for s in seeds}
+        return {s: float(m(runs[hi][s]) - m(runs[low][s])) for s in common}
 
     c = lg.Comparison(f"{ah} − {al} vs {bh} − {bl}", gain(ah, al), gain(bh, bl), float(spec.options["effect"]),
                       ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
     return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
-
-
-def _link(text: str) -> tuple[str, str, bool]:
-    """"X < Y" or "X ≤ Y" as (X, Y, strict)."""
-    for op, strict in ((" ≤ ", False), (" < ", True)):
-        if op in text:
-            low, high = text.split(op)
-            return low.strip(), high.strip(), strict
-    raise ValueError(f"memory order: a link must read 'X < Y' or 'X ≤ Y', got {text!r}")
 
 
 def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
@@ -439,8 +387,8 @@ def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
     src = spec.options["from"]
     if src == "runs":
         names = spec.options["experiments"]
-        return ({k: float(runs[e][min(runs[e])]["budget"]["memory_multiplier"]) for k, e in names.items() if runs.get(e)},
-                spec.options.get("where", "the study's runs"))
+        mult = {k: _first(runs, e, lambda r: r["budget"]["memory_multiplier"]) for k, e in names.items() if runs.get(e)}
+        return mult, spec.options.get("where", "the study's runs")
     from vlcp.report import project_root
 
     path = project_root() / src
@@ -452,41 +400,38 @@ def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
 
 
 def memory_order(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Table 4's memory order on exact multipliers: confirmed when every link holds (`<` strict,
-    `≤` a tie allowed), else refuted; the effect is the tightest link's gap."""
-    links = [_link(t) for t in spec.options["links"]]
+    """Table 4's memory order on exact multipliers, each link "X < Y" (strict) or "X ≤ Y" (a tie allowed):
+    confirmed when every link holds, else refuted; the effect is the tightest link's gap."""
+    parsed = [(t, re.fullmatch(r"(.+?) ([<≤]) (.+)", t.strip())) for t in spec.options["links"]]
+    if bad := [t for t, p in parsed if p is None]:
+        raise ValueError(f"memory order: a link must read 'X < Y' or 'X ≤ Y', got {bad[0]!r}")
+    links = [(t, p[1].strip(), p[3].strip(), p[2] == "<") for t, p in parsed]
     mult, where = multipliers(spec, runs)
-    missing = sorted({k for lo, hi, _ in links for k in (lo, hi) if k not in mult})
-    if missing:
+    names = {x for _, lo, hi, _ in links for x in (lo, hi)}
+    if missing := sorted(names - set(mult)):
         return lg.not_testable(spec.id, f"not measured ({where}): {', '.join(missing)}")
-    gaps = [mult[hi] - mult[lo] for lo, hi, _ in links]
-    broken = [t for t, g, (_, _, strict) in zip(spec.options["links"], gaps, links) if not (g > 0 if strict else g > -1e-9)]
+    gaps = [mult[hi] - mult[lo] for _, lo, hi, _ in links]
+    broken = [t for (t, _, _, strict), g in zip(links, gaps) if not (g > 0 if strict else g > -1e-9)]
+    notes = [", ".join(f"{k} {v:.2f}" for k, v in mult.items() if k in names) + f" ({where})"]
+    if broken:
+        notes.append(f"{len(broken)} link{'s' if len(broken) > 1 else ''} of the order broken: {'; '.join(broken)}")
     gap = min(gaps)
-    notes = [", ".join(f"{k} {v:.2f}" for k, v in mult.items() if k in {x for lo, hi, _ in links for x in (lo, hi)})
-             + f" ({where})"] + ([f"{len(broken)} link{'s' if len(broken) > 1 else ''} of the order broken: {'; '.join(broken)}"]
-                                  if broken else [])
     return lg.Row(spec.id, "refuted" if broken else "confirmed", spec.kind, gap, gap, gap, 1, sigma_d=0.0, notes=notes)
 
 
 KINDS = MappingProxyType({"best of chosen": best_of_chosen, "equivalent within a share": equivalent_within_a_share,
-                          "greater, some within a share": greater_some_within_a_share, "largest gap, Tukey": largest_gap_tukey,
-                          "gain of gains": gain_of_gains, "memory order": memory_order})
-
-
-def experiments(block: dict, long: bool = False) -> list[str]:
-    """Every experiment of `report.fomo.studies` (long: and the long profile's own rows)."""
-    groups = [*block["studies"].values(), *(block["long"].get("studies", {}).values() if long else ())]
-    return list(dict.fromkeys(e for g in groups for e in g))
+                          "greater, some within a share": greater_some_within_a_share,
+                          "largest gap, Tukey": largest_gap_tukey, "gain of gains": gain_of_gains,
+                          "memory order": memory_order})
 
 
 def ledger_runs(runs_dir, block: dict, long: bool = False) -> Runs:
-    """Every experiment at the study's seed and the seed subset's at its seeds; long: also at the long
-    profile's seeds, and its own rows, from its folder beside `runs_dir`."""
+    """Every experiment of `report.fomo.studies` at the study's seed and the seed subset's at its seeds;
+    long: also at the long profile's seeds, and its own rows, from its folder beside `runs_dir`."""
     seed, spread = block["seed"], block.get("spread") or {}
-    seeds, dirs = [seed], runs_dir
-    if long:
-        seeds, dirs = list(dict.fromkeys([seed, *block["long"]["seeds"]])), [runs_dir, block["long"]["runs"]]
-    out = load_runs(dirs, experiments(block, long), seeds)
+    groups = [*block["studies"].values(), *(block["long"].get("studies", {}).values() if long else ())]
+    seeds, dirs = long_reads(block, runs_dir, [seed]) if long else ([seed], runs_dir)
+    out = load_runs(dirs, list(dict.fromkeys(e for g in groups for e in g)), seeds)
     subset = load_runs(runs_dir, spread.get("experiments", []), list(dict.fromkeys([seed, *spread.get("seeds", [])])))
     return {e: dict(sorted({**subset.get(e, {}), **out.get(e, {})}.items())) for e in {**out, **subset}}
 
@@ -512,7 +457,8 @@ def run_curve(r: dict) -> list[float] | None:
 
 def plot_files(runs: dict[str, list[dict]], experiments: list[str] | None) -> dict[str, str]:
     """plots/fomo/<experiment>.csv: the trajectory of each plotted experiment's first run."""
-    return {f"{e}.csv": trajectory(runs[e][0]).round(4).to_csv(lineterminator="\n") for e in experiments or [] if e in runs}
+    return {f"{e}.csv": trajectory(runs[e][0]).round(4).to_csv(lineterminator="\n")
+            for e in experiments or [] if e in runs}
 
 
 def metric_sources(block: dict, params: dict) -> dict:

@@ -35,8 +35,7 @@ def classification(r: dict, step: int = -1) -> dict[str, float]:
     """Zero-shot top-1 (%) per held-out set after `step`, plus their mean ("Average")."""
     acc = r["heldout"][step]["classification"]
     row = {name: acc[key] for key, name in CLASSIFICATION.items() if key in acc}
-    row["Average"] = float(np.mean(list(row.values())))
-    return row
+    return {**row, "Average": float(np.mean(list(row.values())))}
 
 
 def retrieval(r: dict, step: int = -1, ks=(1, 5, 10)) -> dict[tuple[str, str, str], float]:
@@ -44,8 +43,7 @@ def retrieval(r: dict, step: int = -1, ks=(1, 5, 10)) -> dict[tuple[str, str, st
     out = {}
     for key, name in RETRIEVAL_SETS.items():
         cell = r["heldout"][step]["retrieval"][key]
-        out |= {(name, "I2T", f"R@{k}"): cell[f"TR@{k}"] for k in ks}
-        out |= {(name, "T2I", f"R@{k}"): cell[f"IR@{k}"] for k in ks}
+        out |= {(name, d, f"R@{k}"): cell[f"{m}@{k}"] for d, m in (("I2T", "TR"), ("T2I", "IR")) for k in ks}
     return out
 
 
@@ -69,12 +67,7 @@ def r1_mean(r: dict, step: int = -1) -> float:
     return float(np.mean([v for (_, _, k), v in retrieval(r, step).items() if k == "R@1"]))
 
 
-def bwt_rm(r: dict) -> float:
-    """Table 7's BWT of Rm on each chunk's unseen items."""
-    return chunk_bwt(r, "Rm", "test")
-
-
-SPREAD_METRICS = {"average": average, "r1_mean": r1_mean, "bwt_rm": bwt_rm}   # the ledger's metrics
+SPREAD_METRICS = {"average": average, "r1_mean": r1_mean, "bwt_rm": chunk_bwt}   # the ledger's metrics (BWT: of Rm)
 
 
 def subset_seeds(main_seeds: list[int], spread_cfg: dict) -> list[int]:
@@ -89,9 +82,8 @@ def spread(runs: dict[str, list[dict]], seeds: list[int]) -> dict:
 
 
 def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[dict]], str]:
-    """The seed subset (`study["spread"]`'s experiments at the main and its own seeds) read from
-    `runs_dir`: (its `spread`, None when a run is missing or no subset is set; its complete
-    experiments' runs; a one-line note of what was measured, or what is missing and the fallback)."""
+    """The seed subset (`study["spread"]`'s experiments at the main and its own seeds) under `runs_dir`: (its
+    `spread`, None if a run is missing or none is set; its complete experiments' runs; a one-line note)."""
     cfg = study.get("spread") or {}
     if not (isinstance(cfg, dict) and isinstance(cfg.get("experiments", []), list) and isinstance(cfg.get("seeds", []), list)):
         raise VlcpError(f"report.incclip.spread: expected {{experiments: [...], seeds: [...]}}, got {cfg!r}")
@@ -123,9 +115,8 @@ def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
 
 def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict],
                 sds: dict[str, Noise]) -> pd.DataFrame:
-    """Per open choice the paper leaves (`report.incclip.sensitivity`) whose runs are here: Δ =
-    alternative − ours of the final Average and mean R@1 (means over seeds) beside its noise (`sds`
-    / √seeds); |Δ| > 2 × noise on either "moves the result" ("within 2 × noise" does not disprove it)."""
+    """Per open choice the paper leaves (`report.incclip.sensitivity`) that ran: Δ = alternative − ours of the
+    final Average and mean R@1 beside its noise (`sds` / √seeds); |Δ| > 2 × noise "moves the result"."""
     ref = runs[reference]
     rows = []
     for c in choices:
@@ -147,18 +138,8 @@ def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict]
 
 
 # --------------------------------------------------------------------------- the claims ledger
-
-def bwt_forgetting(r: dict) -> float:
-    """What a run forgets, −BWT of Rm: the BWT scale's headroom."""
-    return -bwt_rm(r)
-
-
-MEASURES = MappingProxyType({f.__name__: f for f in (average, r1_mean, bwt_rm, bwt_forgetting)})
-
-
-def floors(sds: dict[str, Noise]) -> dict[str, st.Noise]:
-    """The claims file's noise floors (a row's `floor:`): `noise_sds`' result."""
-    return dict(sds)
+# its measures: the spread's metrics and what a run forgets, −BWT of Rm (the BWT scale's headroom)
+MEASURES = MappingProxyType({**SPREAD_METRICS, "bwt_forgetting": lambda r: -chunk_bwt(r)})
 
 
 def _gain(cs: list[Comparison]) -> tuple[dict[int, float], float]:
@@ -218,7 +199,7 @@ def ledger(study: Study, params: dict, runs_dir, long: bool = False) -> list[Row
     seeds, dirs = (long_reads(block, runs_dir, block["seeds"]) if long else (block["seeds"], runs_dir))
     runs = ledger_runs(block, dirs, seeds)
     return evaluate(study, runs, GENERIC_MEASURES, calibrated=not stale_calibration(study, runs),
-                    floors=floors(noise_sds(spread_, float(block.get("noise_floor", 0.0)))))
+                    floors=noise_sds(spread_, float(block.get("noise_floor", 0.0))))
 
 
 def has_suite(r: dict) -> bool:
@@ -227,7 +208,7 @@ def has_suite(r: dict) -> bool:
 
 def run_headline(r: dict) -> dict[str, float]:
     """`vlcp report metrics`' numbers of a run with a held-out suite: its zero-shot Average."""
-    return {"Average": classification(r)["Average"]} if has_suite(r) else {}
+    return {"Average": average(r)} if has_suite(r) else {}
 
 
 def run_curve(r: dict) -> list[float] | None:
