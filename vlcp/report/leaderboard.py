@@ -192,9 +192,9 @@ def missing_track(track: str, absent: list[str], stages: str) -> str:
             "at the project root; its sections below are skipped.")
 
 
-# The rankings `vlcp report metrics` writes: (name, its track's block, the block's compute-matched arms, measure)
-RANKINGS = (("track1", "track1", "compute_matched", final_rm), ("track1_equal_steps", "track1", "", final_rm),
-            ("track2", "track2", "", fomo.MEASURES["GM"]))
+# The rankings `vlcp report metrics` writes: (name, its track's block, its compute-matched arms' key or None, measure)
+RANKINGS = (("track1", "track1", "compute_matched", final_rm), ("track1_equal_steps", "track1", None, final_rm),
+            ("track2", "track2", None, fomo.MEASURES["GM"]))
 
 
 def ranking_metrics(scores: Scores, alpha: float = ALPHA) -> dict:
@@ -228,7 +228,7 @@ def metrics_summary(runs: Mapping[str, list[dict]], block: Mapping) -> dict:
         track = block.get(key) or {}
         at = {e: {r.get("seed", 0): r for r in rs if r.get("seed", 0) in (track.get("seeds") or ())}
               for e, rs in runs.items()}
-        arms = by_method(at, track.get("experiments") or (), track.get(matched) or () if matched else ())
+        arms = by_method(at, track.get("experiments") or (), track.get(matched) or ())
         if arms:
             out[name] = ranking_metrics({m: values(arms, m, measure) for m in arms})
     return {"rankings": out}
