@@ -77,7 +77,8 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
                   "seeds": 3, "mde": 3.1, "metric": "final Rm"}}))
     params = {"report": {"overview": {"experiments": ["seqf", "er"]}}}
     paths = write_metrics(params, tmp_path)
-    assert sorted(p.name for p in paths) == ["cllclip.json", "ctp.json", "fomo.json", "incclip.json", "overview.json"]
+    assert sorted(p.name for p in paths) == ["cllclip.json", "ctp.json", "fomo.json", "incclip.json", "leaderboard.json",
+                                                   "overview.json"]
     m = json.loads((tmp_path / "metrics" / "overview.json").read_text())
     final = [r["cumulative"][-1]["test"]["Rm"] for r in runs["seqf"]]
     assert m["runs"] == 3 and m["experiments"]["seqf"]["Rm"] == pytest.approx(sum(final) / 2, abs=1e-4)

@@ -143,6 +143,18 @@ def test_a_toy_study_added_the_documented_way(tmp_path, monkeypatch):
     assert rows["nope"].verdict == "not testable" and rows["nope"].notes == ["10,000 GPU hours"]
 
 
+def test_a_study_without_a_claims_file_has_no_ledger(tmp_path):
+    """A study that ranks rather than claims (the leaderboard): study.yaml alone, no ledger to judge or count."""
+    (tmp_path / "board").mkdir()
+    (tmp_path / "board" / "study.yaml").write_text("title: a board\nnotebook: board\n")
+    board = load_study("board", root=tmp_path)
+    assert registered(tmp_path) == ("board",) and board.claims is None
+    assert board.metric_sources({"report": {}, "seeds": [0]}) == {"runs": "runs", "claims": None, "experiments": None,
+                                                                  "seeds": [0]}
+    with pytest.raises(ValueError, match="no claims file"):
+        evaluate(board, {}, MEASURES)
+
+
 def test_a_paper_effect_is_a_number_a_table_cell_or_a_difference_of_two():
     from vlcp.report.study import paper_number
 

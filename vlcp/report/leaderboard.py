@@ -10,7 +10,9 @@ import pandas as pd
 import yaml
 from scipy import stats as sps
 
+from vlcp.report import fomo
 from vlcp.report import stats as st
+from vlcp.report.measures import final_rm
 from vlcp.report.paper import studies_root
 from vlcp.report.power import StudyPower, study_power
 from vlcp.report.results import fill_pass_flops, flops_per_step, run_seconds
@@ -188,3 +190,45 @@ def missing_track(track: str, absent: list[str], stages: str) -> str:
     shown = ", ".join(f"`{m}`" for m in absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
     return (f"**{track} has no report yet**: its runs are missing ({shown}). Make them with `dvc repro {stages}` "
             "at the project root; its sections below are skipped.")
+
+
+# The rankings `vlcp report metrics` writes: (name, its track's block, its compute-matched arms' key or None, measure)
+RANKINGS = (("track1", "track1", "compute_matched", final_rm), ("track1_equal_steps", "track1", None, final_rm),
+            ("track2", "track2", None, fomo.MEASURES["GM"]))
+
+
+def ranking_metrics(scores: Scores, alpha: float = ALPHA) -> dict:
+    """A ranking as a metrics file holds it: the best method, the size of the group tied with it and, best
+    first, each method's mean over its seeds, its seeds, rank interval and whether it is in that group."""
+    ranks = rank_intervals(scores, alpha)
+    best, tied = tied_with_best(scores, alpha)
+    methods = {row.method: {"mean": round(row.mean, 4), "seeds": row.seeds, "rank_low": ranks[row.method][0],
+                            "rank_high": ranks[row.method][1], "tied_with_best": row.method in tied}
+               for row in standings(scores).itertuples()}
+    return {"best": best, "tied_with_best": len(tied), "methods": methods}
+
+
+def metric_sources(block: Mapping, params: Mapping) -> dict:
+    """`vlcp report metrics`' runs: both tracks' at their seeds (not the calibration's); its curves: track 1's."""
+    one, two = block.get("track1") or {}, block.get("track2") or {}
+    return {"experiments": [*one.get("experiments", []), *one.get("compute_matched", [])] or None,
+            "seeds": sorted({*one.get("seeds", []), *two.get("seeds", [])}) or None}
+
+
+def run_headline(r: dict) -> dict[str, float]:
+    """`vlcp report metrics`' numbers of a track 2 (concept-stream) run: its endpoint."""
+    return fomo.run_headline(r)
+
+
+def metrics_summary(runs: Mapping[str, list[dict]], block: Mapping) -> dict:
+    """`vlcp report metrics`' `RANKINGS` ({experiment: [results]} → {"rankings": {name: `ranking_metrics`}}),
+    each of its track's experiments at its seeds; a ranking none of whose runs are there is left out."""
+    out = {}
+    for name, key, matched, measure in RANKINGS:
+        track = block.get(key) or {}
+        at = {e: {r.get("seed", 0): r for r in rs if r.get("seed", 0) in (track.get("seeds") or ())}
+              for e, rs in runs.items()}
+        arms = by_method(at, track.get("experiments") or (), track.get(matched) or ())
+        if arms:
+            out[name] = ranking_metrics({m: values(arms, m, measure) for m in arms})
+    return {"rankings": out}

@@ -1,7 +1,8 @@
 """The studies' headline numbers and per-task curves as DVC metrics and plots (`vlcp report metrics`):
 `metrics/<study>.json` (each experiment's seed-mean headline, the ledger's verdict counts and power) and
 `plots/<study>.csv` (per-task curves; `plots/<study>/` holds a study module's `plot_files`). A study
-module's `run_headline(r)` adds to a run's headline, its `run_curve(r)` replaces the Rm curve."""
+module's `run_headline(r)` adds to a run's headline, its `run_curve(r)` replaces the Rm curve and its
+`metrics_summary(runs, block)` adds its own keys to the metrics file."""
 from __future__ import annotations
 
 import csv
@@ -85,10 +86,11 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
         study = load_study(name)
         src = study.metric_sources(params)
         runs = collect_runs(root / src["runs"], src.get("seeds")) if (root / src["runs"]).exists() else {}
-        ledger = read_json(root / src["claims"]) if (root / src["claims"]).exists() else None
-        mine, own_curve = study.own("run_headline"), study.own("run_curve")
+        ledger = read_json(root / src["claims"]) if src["claims"] and (root / src["claims"]).exists() else None
+        mine, own_curve, summary = study.own("run_headline"), study.own("run_curve"), study.own("metrics_summary")
         head = (lambda r: headline(r) | mine(r)) if callable(mine) else headline
-        write_json(root / metrics_dir / f"{name}.json", study_metrics(runs, ledger, head))
+        write_json(root / metrics_dir / f"{name}.json", study_metrics(runs, ledger, head)
+                   | (summary(runs, study.block(params)) if callable(summary) else {}))
         written.append(root / metrics_dir / f"{name}.json")
         with atomic_path(root / plots_dir / f"{name}.csv") as tmp:
             tmp.write_text(curves_csv(runs, src["experiments"],

@@ -174,10 +174,12 @@ class Study:
         return str(self.block(params).get("runs", self.runs))
 
     def metric_sources(self, params: Mapping) -> dict:
-        """What `vlcp report metrics` reads: {"runs", "claims", "experiments" (None: every run),
-        "seeds" (None: every seed)}; its module's `metric_sources(block, params)` may set the last two."""
+        """What `vlcp report metrics` reads: {"runs", "claims" (None: the study has no claims file),
+        "experiments" (None: every run), "seeds" (None: every seed)}; its module's
+        `metric_sources(block, params)` may set the last two."""
         block, own = self.block(params), self.own("metric_sources")
-        out = {"runs": self.runs_folder(params), "claims": f"reports/{self.claims_file}",
+        ledger = f"reports/{self.claims_file}" if self.claims is not None else None
+        out = {"runs": self.runs_folder(params), "claims": ledger,
                "experiments": block.get("experiments"), "seeds": block.get("seeds", params.get("seeds"))}
         return out | (own(block, params) if callable(own) else {})
 
