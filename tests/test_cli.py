@@ -51,7 +51,8 @@ def test_every_command_has_one_to_three_examples_that_parse():
             assert args.func.__name__.startswith("cmd_"), line
             named = list(getattr(args, "experiments", None) or []) + [getattr(args, "experiment", None) or "er"]
             assert all(e in experiments for e in named), line
-            keys = [getattr(args, k, None) for k in ("list", "skip")] + (args.study or [] if command == "config resolve" else [])
+            keys = [getattr(args, k, None) for k in ("list", "skip")]
+            keys += args.study or [] if command == "config resolve" else []
             for key in filter(None, keys):   # the params keys it names exist
                 node = PARAMS
                 for part in key.split("."):

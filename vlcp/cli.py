@@ -468,7 +468,8 @@ EXAMPLES = {   # command: (what it does, the command line), from the README and 
                      ("into another folder", "vlcp data prepare --out data/emoji")],
     "run": [("one run of one experiment", "vlcp run er --seed 0"),
             ("several, on two worker processes", "vlcp run ic4-er ic4-incclip --jobs 2 --out runs-incclip"),
-            ("a study's lists but one", "vlcp run --list report.fomo.studies --except report.fomo.spread.experiments")],
+            ("FoMo's studies but the spread's runs",
+             "vlcp run --list report.fomo.studies --except report.fomo.spread.experiments")],
     "pretrain": [("train a base model by hand", "vlcp pretrain fomo-base --out models/fomo-base.pt"),
                  ("as the pipeline does", "vlcp pretrain cll-base --out models/cll-base.pt --skip-unread")],
     "list": [("every experiment, method, profile and model", "vlcp list"),
@@ -517,9 +518,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="train and evaluate experiments (one or more) for one seed")
     run.add_argument("experiments", nargs="*", metavar="EXPERIMENT")
-    run.add_argument("--list", metavar="KEY", help="also run the experiments listed at KEY (dotted path) in the params file; "
-                     "a mapping of lists runs every list's")
-    run.add_argument("--except", dest="skip", metavar="KEY", help="leave out the experiments listed at KEY (e.g. those a seed subset already ran)")
+    run.add_argument("--list", metavar="KEY", help="also run the experiments listed at KEY (dotted path) in the params "
+                     "file; a mapping of lists runs every list's")
+    run.add_argument("--except", dest="skip", metavar="KEY",
+                     help="leave out the experiments listed at KEY (e.g. those a seed subset already ran)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--params", default="params.yaml")
     run.add_argument("--out", default="runs")
@@ -530,8 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a checkpoint that fails to load or verify: stop with a message (error), start over keeping "
                           "it as checkpoint.pt.bad (restart), or resume from checkpoint.prev.pt (previous)")
     run.add_argument("--jobs", type=int, default=1,
-                     help="worker processes running the experiments in parallel (each with train.num_threads // JOBS threads; "
-                          "with train.device cuda they share the one GPU)")
+                     help="worker processes running the experiments in parallel (each with train.num_threads // JOBS "
+                          "threads; with train.device cuda they share the one GPU)")
     run.set_defaults(func=cmd_run)
 
     pre = sub.add_parser("pretrain", help="train an experiment and save its final model as a weights file")
@@ -553,12 +555,15 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--params", default="params.yaml")
     lst.set_defaults(func=cmd_list)
 
-    conf = sub.add_parser("config", help="resolved experiment configs").add_subparsers(dest="config_command", required=True)
-    res = conf.add_parser("resolve", help="write every experiment's resolved config (active profile) to OUT/<name>.json")
+    conf = sub.add_parser("config", help="resolved experiment configs")
+    conf = conf.add_subparsers(dest="config_command", required=True)
+    res = conf.add_parser("resolve",
+                          help="write every experiment's resolved config (active profile) to OUT/<name>.json")
     res.add_argument("--params", default="params.yaml")
     res.add_argument("--out", default="configs")
     res.add_argument("--study", action="append", metavar="KEY",
-                     help="also write study-KEY.json: the resolved configs of the experiments listed at KEY (a list, or a mapping of lists)")
+                     help="also write study-KEY.json: the resolved configs of the experiments listed at KEY (a list, "
+                          "or a mapping of lists)")
     res.add_argument("--profile", default=None, help="resolve on this profile instead of params.yaml's `profile:`")
     res.set_defaults(func=cmd_config_resolve)
     show = conf.add_parser("show", help="print one experiment's resolved config")
@@ -566,19 +571,23 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--seed", type=int, default=0)
     show.add_argument("--params", default="params.yaml")
     show.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
-    show.add_argument("--profile", default=None, help="resolve on this profile (e.g. small) instead of params.yaml's `profile:`")
+    show.add_argument("--profile", default=None,
+                      help="resolve on this profile (e.g. small) instead of params.yaml's `profile:`")
     show.set_defaults(func=cmd_config_show)
 
     rep = sub.add_parser("report", help="reports").add_subparsers(dest="report_command", required=True)
     idx = rep.add_parser("index", help="write reports/index.html")
     idx.add_argument("--reports", default="reports")
     idx.set_defaults(func=cmd_index)
-    met = rep.add_parser("metrics", help="write each study's headline metrics (DVC metrics) and per-task curves (DVC plots)")
+    met = rep.add_parser("metrics",
+                         help="write each study's headline metrics (DVC metrics) and per-task curves (DVC plots)")
     met.add_argument("--params", default="params.yaml")
     met.add_argument("--out", default="metrics", help="folder of <study>.json metrics files")
-    met.add_argument("--plots", default="plots", help="folder of <study>.csv curves (and fomo/<experiment>.csv trajectories)")
+    met.add_argument("--plots", default="plots",
+                     help="folder of <study>.csv curves (and fomo/<experiment>.csv trajectories)")
     met.add_argument("--study", action="append", default=None,
-                     help="only this study (repeatable; a registered study, vlcp/report/studies/<name>/; default every one)")
+                     help="only this study (repeatable; a registered study, vlcp/report/studies/<name>/; default every "
+                          "one)")
     met.set_defaults(func=cmd_metrics)
     ren = rep.add_parser("render", help="execute a notebook (papermill) and write its HTML")
     ren.add_argument("notebook")
@@ -587,7 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="set a notebook parameter (papermill), e.g. -p long=true for the long profile's report")
     ren.set_defaults(func=cmd_render)
 
-    upd = sub.add_parser("update", help="keep your own CLIP current: train it on new chunks of your data, see what it kept")
+    upd = sub.add_parser("update",
+                         help="keep your own CLIP current: train it on new chunks of your data, see what it kept")
     source = upd.add_argument_group("what to train on")
     source.add_argument("chunks", nargs="+", metavar="CHUNK",
                       help="[NAME=]PATH of each new chunk, trained in order (a folder of images with same-name .txt "
