@@ -1,5 +1,4 @@
 """Errors that the CLI reports as one line (no traceback) with a non-zero exit."""
-import difflib
 
 SHOW_ALL = 8   # a list of known names up to this long is shown whole in an error
 
@@ -20,6 +19,8 @@ class NonFiniteError(VlcpError, FloatingPointError):
 def did_you_mean(name, known, prefix: str = "") -> str:
     """' (did you mean: a, b?)' naming the (up to three) known names closest to `name`, each after
     `prefix`; '' when none is close."""
+    import difflib
+
     known = [k for k in dict.fromkeys(known) if isinstance(k, str)]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6) if isinstance(name, str) else []
     return f" (did you mean: {', '.join(prefix + c for c in close)}?)" if close else ""
