@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from vlcp import __version__
-from vlcp.errors import VlcpError
+from vlcp.errors import VlcpError, did_you_mean, unknown_name
 
 
 def cmd_prepare(args) -> None:
@@ -43,11 +43,12 @@ def cmd_prepare(args) -> None:
 
 
 def _lookup(params: dict, key: str, what: str, path: str):
-    node = params
+    node, above = params, ""
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise VlcpError(f"{what}: no such key in {path}")
-        node = node[part]
+            hint = did_you_mean(part, node, above) if isinstance(node, dict) else ""
+            raise VlcpError(f"{what}: no such key in {path}{hint}")
+        node, above = node[part], f"{above}{part}."
     return node
 
 
@@ -274,6 +275,9 @@ def cmd_config_resolve(args) -> None:
         node = _lookup(params, key, f"--study {key}", args.params)
         for at in [f"{key}.{k}" for k in node] if isinstance(node, dict) else [key]:
             names = _experiment_list(params, at, f"--study {at}", args.params)
+            if missing := [e for e in names if e not in resolved]:
+                raise VlcpError(f"--study {at}: " + unknown_name("experiment", missing[0], resolved,
+                                                                 "`vlcp list` lists them"))
             files[f"study-{at}.json"] = {"experiments": names, "configs": {e: resolved[e] for e in names}}
     out = Path(args.out)
     with atomic_dir(out) as tmp:   # replaces only the files an earlier `config resolve` wrote there
@@ -301,8 +305,12 @@ def cmd_index(args) -> None:
 
 def cmd_metrics(args) -> None:
     from vlcp.config import load_params
-    from vlcp.report.metrics import write_metrics
+    from vlcp.report.study import registered
 
+    for name in args.study or []:   # before the metrics' imports
+        if name not in registered():
+            raise VlcpError("--study: " + unknown_name("study", name, registered(), "vlcp/report/studies/ holds them"))
+    from vlcp.report.metrics import write_metrics
     paths = write_metrics(load_params(args.params), ".", args.out, args.plots, args.study)
     print(f"wrote {len(paths)} metrics files to {args.out}/ and their curves to {args.plots}/")
 
@@ -376,11 +384,6 @@ def cmd_update(args) -> None:
           + ("" if args.no_report else f"; report: {Path(args.out) / 'report.html'}"))
 
 
-def _fmt(v: float | None) -> str:
-    """A score with one decimal, or - where there is none."""
-    return "-" if v is None else f"{v:.1f}"
-
-
 def _keep_sets(folder: str | None) -> list[str]:
     """`--keep-sets DIR`: every folder in DIR as a keep-set named after it."""
     if folder is None:
@@ -426,36 +429,80 @@ def cmd_eval(args) -> None:
         print(f"wrote {args.json}")
 
 
-def _data_options(p: argparse.ArgumentParser) -> None:
-    """The options of `vlcp update` and `vlcp eval` that say how to read the sources."""
+def _data_options(score, read, compute) -> None:
+    """The options of `vlcp update` and `vlcp eval` that say how to score the sets, how to read the
+    sources and where to compute, each added to its argument group."""
     # defaults None: an update folder's own settings (history.json "read"), else vlcp.config.UpdateCfg's
-    p.add_argument("--holdout", type=float, default=None, help="share of each chunk held out to score accumulation "
-                                                              "(default 0.1, or the update folder's)")
-    p.add_argument("--max-eval", type=int, default=None, help="at most this many images per evaluation set (default 500)")
-    p.add_argument("--templates", choices=("simple", "openai"), default=None,
-                   help="a class keep-set's prompts without its own templates.txt: open_clip's 7 simple ImageNet "
-                        "templates, or CLIP's 80 (80 text encodings a class at every evaluation)")
-    p.add_argument("--min-candidates", type=int, default=None, help="score a set only over at least this many candidates "
-                                                                  "(retrieval: also R@5 over at least 25); 0: every set")
-    p.add_argument("--layout", default=None, choices=("auto", "folder", "csv", "wds", "coco", "karpathy"),
-                   help="the sources' layout (auto: by path)")
-    p.add_argument("--csv-img-key", default=None, help="CSV/TSV: the image path column (as open_clip_train; "
-                                                       "default filepath)")
-    p.add_argument("--csv-caption-key", default=None, help="CSV/TSV: the caption column (default title)")
-    p.add_argument("--csv-separator", default=None, help="CSV/TSV: the separator (default: tab; comma for *.csv)")
-    p.add_argument("--image-root", default=None, help="where relative image paths of a CSV or captions JSON start "
-                                                      "(default: the file's folder); folder chunks, shards and "
-                                                      "ImageFolders are read from where they are")
-    p.add_argument("--no-check-images", action="store_true", help="do not decode every image once first (an unreadable "
-                                                                  "image then stops the run instead of being skipped)")
-    p.add_argument("--follow-links", action="store_true", help="read images that resolve outside their chunk or set "
-                                                               "(a symlink, a ../ path); without it they are refused")
-    p.add_argument("--workers", type=int, default=None, help="worker processes decoding images (0: in this process)")
-    p.add_argument("--device", default=None, help="auto | cpu | cuda")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    score.add_argument("--holdout", type=float, default=None,
+                       help="share of each chunk held out to score accumulation (default 0.1, or the update folder's)")
+    score.add_argument("--max-eval", type=int, default=None,
+                       help="at most this many images per evaluation set (default 500)")
+    score.add_argument("--templates", choices=("simple", "openai"), default=None,
+                       help="a class keep-set's prompts without its own templates.txt: open_clip's 7 simple ImageNet "
+                            "templates, or CLIP's 80 (80 text encodings a class at every evaluation)")
+    score.add_argument("--min-candidates", type=int, default=None,
+                       help="score a set only over at least this many candidates (retrieval: also R@5 over at least "
+                            "25); 0: every set")
+    read.add_argument("--layout", default=None, choices=("auto", "folder", "csv", "wds", "coco", "karpathy"),
+                      help="the sources' layout (auto: by path)")
+    read.add_argument("--csv-img-key", default=None,
+                      help="CSV/TSV: the image path column (as open_clip_train; default filepath)")
+    read.add_argument("--csv-caption-key", default=None, help="CSV/TSV: the caption column (default title)")
+    read.add_argument("--csv-separator", default=None, help="CSV/TSV: the separator (default: tab; comma for *.csv)")
+    read.add_argument("--image-root", default=None,
+                      help="where relative image paths of a CSV or captions JSON start (default: the file's folder); "
+                           "folder chunks, shards and ImageFolders are read from where they are")
+    read.add_argument("--no-check-images", action="store_true",
+                      help="do not decode every image once first (an unreadable image then stops the run instead of "
+                           "being skipped)")
+    read.add_argument("--follow-links", action="store_true",
+                      help="read images that resolve outside their chunk or set (a symlink, a ../ path); without it "
+                           "they are refused")
+    read.add_argument("--workers", type=int, default=None, help="worker processes decoding images (0: in this process)")
+    compute.add_argument("--device", default=None, help="auto | cpu | cuda")
+    compute.add_argument("--threads", type=int, default=None, help="torch CPU threads")
 
 
-def main(argv: list[str] | None = None) -> int:
+EXAMPLES = {   # command: (what it does, the command line), from the README and docs/; tests/test_cli.py parses each
+    "data prepare": [("render the emoji benchmark into data.root", "vlcp data prepare"),
+                     ("into another folder", "vlcp data prepare --out data/emoji")],
+    "run": [("one run of one experiment", "vlcp run er --seed 0"),
+            ("several, on two worker processes", "vlcp run ic4-er ic4-incclip --jobs 2 --out runs-incclip"),
+            ("FoMo's studies but the spread's runs",
+             "vlcp run --list report.fomo.studies --except report.fomo.spread.experiments")],
+    "pretrain": [("train a base model by hand", "vlcp pretrain fomo-base --out models/fomo-base.pt"),
+                 ("as the pipeline does", "vlcp pretrain cll-base --out models/cll-base.pt --skip-unread")],
+    "list": [("every experiment, method, profile and model", "vlcp list"),
+             ("the names containing teir", "vlcp list teir"),
+             ("the models vlcp update can start from", "vlcp list 'ViT-B-*'")],
+    "config resolve": [("the resolved configs the pipeline reads",
+                        "vlcp config resolve --out configs --study report.cllclip.experiments "
+                        "--study report.fomo.studies"),
+                       ("on another profile", "vlcp config resolve --profile small --out configs-small")],
+    "config show": [("the config a run would train", "vlcp config show er --set train.steps=200"),
+                    ("on another profile", "vlcp config show er --profile small")],
+    "report index": [("write reports/index.html", "vlcp report index")],
+    "report metrics": [("one study's headline metrics and curves", "vlcp report metrics --study fomo")],
+    "report render": [("execute a report's notebook, write its HTML", "vlcp report render notebooks/overview.ipynb")],
+    "update": [("a first update of your own CLIP",
+                "vlcp update data/2026-01 --out mymodel --model ViT-B-32 --pretrained ViT-B-32.pt "
+                "--keep imagenet=data/imagenet-val --recipe auto"),
+               ("next month, continue the folder", "vlcp update data/2026-02 --out mymodel")],
+    "eval": [("score a model on a keep-set",
+              "vlcp eval --model ViT-B-32 --pretrained ViT-B-32.pt --keep imagenet=data/imagenet-val"),
+             ("an update folder's latest model", "vlcp eval mymodel")],
+}
+
+
+def examples(command: str) -> str | None:
+    """The `examples:` epilog of `command` ("config show"); a group ("config", "" for vlcp itself) gets
+    the first of each of its commands'."""
+    rows = EXAMPLES.get(command) or [v[0] for k, v in EXAMPLES.items() if k.startswith(f"{command} ".lstrip())]
+    return "examples:\n" + "\n".join(f"  # {what}\n  {line}" for what, line in rows) if rows else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `vlcp` argument parser, every command documented (help texts, defaults, examples)."""
     p = argparse.ArgumentParser(prog="vlcp", description="vision-language continual pretraining")
     p.add_argument("--version", action="version", version=f"vlcp {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error (also VLCP_DEBUG=1)")
@@ -471,9 +518,10 @@ def main(argv: list[str] | None = None) -> int:
 
     run = sub.add_parser("run", help="train and evaluate experiments (one or more) for one seed")
     run.add_argument("experiments", nargs="*", metavar="EXPERIMENT")
-    run.add_argument("--list", metavar="KEY", help="also run the experiments listed at KEY (dotted path) in the params file; "
-                     "a mapping of lists runs every list's")
-    run.add_argument("--except", dest="skip", metavar="KEY", help="leave out the experiments listed at KEY (e.g. those a seed subset already ran)")
+    run.add_argument("--list", metavar="KEY", help="also run the experiments listed at KEY (dotted path) in the params "
+                     "file; a mapping of lists runs every list's")
+    run.add_argument("--except", dest="skip", metavar="KEY",
+                     help="leave out the experiments listed at KEY (e.g. those a seed subset already ran)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--params", default="params.yaml")
     run.add_argument("--out", default="runs")
@@ -484,8 +532,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="a checkpoint that fails to load or verify: stop with a message (error), start over keeping "
                           "it as checkpoint.pt.bad (restart), or resume from checkpoint.prev.pt (previous)")
     run.add_argument("--jobs", type=int, default=1,
-                     help="worker processes running the experiments in parallel (each with train.num_threads // JOBS threads; "
-                          "with train.device cuda they share the one GPU)")
+                     help="worker processes running the experiments in parallel (each with train.num_threads // JOBS "
+                          "threads; with train.device cuda they share the one GPU)")
     run.set_defaults(func=cmd_run)
 
     pre = sub.add_parser("pretrain", help="train an experiment and save its final model as a weights file")
@@ -507,12 +555,15 @@ def main(argv: list[str] | None = None) -> int:
     lst.add_argument("--params", default="params.yaml")
     lst.set_defaults(func=cmd_list)
 
-    conf = sub.add_parser("config", help="resolved experiment configs").add_subparsers(dest="config_command", required=True)
-    res = conf.add_parser("resolve", help="write every experiment's resolved config (active profile) to OUT/<name>.json")
+    conf = sub.add_parser("config", help="resolved experiment configs")
+    conf = conf.add_subparsers(dest="config_command", required=True)
+    res = conf.add_parser("resolve",
+                          help="write every experiment's resolved config (active profile) to OUT/<name>.json")
     res.add_argument("--params", default="params.yaml")
     res.add_argument("--out", default="configs")
     res.add_argument("--study", action="append", metavar="KEY",
-                     help="also write study-KEY.json: the resolved configs of the experiments listed at KEY (a list, or a mapping of lists)")
+                     help="also write study-KEY.json: the resolved configs of the experiments listed at KEY (a list, "
+                          "or a mapping of lists)")
     res.add_argument("--profile", default=None, help="resolve on this profile instead of params.yaml's `profile:`")
     res.set_defaults(func=cmd_config_resolve)
     show = conf.add_parser("show", help="print one experiment's resolved config")
@@ -520,19 +571,23 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--seed", type=int, default=0)
     show.add_argument("--params", default="params.yaml")
     show.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
-    show.add_argument("--profile", default=None, help="resolve on this profile (e.g. small) instead of params.yaml's `profile:`")
+    show.add_argument("--profile", default=None,
+                      help="resolve on this profile (e.g. small) instead of params.yaml's `profile:`")
     show.set_defaults(func=cmd_config_show)
 
     rep = sub.add_parser("report", help="reports").add_subparsers(dest="report_command", required=True)
     idx = rep.add_parser("index", help="write reports/index.html")
     idx.add_argument("--reports", default="reports")
     idx.set_defaults(func=cmd_index)
-    met = rep.add_parser("metrics", help="write each study's headline metrics (DVC metrics) and per-task curves (DVC plots)")
+    met = rep.add_parser("metrics",
+                         help="write each study's headline metrics (DVC metrics) and per-task curves (DVC plots)")
     met.add_argument("--params", default="params.yaml")
     met.add_argument("--out", default="metrics", help="folder of <study>.json metrics files")
-    met.add_argument("--plots", default="plots", help="folder of <study>.csv curves (and fomo/<experiment>.csv trajectories)")
+    met.add_argument("--plots", default="plots",
+                     help="folder of <study>.csv curves (and fomo/<experiment>.csv trajectories)")
     met.add_argument("--study", action="append", default=None,
-                     help="only this study (repeatable; a registered study, vlcp/report/studies/<name>/; default every one)")
+                     help="only this study (repeatable; a registered study, vlcp/report/studies/<name>/; default every "
+                          "one)")
     met.set_defaults(func=cmd_metrics)
     ren = rep.add_parser("render", help="execute a notebook (papermill) and write its HTML")
     ren.add_argument("notebook")
@@ -541,62 +596,82 @@ def main(argv: list[str] | None = None) -> int:
                      help="set a notebook parameter (papermill), e.g. -p long=true for the long profile's report")
     ren.set_defaults(func=cmd_render)
 
-    upd = sub.add_parser("update", help="keep your own CLIP current: train it on new chunks of your data, see what it kept")
-    upd.add_argument("chunks", nargs="+", metavar="CHUNK", help="[NAME=]PATH of each new chunk, trained in order "
-                     "(a folder of images with same-name .txt captions, a CSV/TSV, webdataset shards "
-                     "'shards/{000..009}.tar', a COCO or Karpathy captions JSON)")
-    upd.add_argument("--out", required=True, help="the update folder (model.pt, history.json, report.html); an existing "
-                     "update folder continues from its latest model")
-    upd.add_argument("--from", dest="start", default=None, help="start from another update folder (left unchanged)")
-    upd.add_argument("--model", default=None, help="open_clip architecture of a new folder, e.g. ViT-B-32")
-    upd.add_argument("--pretrained", default=None, help="its weights file (an open_clip tag downloads, and only with "
-                     "HF_HUB_OFFLINE=0)")
-    upd.add_argument("--keep", action="append", metavar="[NAME=]PATH", help="a set to keep: an ImageFolder of classes "
-                     "(zero-shot; classnames.txt / templates.txt inside are used) or captions in any chunk layout "
-                     "(retrieval); repeatable; kept for every later update")
-    upd.add_argument("--keep-sets", default=None, metavar="DIR", help="every folder in DIR as a set to keep")
-    upd.add_argument("--recipe", default=None, help="full | lora | locked-image | ema-merge | zs-merge | auto | "
-                     "any vlcp method (vlcp list); default: the folder's last recipe, else full")
-    upd.add_argument("--candidates", default=None, help="--recipe auto: the recipes tried, comma-separated "
-                     "(default: full,lora,ema-merge,zs-merge)")
-    upd.add_argument("--trial-fraction", type=float, default=0.25, help="--recipe auto: the trial's share of the first "
-                     "chunk's training pairs and of its budget")
-    upd.add_argument("--steps", type=int, default=None, help="steps per chunk (default 100; budget mafs: full "
-                     "fine-tuning's steps)")
-    upd.add_argument("--samples", type=int, default=None, help="samples per chunk (budget samples)")
-    upd.add_argument("--budget", choices=("steps", "samples", "mafs"), default=None,
-                     help="steps, samples, or FoMo-in-Flux's memory-adjusted FLOPs of full fine-tuning's --steps")
-    upd.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-5, FoMo-in-Flux's)")
-    upd.add_argument("--batch-size", type=int, default=None, help="batch size (default 128)")
-    upd.add_argument("--precision", choices=("fp32", "bf16"), default=None, help="bf16: autocast on GPU")
-    upd.add_argument("--pretraining-data", dest="pretraining", default=None,
-                     help="pretraining-like pairs to replay (FoMo-in-Flux's λP), in any chunk layout")
-    upd.add_argument("--mixture", type=float, nargs=3, default=None, metavar=("P", "D", "B"),
-                     help="λP λD λB: shares of pretraining data, the chunk and earlier chunks in each batch "
-                          "(default 0.33 0.34 0.33, an absent source's share to the chunk)")
-    upd.add_argument("--seed", type=int, default=0)
-    upd.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any config field (e.g. method.r=8)")
-    upd.add_argument("--no-report", action="store_true", help="do not render report.html")
-    upd.add_argument("--moved", action="append", metavar="NAME=PATH",
+    upd = sub.add_parser("update",
+                         help="keep your own CLIP current: train it on new chunks of your data, see what it kept")
+    source = upd.add_argument_group("what to train on")
+    source.add_argument("chunks", nargs="+", metavar="CHUNK",
+                      help="[NAME=]PATH of each new chunk, trained in order (a folder of images with same-name .txt "
+                           "captions, a CSV/TSV, webdataset shards 'shards/{000..009}.tar', a COCO or Karpathy "
+                           "captions JSON)")
+    source.add_argument("--pretraining-data", dest="pretraining", default=None,
+                      help="pretraining-like pairs to replay (FoMo-in-Flux's λP), in any chunk layout")
+    source.add_argument("--mixture", type=float, nargs=3, default=None, metavar=("P", "D", "B"),
+                      help="λP λD λB: shares of pretraining data, the chunk and earlier chunks in each batch "
+                           "(default 0.33 0.34 0.33, an absent source's share to the chunk)")
+    model = upd.add_argument_group("the model (of a new update folder)")
+    model.add_argument("--from", dest="start", default=None, help="start from another update folder (left unchanged)")
+    model.add_argument("--model", default=None, help="open_clip architecture of a new folder, e.g. ViT-B-32")
+    model.add_argument("--pretrained", default=None,
+                       help="its weights file (an open_clip tag downloads, and only with HF_HUB_OFFLINE=0)")
+    recipe = upd.add_argument_group("the recipe")
+    recipe.add_argument("--recipe", default=None, help="full | lora | locked-image | ema-merge | zs-merge | auto | "
+                        "any vlcp method (vlcp list); default: the folder's last recipe, else full")
+    recipe.add_argument("--candidates", default=None, help="--recipe auto: the recipes tried, comma-separated "
+                        "(default: full,lora,ema-merge,zs-merge)")
+    recipe.add_argument("--trial-fraction", type=float, default=0.25, help="--recipe auto: the trial's share of the "
+                        "first chunk's training pairs and of its budget")
+    train = upd.add_argument_group("training")
+    train.add_argument("--steps", type=int, default=None,
+                       help="steps per chunk (default 100; budget mafs: full fine-tuning's steps)")
+    train.add_argument("--samples", type=int, default=None, help="samples per chunk (budget samples)")
+    train.add_argument("--budget", choices=("steps", "samples", "mafs"), default=None,
+                       help="steps, samples, or FoMo-in-Flux's memory-adjusted FLOPs of full fine-tuning's --steps")
+    train.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-5, FoMo-in-Flux's)")
+    train.add_argument("--batch-size", type=int, default=None, help="batch size (default 128)")
+    train.add_argument("--precision", choices=("fp32", "bf16"), default=None, help="bf16: autocast on GPU")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override any config field (e.g. method.r=8)")
+    keep = upd.add_argument_group("evaluation and keep-sets")
+    keep.add_argument("--keep", action="append", metavar="[NAME=]PATH",
+                      help="a set to keep: an ImageFolder of classes (zero-shot; classnames.txt / templates.txt "
+                           "inside are used) or captions in any chunk layout (retrieval); repeatable; kept for every "
+                           "later update")
+    keep.add_argument("--keep-sets", default=None, metavar="DIR", help="every folder in DIR as a set to keep")
+    read = upd.add_argument_group("reading the data")
+    out = upd.add_argument_group("output and resume")
+    out.add_argument("--out", required=True, help="the update folder (model.pt, history.json, report.html); an "
+                     "existing update folder continues from its latest model")
+    out.add_argument("--no-report", action="store_true", help="do not render report.html")
+    out.add_argument("--moved", action="append", metavar="NAME=PATH",
                      help="where a chunk or keep-set of the folder's history is now, if it moved (repeatable)")
-    _data_options(upd)
+    _data_options(keep, read, train)
     upd.set_defaults(func=cmd_update)
 
     ev = sub.add_parser("eval", help="score a model on your sets (retention keep-sets, held-out slices of chunks)")
-    ev.add_argument("folder", nargs="?", default=None, help="an update folder: its latest model, keep-sets and chunks")
-    ev.add_argument("--model", default=None, help="open_clip architecture")
-    ev.add_argument("--pretrained", default=None, help="its weights file")
-    ev.add_argument("--keep", action="append", metavar="[NAME=]PATH", help="a set to keep (as vlcp update --keep)")
-    ev.add_argument("--chunk", action="append", metavar="[NAME=]PATH", help="a chunk whose held-out slice is scored")
-    ev.add_argument("--json", default=None, help="also write the scores to this JSON file (a new one)")
-    ev.add_argument("--force", action="store_true", help="--json: replace the file if it exists")
-    ev.add_argument("--moved", action="append", metavar="NAME=PATH",
-                    help="where a chunk or keep-set of the folder's history is now, if it moved (repeatable)")
-    _data_options(ev)
+    model = ev.add_argument_group("the model")
+    model.add_argument("folder", nargs="?", default=None,
+                       help="an update folder: its latest model, keep-sets and chunks")
+    model.add_argument("--model", default=None, help="open_clip architecture")
+    model.add_argument("--pretrained", default=None, help="its weights file")
+    sets = ev.add_argument_group("the sets to score")
+    sets.add_argument("--keep", action="append", metavar="[NAME=]PATH", help="a set to keep (as vlcp update --keep)")
+    sets.add_argument("--chunk", action="append", metavar="[NAME=]PATH", help="a chunk whose held-out slice is scored")
+    sets.add_argument("--moved", action="append", metavar="NAME=PATH",
+                      help="where a chunk or keep-set of the folder's history is now, if it moved (repeatable)")
+    read = ev.add_argument_group("reading the data")
+    compute = ev.add_argument_group("compute and output")
+    compute.add_argument("--json", default=None, help="also write the scores to this JSON file (a new one)")
+    compute.add_argument("--force", action="store_true", help="--json: replace the file if it exists")
+    _data_options(sets, read, compute)
     ev.set_defaults(func=cmd_eval)
 
     document(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     debug = args.debug or os.environ.get("VLCP_DEBUG", "") not in ("", "0")
     try:
@@ -631,8 +706,9 @@ COMMON_HELP = {   # options several commands share
 }
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows an option's default where it has one worth showing (not None or False)."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default where it has one worth showing (not None or False), and the
+    examples as written."""
 
     def _get_help_string(self, action):
         if action.default in (None, False) or action.default is argparse.SUPPRESS:
@@ -642,8 +718,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def document(parser: argparse.ArgumentParser) -> None:
     """Every option of every command gets a help text (COMMON_HELP where it has none) and shows
-    its default."""
+    its default; every command gets its EXAMPLES."""
     parser.formatter_class = HelpFormatter
+    parser.epilog = examples(parser.prog.removeprefix("vlcp").strip())
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from vlcp import registry
-from vlcp.errors import ConfigError
+from vlcp.errors import ConfigError, unknown_name
 from vlcp.fields import Range, check_range, check_ranges, check_values, field_range, ranged  # noqa: F401  (re-exported)
 
 BENCHMARKS = ("emoji", "p9d", "mscoco36", "fomo", "cc", "user")   # all but emoji: vlcp.data.real (the real datasets the streams read); user: `update.chunks` (vlcp update)
@@ -605,7 +605,7 @@ def resolve_experiment(params: dict, name: str, seed: int = 0, overrides: list[s
     check_params(params)
     experiments = params.get("experiments") or {}
     if name not in experiments:
-        raise ConfigError(f"experiment: unknown experiment {name!r}; known: {', '.join(experiments) or 'none'}")
+        raise ConfigError("experiment: " + unknown_name("experiment", name, experiments, "`vlcp list` lists them"))
     profile = dict(_profile(params))
     aliases = profile.pop("model_aliases", None) or {}
     base = deep_merge(params.get("defaults") or {}, profile)

@@ -1,5 +1,7 @@
 """Errors that the CLI reports as one line (no traceback) with a non-zero exit."""
 
+SHOW_ALL = 8   # a list of known names up to this long is shown whole in an error
+
 
 class VlcpError(Exception):
     """A user-facing error: bad config field, missing file, unreadable input."""
@@ -12,6 +14,25 @@ class ConfigError(VlcpError, ValueError):
 class NonFiniteError(VlcpError, FloatingPointError):
     """A loss, weight or feature is NaN or infinite: the run stops before anything is written
     from that state (the last good checkpoint stays)."""
+
+
+def did_you_mean(name, known, prefix: str = "") -> str:
+    """' (did you mean: a, b?)' naming the (up to three) known names closest to `name`, each after
+    `prefix`; '' when none is close."""
+    import difflib
+
+    known = [k for k in dict.fromkeys(known) if isinstance(k, str)]
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6) if isinstance(name, str) else []
+    return f" (did you mean: {', '.join(prefix + c for c in close)}?)" if close else ""
+
+
+def unknown_name(kind: str, name, known, listing: str) -> str:
+    """The message for `name` not among `known` (names of this `kind`): the closest known names, then
+    all of them if they are few, else how many there are and `listing`, where to see them."""
+    known = list(dict.fromkeys(known))
+    hint = did_you_mean(name, known)
+    rest = f"known: {', '.join(known) or 'none'}" if len(known) <= SHOW_ALL else f"{len(known)} known ({listing})"
+    return f"unknown {kind} {name!r}{hint}; {rest}"
 
 
 def require_finite(x, what: str):

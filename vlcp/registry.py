@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from vlcp.errors import ConfigError
+from vlcp.errors import ConfigError, unknown_name
 
 METHODS: dict[str, str] = {
     "afec": "vlcp.methods.afec:AFEC",
@@ -81,7 +81,7 @@ def _import(where: str) -> type:
 def load_stream(kind: str) -> type:
     """The stream class that runs `data.stream: kind` (imports its module)."""
     if kind not in STREAMS:
-        raise ConfigError(f"data.stream: unknown stream {kind!r}; known: {', '.join(STREAMS)}")
+        raise ConfigError("data.stream: " + unknown_name("stream", kind, STREAMS, "vlcp.registry.STREAMS names them"))
     return _import(STREAMS[kind])
 
 
@@ -92,7 +92,7 @@ def method_names() -> list[str]:
 def load_method(name: str) -> type:
     """The class registered as `name` (imports its module); an unknown name is a ConfigError listing the known."""
     if not isinstance(name, str) or name not in METHODS:
-        raise ConfigError(f"method.name: unknown method {name!r}; known: {', '.join(method_names())}")
+        raise ConfigError("method.name: " + unknown_name("method", name, method_names(), "`vlcp list` lists them"))
     return _import(METHODS[name])
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vlcp.errors import ConfigError, VlcpError
+from vlcp.errors import ConfigError, VlcpError, unknown_name
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ def method_section(recipe: str, known_methods) -> dict:
         return {"name": r.method, **r.args}
     if recipe in known_methods:
         return {"name": recipe}
-    raise ConfigError(f"--recipe: unknown recipe {recipe!r}; recipes: {', '.join(list(RECIPES) + ['auto'])}, "
-                      f"or a vlcp method ({', '.join(sorted(known_methods))})")
+    names = [*RECIPES, "auto", *sorted(known_methods)]
+    raise ConfigError("--recipe: " + unknown_name("recipe", recipe, names, f"{', '.join(RECIPES)}, auto, or a vlcp "
+                                                  "method: `vlcp list` lists those"))
 
 
 def pick(rows: list[dict], hint: str = "") -> tuple[str, str]:
