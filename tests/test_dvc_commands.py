@@ -141,3 +141,22 @@ def test_metrics_diff(project, experiment):
     assert diff.returncode == 0, diff.stderr
     rm = json.loads(diff.stdout)["metrics/overview.json"]["experiments.er.Rm"]
     assert rm["old"] != rm["new"]
+
+
+def columns(tree: dict, prefix: str = "") -> set[str]:
+    """`dvc exp show`'s column names of a metrics or params file: its leaves' dotted keys."""
+    return set().union(*[columns(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}"}
+                         for k, v in tree.items()])
+
+
+def test_no_metric_column_names_a_dependency_or_param():
+    """`dvc exp show` names a column by its key alone: no metric's may be a dependency path or a param of the
+    real pipeline (the metric `runs` was the dependency `runs`)."""
+    from vlcp.report.metrics import study_metrics
+
+    ledger = {"claims": [{"verdict": "confirmed"}], "power": {"headroom": 1.0}}
+    metrics = columns(study_metrics({"er": [{}]}, ledger, lambda r: {"Rm": 1.0, "mAP@1": 1.0}))
+    pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values()
+    deps = {next(iter(d)) if isinstance(d, dict) else d for s in pipeline for d in s.get("do", s).get("deps", [])}
+    params = columns(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    assert {"run_count", "experiments.er.Rm", "claims.confirmed"} <= metrics and not metrics & (deps | params)

@@ -90,6 +90,7 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
     rows = list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))
     assert [r["task"] for r in rows] == ["1", "2", "3"] and list(rows[0]) == ["task", "seqf", "er"]
     assert float(rows[-1]["er"]) == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["Rm"], abs=1e-3)
+    assert (tmp_path / "plots" / "overview.png").read_bytes().startswith(b"\x89PNG")   # `dvc plots show` offline
     write_metrics(params | {"seeds": [0]}, tmp_path)             # the study's seeds only (a seed subset runs others)
     m = json.loads((tmp_path / "metrics" / "overview.json").read_text())
     assert m["run_count"] == 2 and m["experiments"]["seqf"]["Rm"] == pytest.approx(final[0], abs=1e-4)

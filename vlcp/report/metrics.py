@@ -77,6 +77,7 @@ def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None, curve
 def curves_png(table: str, title: str) -> bytes:
     """`curves_csv`'s table drawn as one line per experiment against the task (PNG)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     header, *rows = list(csv.reader(io.StringIO(table)))
     ax = Figure(figsize=(6, 3.5), layout="constrained").subplots()
@@ -84,6 +85,7 @@ def curves_png(table: str, title: str) -> bytes:
         points = [(int(r[0]), float(r[j])) for r in rows if r[j]]
         ax.plot([t for t, _ in points], [v for _, v in points], marker="o", label=name)
     ax.set(title=title, xlabel=header[0])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if len(header) > 1:
         ax.legend(fontsize="small")
     buf = io.BytesIO()
