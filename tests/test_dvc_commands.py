@@ -1,6 +1,6 @@
 """The README's "Compare experiments the DVC way" commands, each run as written on a tiny fake project
 offline: the real params.yaml, the spine's shape of stages (configs -> run@<experiment> -> overview, whose
-`vlcp report metrics` writes the metrics and plots) and a second study's stage that never ran."""
+`vlcp report metrics` writes the metrics and plots) and two stages that never ran."""
 import json
 import os
 import re
@@ -29,18 +29,17 @@ Path("configs").mkdir(exist_ok=True)
 for e, cfg in yaml.safe_load(open("params.yaml"))["experiments"].items():
     Path(f"configs/{e}.json").write_text(json.dumps(cfg))
 '''
-PY = sys.executable
 
 
 def stages() -> dict:
     """The fake pipeline: the spine's stage names and shape; `ctp_tables` and `performance` never ran."""
     return {"stages": {
-        "configs": {"cmd": f"{PY} configs.py", "params": ["profile", "defaults", "profiles", "experiments"],
+        "configs": {"cmd": f"{sys.executable} configs.py", "params": ["profile", "defaults", "profiles", "experiments"],
                     "outs": ["configs"]},
         "run": {"foreach": ["seqf", "er"], "do": {
-            "cmd": f"{PY} run.py ${{item}}", "deps": ["configs/${item}.json", "run.py"],
+            "cmd": f"{sys.executable} run.py ${{item}}", "deps": ["configs/${item}.json", "run.py"],
             "outs": ["runs/${item}/seed0/results.json"]}},
-        "overview": {"cmd": f"{PY} -m vlcp report metrics --study overview", "deps": ["runs"],
+        "overview": {"cmd": f"{sys.executable} -m vlcp report metrics --study overview", "deps": ["runs"],
                      "params": ["report.overview"], "metrics": [{"metrics/overview.json": {"cache": False}}],
                      "plots": [{"plots/overview.csv": {"cache": False}}, {"plots/overview.png": {"cache": False}}]},
         "ctp_tables": {"cmd": "echo ctp > ctp.txt", "params": ["report.ctp"], "outs": ["ctp.txt"]},
