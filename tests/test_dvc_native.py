@@ -81,19 +81,20 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
                                                    "overview.json"]
     m = json.loads((tmp_path / "metrics" / "overview.json").read_text())
     final = [r["cumulative"][-1]["test"]["Rm"] for r in runs["seqf"]]
-    assert m["runs"] == 3 and m["experiments"]["seqf"]["Rm"] == pytest.approx(sum(final) / 2, abs=1e-4)
+    assert m["run_count"] == 3 and m["experiments"]["seqf"]["Rm"] == pytest.approx(sum(final) / 2, abs=1e-4)
     assert m["experiments"]["er"]["mAP@1"] == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["mAP@1"], abs=1e-4)
     assert m["claims"] == {"confirmed": 2, "refuted": 0, "underpowered": 1, "inconclusive": 1,
                            "not testable": 0, "other": 0}
     assert m["power"] == {"headroom": 9.0, "sigma_d": 0.9, "headroom_over_noise": 10.0, "tasks_teaching": 6, "tasks": 9,
                           "seeds": 3}
-    assert json.loads((tmp_path / "metrics" / "ctp.json").read_text()) == {"runs": 0, "experiments": {}, "claims": {}}
+    assert json.loads((tmp_path / "metrics" / "ctp.json").read_text()) == {"run_count": 0, "experiments": {}, "claims": {}}
     rows = list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))
     assert [r["task"] for r in rows] == ["1", "2", "3"] and list(rows[0]) == ["task", "seqf", "er"]
     assert float(rows[-1]["er"]) == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["Rm"], abs=1e-3)
+    assert (tmp_path / "plots" / "overview.png").read_bytes().startswith(b"\x89PNG")   # `dvc plots show` offline
     write_metrics(params | {"seeds": [0]}, tmp_path)             # the study's seeds only (a seed subset runs others)
     m = json.loads((tmp_path / "metrics" / "overview.json").read_text())
-    assert m["runs"] == 2 and m["experiments"]["seqf"]["Rm"] == pytest.approx(final[0], abs=1e-4)
+    assert m["run_count"] == 2 and m["experiments"]["seqf"]["Rm"] == pytest.approx(final[0], abs=1e-4)
     shutil.rmtree(tmp_path / "runs" / "er")                    # a re-run rewrites its own files only
     write_metrics(params, tmp_path)
     assert list(csv.DictReader((tmp_path / "plots" / "overview.csv").open()))[0].keys() == {"task", "seqf"}
@@ -126,7 +127,7 @@ def test_every_study_report_stage_declares_its_metrics_and_plots():
         s = stages[stage]
         assert s["cmd"].endswith(f"vlcp report metrics --study {study}")
         assert [next(iter(m)) for m in s["metrics"]] == [f"metrics/{study}.json"]
-        assert f"plots/{study}.csv" in [next(iter(p)) for p in s["plots"]]
+        assert {f"plots/{study}.csv", f"plots/{study}.png"} <= {next(iter(p)) for p in s["plots"]}
 
 
 def test_params_yaml_survives_dvc_set_param(tmp_path):

@@ -1,8 +1,9 @@
 """The studies' headline numbers and per-task curves as DVC metrics and plots (`vlcp report metrics`):
-`metrics/<study>.json` (each experiment's seed-mean headline, the ledger's verdict counts and power) and
-`plots/<study>.csv` (per-task curves; `plots/<study>/` holds a study module's `plot_files`). A study
-module's `run_headline(r)` adds to a run's headline, its `run_curve(r)` replaces the Rm curve and its
-`metrics_summary(runs, block)` adds its own keys to the metrics file."""
+`metrics/<study>.json` (each experiment's seed-mean headline, the ledger's verdict counts and power),
+`plots/<study>.csv` (per-task curves) and `plots/<study>.png` (them drawn: DVC shows an image without Vega's
+CDN); `plots/<study>/` holds a study module's `plot_files`. A study module's `run_headline(r)` adds to a run's
+headline, its `run_curve(r)` replaces the Rm curve and its `metrics_summary(runs, block)` adds its own keys to
+the metrics file."""
 from __future__ import annotations
 
 import csv
@@ -47,8 +48,9 @@ def mean_over_seeds(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def study_metrics(runs: dict[str, list[dict]], ledger: dict | None, headline=headline) -> dict:
-    """A study's metrics file: its runs, each experiment's `mean_over_seeds` headline, and the verdict
-    counts and power of its claims file (`ledger`; None: not written)."""
+    """A study's metrics file: its run count, each experiment's `mean_over_seeds` headline, and the verdict
+    counts and power of its claims file (`ledger`; None: not written). No top-level key may name a
+    dependency (`runs`): `dvc exp show` names a metric's column by its key alone."""
     counts = {}
     if ledger is not None:
         verdicts = [c.get("verdict") for c in ledger.get("claims", [])]
@@ -56,7 +58,7 @@ def study_metrics(runs: dict[str, list[dict]], ledger: dict | None, headline=hea
         counts["other"] = len(verdicts) - sum(counts.values())
     p = (ledger or {}).get("power") or {}
     power = {k: round(float(p[k]), 4) for k in POWER_KEYS if k in p}
-    return {"runs": sum(map(len, runs.values())),
+    return {"run_count": sum(map(len, runs.values())),
             "experiments": {e: mean_over_seeds([headline(r) for r in rs]) for e, rs in runs.items()},
             "claims": counts, **({"power": power} if power else {})}
 
@@ -70,6 +72,25 @@ def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None, curve
     w.writerow(["task"] + names)
     for t in range(max((len(c) for c in cols.values()), default=0)):
         w.writerow([t + 1] + [f"{cols[e][t]:.4f}" if t < len(cols[e]) else "" for e in names])
+    return buf.getvalue()
+
+
+def curves_png(table: str, title: str) -> bytes:
+    """`curves_csv`'s table drawn as one line per experiment against the task (PNG)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    header, *rows = list(csv.reader(io.StringIO(table)))
+    ax = Figure(figsize=(6, 3.5), layout="constrained").subplots()
+    for j, name in enumerate(header[1:], 1):
+        points = [(int(r[0]), float(r[j])) for r in rows if r[j]]
+        ax.plot([t for t, _ in points], [v for _, v in points], marker="o", label=name)
+    ax.set(title=title, xlabel=header[0])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(header) > 1:
+        ax.legend(fontsize="small")
+    buf = io.BytesIO()
+    ax.figure.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()
 
 
@@ -92,9 +113,12 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
         write_json(root / metrics_dir / f"{name}.json", study_metrics(runs, ledger, head)
                    | (summary(runs, study.block(params)) if callable(summary) else {}))
         written.append(root / metrics_dir / f"{name}.json")
+        table = curves_csv(runs, src["experiments"],
+                           (lambda r: own_curve(r) or curve(r)) if callable(own_curve) else curve)
         with atomic_path(root / plots_dir / f"{name}.csv") as tmp:
-            tmp.write_text(curves_csv(runs, src["experiments"],
-                                      (lambda r: own_curve(r) or curve(r)) if callable(own_curve) else curve))
+            tmp.write_text(table)
+        with atomic_path(root / plots_dir / f"{name}.png") as tmp:
+            tmp.write_bytes(curves_png(table, f"{study.title}: each experiment's curve"))
         plot_files = study.own("plot_files")
         if callable(plot_files):
             with atomic_dir(root / plots_dir / name) as folder:
