@@ -67,7 +67,7 @@ def test_metrics_rank_each_track_on_its_runs_at_its_seeds(tmp_path, monkeypatch)
     (tmp_path / "reports" / "leaderboard_claims.json").write_text('{"report": "Leaderboard", "claims": []}')
     m = metrics(tmp_path, monkeypatch)
 
-    assert m["runs"] == 4 * 5 + 2 * 3 and m["claims"] == {}          # no claims file: no verdicts counted
+    assert m["run_count"] == 4 * 5 + 2 * 3 and m["claims"] == {}          # no claims file: no verdicts counted
     assert m["experiments"]["lb1-seqf"]["Rm"] == pytest.approx(np.mean(list(scores["lb1-seqf"].values())), abs=1e-4)
     assert m["experiments"]["fomo-zscl"]["GM"] == pytest.approx(np.mean([((33 + s) * 36) ** 0.5 for s in range(3)]),
                                                                 abs=1e-4)
@@ -92,5 +92,5 @@ def test_metrics_rank_each_track_on_its_runs_at_its_seeds(tmp_path, monkeypatch)
 
 def test_metrics_without_runs_hold_none(tmp_path, monkeypatch):
     board_params(tmp_path)
-    assert metrics(tmp_path, monkeypatch) == {"runs": 0, "experiments": {}, "claims": {}, "rankings": {}}
+    assert metrics(tmp_path, monkeypatch) == {"run_count": 0, "experiments": {}, "claims": {}, "rankings": {}}
     assert (tmp_path / "plots" / "leaderboard.csv").read_text() == "task\n"
