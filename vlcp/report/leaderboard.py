@@ -164,8 +164,8 @@ def reading(scores: Scores, baseline: str, power_ok: bool, alpha: float = ALPHA)
             f"from the best ({', '.join(tied)}), paired by seed with Holm's correction. {len(better)} beat "
             f"{baseline} on Bonferroni intervals" + (f" ({', '.join(better)})" if better else "") + ".")
     if not power_ok:
-        return text + (" The track's calibration falls short of its power goal, so this ranking is exploratory;"
-                       " more seeds would decide it.")
+        return text + (" The track's calibration is missing or short of its power goal (the power section says"
+                       " which), so this ranking is exploratory.")
     if len(tied) > 1:
         text += f" Telling the {len(tied)} tied methods apart needs more seeds than these {seeds}."
     return text
