@@ -305,12 +305,8 @@ def cmd_index(args) -> None:
 
 def cmd_metrics(args) -> None:
     from vlcp.config import load_params
-    from vlcp.report.study import registered
-
-    for name in args.study or []:   # before the metrics' imports
-        if name not in registered():
-            raise VlcpError("--study: " + unknown_name("study", name, registered(), "vlcp/report/studies/ holds them"))
     from vlcp.report.metrics import write_metrics
+
     paths = write_metrics(load_params(args.params), ".", args.out, args.plots, args.study)
     print(f"wrote {len(paths)} metrics files to {args.out}/ and their curves to {args.plots}/")
 
@@ -600,14 +596,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="keep your own CLIP current: train it on new chunks of your data, see what it kept")
     source = upd.add_argument_group("what to train on")
     source.add_argument("chunks", nargs="+", metavar="CHUNK",
-                      help="[NAME=]PATH of each new chunk, trained in order (a folder of images with same-name .txt "
-                           "captions, a CSV/TSV, webdataset shards 'shards/{000..009}.tar', a COCO or Karpathy "
-                           "captions JSON)")
+                        help="[NAME=]PATH of each new chunk, trained in order (a folder of images with same-name .txt "
+                             "captions, a CSV/TSV, webdataset shards 'shards/{000..009}.tar', a COCO or Karpathy "
+                             "captions JSON)")
     source.add_argument("--pretraining-data", dest="pretraining", default=None,
-                      help="pretraining-like pairs to replay (FoMo-in-Flux's λP), in any chunk layout")
+                        help="pretraining-like pairs to replay (FoMo-in-Flux's λP), in any chunk layout")
     source.add_argument("--mixture", type=float, nargs=3, default=None, metavar=("P", "D", "B"),
-                      help="λP λD λB: shares of pretraining data, the chunk and earlier chunks in each batch "
-                           "(default 0.33 0.34 0.33, an absent source's share to the chunk)")
+                        help="λP λD λB: shares of pretraining data, the chunk and earlier chunks in each batch "
+                             "(default 0.33 0.34 0.33, an absent source's share to the chunk)")
     model = upd.add_argument_group("the model (of a new update folder)")
     model.add_argument("--from", dest="start", default=None, help="start from another update folder (left unchanged)")
     model.add_argument("--model", default=None, help="open_clip architecture of a new folder, e.g. ViT-B-32")

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from vlcp.config import resolve_experiment
-from vlcp.errors import VlcpError
+from vlcp.errors import VlcpError, unknown_name
 from vlcp.report.paper import KINDS, Deviation, PaperValue, deviations, paper_values, studies
 
 __all__ = ["DERIVATIONS", "DEVIATIONS", "KINDS", "PAPER_VALUES", "STUDIES", "Deviation", "PaperValue", "deviations_markdown",
@@ -74,7 +74,7 @@ def deviations_table(params: dict, study: str) -> pd.DataFrame:
     """The notebook's "Deviations from the paper" table: the stated settings that the active
     profile does not match, then every listed deviation."""
     if study not in STUDIES:
-        raise VlcpError(f"deviations: unknown study {study!r} (known: {', '.join(STUDIES)})")
+        raise VlcpError("deviations: " + unknown_name("study", study, STUDIES, "vlcp/report/studies/ holds them"))
     rows = [r for r in paper_value_rows(params, study) if not r.pop("matches")]
     rows += [{"kind": d.kind, "what": d.what, "paper": "", "ours": "", "why": d.why, "rows": d.rows,
               "source": d.source} for d in DEVIATIONS[study]]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vlcp.errors import VlcpError
+from vlcp.errors import VlcpError, unknown_name
 from vlcp.report.ledger import VERDICTS
 from vlcp.report.study import load_study, registered
 from vlcp.utils import atomic_dir, atomic_path, read_json, read_results, write_json
@@ -101,7 +101,7 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
     root, known = Path(root), registered()
     unknown = [s for s in studies or [] if s not in known]
     if unknown:
-        raise VlcpError(f"--study: unknown study {unknown[0]!r} ({', '.join(known)})")
+        raise VlcpError("--study: " + unknown_name("study", unknown[0], known, "vlcp/report/studies/ holds them"))
     written = []
     for name in studies or known:
         study = load_study(name)
