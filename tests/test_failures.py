@@ -198,12 +198,20 @@ def jobs_params(emoji_root, tmp_path_factory):
                   str(here / "params.yaml"), "--out", str(here / "runs"), "--checkpoints", str(here / "ckpt")]
 
 
+def command_line(process: psutil.Process) -> str:
+    """The process's command line; empty for one that has exited (a zombie, or gone) since it was listed."""
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return ""
+
+
 def start_with_workers(cmd: list[str]) -> tuple[subprocess.Popen, list[psutil.Process]]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:
-        workers = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+        workers = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in command_line(c)]
         if len(workers) == 2:
             return proc, workers
         assert proc.poll() is None, proc.communicate()
