@@ -7,12 +7,15 @@ export TRANSFORMERS_OFFLINE ?= 1
 export DVC_NO_ANALYTICS ?= 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: install test repro bench lab clean gpu-check study-cost
+.PHONY: install demo test repro bench lab clean gpu-check study-cost
 install:  ## create .venv with the pinned toolchain and vlcp (editable)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt -c constraints.txt
 	$(BIN)/pip install -q --no-deps -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+
+demo:     ## a first look: the overview study, smaller, in demo/ (the real dvc.yaml, notebooks and package; a few minutes)
+	$(BIN)/python scripts/demo.py
 
 test:     ## the test suite (CPU, two workers; ~15-17 min on 2 cores, ~27 on a day 2 x slower; the tiny dvc repro is its longest test)
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal

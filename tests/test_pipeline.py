@@ -4,7 +4,6 @@ then a no-op, and which stages an edit of params.yaml invalidates."""
 import copy
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from demo import demo_params  # noqa: E402  (scripts/demo.py: `make demo`)
 from pipeline import other_load, pace_first, pace_probe, seqf_seconds_per_step, timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds, the pace)
 
 
@@ -67,6 +68,19 @@ def ci_params(params: dict, steps: int = 12, language_steps: int = 6) -> dict:
     return params
 
 
+def test_the_demo_is_the_spine_at_fewer_steps_and_seeds_and_nothing_else_changes():
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    demo = demo_params(params, seeds=(0, 1), steps=120)
+    spine = lambda p: p["profiles"][p["profile"]]["model_aliases"]["spine"]   # noqa: E731
+    assert demo["seeds"] == [0, 1] and spine(demo)["train"]["steps"] == min(spine(params)["train"]["steps"], 120)
+    assert demo["profiles"][demo["profile"]]["train"]["progress"] is False
+    for p in (params, demo):          # all else as the checkout's params
+        p.pop("seeds")
+        spine(p)["train"].pop("steps")
+        p["profiles"][p["profile"]]["train"].pop("progress", None)
+    assert demo == params
+
+
 def test_a_probes_other_load_is_the_busy_share_it_did_not_use_itself():
     assert other_load(busy=60.0, own=58.0, wall=30.0, cpus=2) == pytest.approx(2 / 60, abs=1e-3)   # alone: its own CPU
     assert other_load(busy=60.0, own=40.0, wall=30.0, cpus=2) == pytest.approx(20 / 60, abs=1e-3)  # a third of the cores elsewhere
@@ -80,21 +94,26 @@ def test_a_parts_spine_seqf_stages_run_first_and_a_whole_repro_is_one_pass():
 
 
 @pytest.mark.slow
-def test_tiny_dvc_repro(tmp_path):
-    # a clone's files (.gitignore: what a user's `git add -A` leaves out, the checkpoints' GBs among them);
-    # of benchmarks/, the results only: no bench stages
-    for name in ("dvc.yaml", "params.yaml", ".gitignore", ".dvcignore", "notebooks", "vlcp", "scripts", "benchmarks/results"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / name)
+def test_tiny_dvc_repro(tmp_path_factory):
+    # `make demo` first, in a scratch git repo with a clone's files (scripts/demo.py copies them; .gitignore:
+    # what a user's `git add -A` leaves out, the checkpoints' GBs among them; of benchmarks/, the results
+    # only: no bench stages), on the CI-sized params: the overview's stages; then the rest of `dvc repro`
+    tmp_path = tmp_path_factory.mktemp("repo")
     params = ci_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
     ctp, fomo = params["report"]["ctp"], params["report"]["fomo"]   # the studies' CI-sized lists, checked below
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    ci_file = tmp_path_factory.mktemp("ci") / "params.yaml"
+    ci_file.write_text(yaml.safe_dump(params, sort_keys=False))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(tmp_path), GIT_AUTHOR_NAME="vlcp",
                GIT_AUTHOR_EMAIL="vlcp@localhost", GIT_COMMITTER_NAME="vlcp", GIT_COMMITTER_EMAIL="vlcp@localhost")
     run = lambda *cmd: subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)  # noqa: E731
     assert run("git", "init", "-q").returncode == 0
     assert run("dvc", "init", "-q").returncode == 0
+    demo = run(sys.executable, str(ROOT / "scripts" / "demo.py"), "--dir", str(tmp_path), "--params", str(ci_file))
+    assert demo.returncode == 0, demo.stdout[-4000:] + demo.stderr[-4000:]
+    assert f"demo: open {tmp_path / 'reports' / 'overview.html'}" in demo.stdout
+    assert (tmp_path / "params.yaml").read_text() == ci_file.read_text()
+    assert not (tmp_path / "reports" / "ctp_tables.html").exists()      # the demo renders the overview alone
     r = timed_repro(tmp_path, env, echo="tiny repro")
     assert r.returncode == 0, r.log[-6000:]
     assert "without encryption" not in r.log          # no kernel start-up warning on every render (issue 46)
