@@ -155,6 +155,11 @@ def test_tiny_dvc_repro(tmp_path_factory):
     assert "incclip_ablations.html" in index and "IncCLIP beats every baseline" in index
     assert "overview.html" in index and "performance.html" in index and "final Rm orders JointT &gt; ER &gt; SeqF" in index
     assert any(v in index for v in ("confirmed", "inconclusive", "not confirmed"))
+    for name in ("overview", "performance", "ctp_tables", "incclip_ablations", "cllclip_teir", "fomo_figures"):
+        page = (tmp_path / "reports" / f"{name}.html").read_text()   # each opens with what its study found
+        found = page.find("What this study found")
+        assert found > 0 and page.rfind("<h2", 0, found) == page.find("<h2", page.find("<h1")), name   # the first section
+        assert "claims**" not in page and "At this scale, " in page[found:found + 2000], name
     for page in (tmp_path / "reports").glob("*.html"):            # no library warning tops a report
         assert "Warning:" not in page.read_text(), page.name
         assert "<title>Notebook</title>" not in page.read_text(), page.name      # each titled by its study

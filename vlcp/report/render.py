@@ -6,6 +6,7 @@ from pathlib import Path
 from unittest import mock
 
 from vlcp.errors import VlcpError
+from vlcp.report.findings import lead_with_findings
 from vlcp.utils import atomic_path
 
 
@@ -37,6 +38,7 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
             raise failed_cell(notebook, failed, nbformat.read(failed, as_version=4), e) from None
         exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
         executed = nbformat.read(tmp_nb, as_version=4)
+        executed.cells = lead_with_findings(executed.cells)   # what the study found, first
         body, _ = exporter.from_notebook_node(executed, resources={"metadata": {"name": title(executed, stem)}})
         tmp_html.write_text(with_alt_text(body, figure_alts(executed)), encoding="utf-8")
     failed.unlink(missing_ok=True)      # an earlier failure's notebook: this render replaces it

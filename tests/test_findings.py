@@ -1,0 +1,66 @@
+"""A report's first section: what its study found, written from its own claims file, and moved under
+the title when the report renders."""
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from vlcp.report.findings import NOT_EXPRESSIBLE, findings, lead_with_findings, reading
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ("overview", "ctp_tables", "incclip_ablations", "cllclip_teir", "fomo_figures", "performance")
+
+
+def row(claim, verdict, effect=1.0, low=0.5, high=1.5, seeds=5, scaled=1.0, to_decide=None, paper=None):
+    return {"claim": claim, "verdict": verdict, "effect": effect, "low": low, "high": high, "seeds": seeds,
+            "scaled_effect": scaled, "seeds_to_decide": to_decide, "paper": paper}
+
+
+CLAIMS = {"report": "a study", "power": {"headroom_over_noise": 11.34, "tasks_teaching": 8.0, "tasks": 9.0},
+          "claims": [row("A beats B", "confirmed", 2.345, 0.91, 3.78, paper="A beats B by 3 points"),
+                     row("C beats B", "refuted", -0.42, -1.1, 0.2),
+                     row("D beats B", "underpowered", 0.3, -0.9, 1.5, 3, to_decide=27.4),
+                     row("E beats B", "underpowered", 0.1, -0.5, 0.7, 3, to_decide=82),
+                     row("F beats B", "underpowered", 0.2, -1.0, 1.4, 3, scaled=0.0),
+                     row("G is cheaper", "not testable", None, None, None, 0, scaled=None)]}
+
+
+def test_the_findings_quote_the_claims_files_own_numbers():
+    text = findings(CLAIMS)
+    assert text.startswith("**At this scale, 6 claims**: 2 underpowered, 1 confirmed, 1 refuted, 1 not expressible "
+                           "here, 1 not testable.")
+    assert "The paper: A beats B by 3 points. Ours: A beats B: +2.3 [+0.9, +3.8] over 5 seeds, **confirmed**." in text
+    assert "- **refuted**: C beats B (-0.4 [-1.1, +0.2] over 5 seeds)" in text
+    assert "2 claims underpowered; the closest to deciding: D beats B (about 27 seeds per arm; ran 3); E beats B " \
+           "(about 82 seeds per arm; ran 3)" in text
+    assert "**Not expressible here**: 1 paper effect scale" in text and "F beats B" not in text.split("closest")[1]
+    assert "11.3 × the noise" in text and "8 of 9 tasks teach" in text
+    assert "nan" not in text and "None" not in text
+
+
+def test_a_scaled_effect_of_zero_is_not_expressible_not_underpowered():
+    assert reading(row("x", "underpowered", scaled=0.0)) == NOT_EXPRESSIBLE
+    assert reading(row("x", "underpowered", scaled=None)) == "underpowered"
+    assert reading(row("x", "refuted", scaled=0.0)) == "refuted"
+
+
+def test_no_claims_and_no_power_read_plainly():
+    assert findings({"report": "r", "claims": []}) == "**r**: no claim was judged on these runs."
+    text = findings({"report": "r", "claims": [row("A", "underpowered", to_decide=None)]})
+    assert "1 claim underpowered. What would decide" in text and "H/σ_d" not in text
+
+
+def test_the_findings_cell_moves_under_the_title():
+    cells = [nbformat.v4.new_markdown_cell("# T"), nbformat.v4.new_code_cell("a = 1"),
+             nbformat.v4.new_code_cell("a = 1", metadata={"tags": ["findings"]}), nbformat.v4.new_code_cell("b")]
+    moved = lead_with_findings(cells)
+    assert [c.source for c in moved] == ["# T", "a = 1", "a = 1", "b"]
+    assert [bool(c.metadata.get("tags")) for c in moved] == [False, True, False, False]
+
+
+@pytest.mark.parametrize("name", REPORTS)
+def test_every_report_notebook_has_one_findings_cell(name):
+    cells = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())["cells"]
+    tagged = [c for c in cells if "findings" in c["metadata"].get("tags", [])]
+    assert len(tagged) == 1 and "findings(" in "".join(tagged[0]["source"])

@@ -1,0 +1,69 @@
+"""What a study found, in plain words: a few sentences written from its claims file (`ledger_json`),
+which `render_notebook` shows first in the report (the cell tagged `findings`)."""
+from __future__ import annotations
+
+from collections import Counter
+
+DECIDED = ("confirmed", "refuted")
+NOT_EXPRESSIBLE = "not expressible here"   # a paper effect that scales to 0 on this benchmark: no seed count decides it
+TO_DECIDE = ("more seeds (`seeds`, `report.<study>.spread` in params.yaml), the `long` profile "
+             "(`dvc repro long/dvc.yaml`) or the `small` profile on a GPU")
+
+
+def reading(row: dict) -> str:
+    """The row's verdict as a reader counts it: an underpowered row whose scaled effect is 0 is not expressible."""
+    return NOT_EXPRESSIBLE if row["verdict"] == "underpowered" and row.get("scaled_effect") == 0 else row["verdict"]
+
+
+def measured(row: dict) -> str:
+    """The row's effect and 95 % interval, in points of its metric to one decimal, and its seeds."""
+    if row.get("effect") is None:
+        return "not measured"
+    ci = f" [{row['low']:+.1f}, {row['high']:+.1f}]" if row.get("low") is not None else ""
+    return f"{row['effect']:+.1f}{ci} over {row['seeds']} seed{'s' * (row['seeds'] != 1)}"
+
+
+def power_sentence(power: dict | None) -> str | None:
+    """The headline's power in words, where the claims file has a power entry with H/σ_d."""
+    if not power or power.get("headroom_over_noise") is None:
+        return None
+    taught = (f"; {power['tasks_teaching']:g} of {power['tasks']:g} tasks teach"
+              if power.get("tasks") else "")
+    return (f"The headline's headroom is {power['headroom_over_noise']:.1f} × the noise of one comparison "
+            f"(H/σ_d; about 10 or more lets the main claims decide){taught}.")
+
+
+def findings(claims: dict, closest: int = 3) -> str:
+    """Markdown: the verdict counts, the headline (the ledger's first row) beside the paper's, what was
+    decided, and what these runs cannot decide with what would decide it."""
+    rows = claims["claims"]
+    if not rows:
+        return f"**{claims['report']}**: no claim was judged on these runs."
+    counts = Counter(reading(r) for r in rows)
+    head = rows[0]
+    out = [f"**At this scale, {len(rows)} claims**: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".",
+           f"**The headline.** The paper: {head.get('paper') or head['claim']}. Ours: {head['claim']}: "
+           f"{measured(head)}, **{reading(head)}**."]
+    out += [f"- **{r['verdict']}**: {r['claim']} ({measured(r)})" for r in rows[1:] if r["verdict"] in DECIDED]
+    open_rows = sorted((r for r in rows if reading(r) == "underpowered"),
+                       key=lambda r: r.get("seeds_to_decide") or float("inf"))
+    if open_rows:
+        near = [f"{r['claim']} (about {r['seeds_to_decide']:.0f} seeds per arm; ran {r['seeds']})"
+                for r in open_rows[:closest] if r.get("seeds_to_decide")]
+        out.append(f"**Not decided here**: {len(open_rows)} claim{'s' * (len(open_rows) != 1)} underpowered"
+                   + (f"; the closest to deciding: {'; '.join(near)}" if near else "")
+                   + f". What would decide them: {TO_DECIDE}.")
+    if counts[NOT_EXPRESSIBLE]:
+        out.append(f"**Not expressible here**: {counts[NOT_EXPRESSIBLE]} paper effect"
+                   f"{'s' * (counts[NOT_EXPRESSIBLE] != 1)} scale to 0 on this benchmark (its headroom for them is "
+                   "none), so no number of seeds decides them; the papers' own data and models could.")
+    sentence = power_sentence(claims.get("power"))
+    return "\n\n".join(out + ([sentence] if sentence else []))
+
+
+def lead_with_findings(cells: list) -> list:
+    """`cells` with those tagged `findings` moved to just after the first (the report's title)."""
+    def tagged(cell) -> bool:
+        return "findings" in cell.get("metadata", {}).get("tags", [])
+    rest = [c for c in cells if not tagged(c)]
+    return rest[:1] + [c for c in cells if tagged(c)] + rest[1:]
