@@ -13,7 +13,7 @@ import pandas as pd
 
 from vlcp.report import stats as st
 from vlcp.report.stats import Effect, Noise, Values
-from vlcp.report.measures import MEASURES
+from vlcp.report.results import MEASURES
 from vlcp.report.study import Claims, ClaimSpec, Runs, Study, load_runs, stale_calibration, values
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not testable")

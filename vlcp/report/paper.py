@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Collection, Mapping, NamedTuple
+from typing import Any, Collection, Iterable, Mapping, NamedTuple
 
 import pandas as pd
 import yaml
@@ -196,6 +196,15 @@ def coverage(study: str, root: str | Path | None = None) -> Coverage:
     na = [NotApplicable(**_checked(label, f"not_applicable entry {i}", entry, _NOT_APPLICABLE))
           for i, entry in enumerate(data.get("not_applicable", []), 1)]
     return Coverage(tuple(gaps), tuple(na))
+
+
+def not_rendered(paper: str, have: Iterable[str] = ()) -> pd.DataFrame:
+    """The paper's items rendered in part or not at all, then those that do not apply here; an item
+    whose runs (`Gap.experiments`) are all in `have` (the runs the report loaded) is left out."""
+    have, cov = set(have), coverage(paper)
+    rows = [g[:5] for g in cov.not_rendered if not (g.experiments and set(g.experiments) <= have)]
+    rows += [(item, "does not apply", "all", why, "none") for item, why in cov.not_applicable]
+    return pd.DataFrame(rows, columns=["item", "rendered", "missing", "why", "what would render it"])
 
 
 def paper_data(study: str, root: str | Path | None = None) -> Mapping[str, Any]:

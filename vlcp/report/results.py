@@ -1,8 +1,11 @@
-"""Load run results and summarise them across seeds."""
+"""Load run results, summarise them across seeds, and the numbers a claim compares, one per run:
+`MEASURES` maps a claims file's `measure:` name to a function of one run's results (a study module
+adds its own in its `MEASURES`)."""
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
@@ -52,7 +55,8 @@ def load_subset(runs_dir: str | Path | list[str | Path], experiments, seeds, *,
     return found, missing
 
 
-def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
+def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str],
+                 seeds: list[int]) -> dict[str, list[dict]]:
     """{experiment: [results of each seed]} under `runs_dir` (or a list of folders); a missing run is an error."""
     found = load_subset(runs_dir, experiments, seeds, strict=True)[0]
     return {e: [found[e][s] for s in seeds] for e in experiments}
@@ -231,3 +235,27 @@ def flops_per_step(r: dict) -> float:
         steps = sum(t.get("steps", 1) for t in per_task)
         return float(sum(t["flops_per_step"] * t.get("steps", 1) + t.get("task_pass_flops", 0) for t in per_task) / steps)
     return float(r.get("flops_per_step") or float("nan"))
+
+
+def final_rm(r: dict) -> float:
+    """The final model's Rm on the cumulative test pool (every task)."""
+    return final_metrics(r)["Rm"]
+
+
+def first_task_gain(r: dict) -> float:
+    """Task 1's Rm after task 1 − the starting model's, on the unseen style."""
+    return matrix(r)[0, 0] - r["zero_shot"]["unseen_style"]["Rm"][0]
+
+
+def first_task_drop(r: dict) -> float:
+    """Task 1's Rm after task 1 − after the last task, on the unseen style."""
+    m = matrix(r)
+    return m[0, 0] - m[-1, 0]
+
+
+def forgetting(r: dict) -> float:
+    """Max-based forgetting of the unseen style's Rm matrix (`vlcp.eval.continual.forgetting`)."""
+    return continual.forgetting(matrix(r))
+
+
+MEASURES = MappingProxyType({f.__name__: f for f in (final_rm, first_task_gain, first_task_drop, forgetting)})
