@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from vlcp.config import load_params  # noqa: E402
 from vlcp.report import stats as st  # noqa: E402
-from vlcp.report.spread import block_spread, seed_spread  # noqa: E402
+from vlcp.report.stats import block_spread, seed_spread  # noqa: E402
 from vlcp.report.results import find_run  # noqa: E402
 from vlcp.utils import read_json, write_json  # noqa: E402
 

@@ -52,7 +52,7 @@ from scipy import stats
 from vlcp.utils import write_json
 # moved to the engine; imported here for the ledgers not yet on it
 from vlcp.report.ledger import ledger_style  # noqa: E402,F401
-from vlcp.report.spread import block_spread, runs_where, seed_spread, spread_frame  # noqa: F401  (moved; for the ledgers not yet on the engine)
+from vlcp.report.stats import block_spread, runs_where, seed_spread, spread_frame  # noqa: F401  (moved; for the ledgers not yet on the engine)
 from vlcp.report.study import (EXECUTION_FIELDS, calibration_fingerprint, calibration_mismatch,  # noqa: F401
                                pretraining_runs)
 

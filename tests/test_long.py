@@ -95,11 +95,11 @@ def test_notebook_setup_with_long_merges_every_rows_seeds(tmp_path, monkeypatch)
 
 
 def test_the_long_profile_runs_every_row_a_report_says_it_renders():
-    from vlcp.report.coverage import NOT_RENDERED, not_rendered
+    from vlcp.report.paper import coverage, not_rendered
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     rows = [e for v in params["report"]["fomo"]["long"]["studies"].values() for e in v]
-    named = [e for g in NOT_RENDERED["fomo"] for e in g.experiments]
+    named = [e for g in coverage("fomo").not_rendered for e in g.experiments]
     assert sorted(named) == sorted(rows)                          # each long-only row renders a named item, and back
     assert all(e in params["experiments"] for e in rows)
     stage = yaml.safe_load((ROOT / "long" / "dvc.yaml").read_text())["stages"]["run_fomo_long_rows"]

@@ -57,7 +57,7 @@ def test_power_verdict_returns_each_verdict(low, high, scaled, mde, refute_high,
 
 
 def test_study_power_from_paired_seeds_or_a_subset_spread_and_its_line():
-    from vlcp.report.spread import seed_spread
+    from vlcp.report.stats import seed_spread
 
     gains = pd.DataFrame({"teaches": [True, True, False]})
     p = pw.study_power("Rm", [10.0, 12.0, 11.0], [2.0, 3.0, 2.5], gains, headroom_from="JointT − SeqF")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from vlcp.report import cllclip as cl
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_table
 
 LANGS = ["en", "de", "fr"]
 

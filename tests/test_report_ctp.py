@@ -11,7 +11,7 @@ from vlcp.config import load_params
 from vlcp.report import ctp
 from vlcp.errors import VlcpError
 from vlcp.report.ledger import Context, evaluate, scales as ledger_scales, study_ledger
-from vlcp.report.measures import MEASURES as GENERIC_MEASURES
+from vlcp.report.results import MEASURES as GENERIC_MEASURES
 from vlcp.report.stats import Noise
 from vlcp.report.study import as_lists, load_runs, load_study, stale_calibration
 from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, find_run, flops_per_step, require_runs

@@ -9,7 +9,7 @@ import pytest
 from vlcp.report import fomo as fm
 from vlcp.report import ledger as lg
 from vlcp.report import stats as st
-from vlcp.report.measures import MEASURES as GENERIC_MEASURES
+from vlcp.report.results import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import load_study
 
 matplotlib.use("Agg")
@@ -118,7 +118,7 @@ TXT = None
 
 
 def paper_text():
-    from vlcp.report.refs import paper_table
+    from vlcp.report.paper import paper_table
 
     return paper_table("fomo_text").set_index("setting")
 
@@ -595,7 +595,7 @@ def test_table_cells_show_one_seed_or_mean_and_std_and_keep_their_arithmetic_num
 
     import matplotlib.pyplot as plt
 
-    from vlcp.report.refs import paper_table
+    from vlcp.report.paper import paper_table
     from vlcp.report.results import mean_frame, shown_frame
 
     nb = json.loads((Path(__file__).parents[1] / "notebooks" / "fomo_figures.ipynb").read_text())

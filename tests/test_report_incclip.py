@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from vlcp.report import incclip as ic
-from vlcp.report.refs import paper_table
+from vlcp.report.paper import paper_table
 from vlcp.report.results import step_time
 
 
@@ -231,7 +231,7 @@ FLOORS = {m: ic.Noise(2.0, 20, "a test subset") for m in ("average", "r1_mean", 
 
 def judged(runs, calibrated=False, floors=FLOORS) -> dict:
     from vlcp.report.ledger import evaluate
-    from vlcp.report.measures import MEASURES
+    from vlcp.report.results import MEASURES
     from vlcp.report.study import load_study
 
     return {r.claim_id: r for r in evaluate(load_study("incclip"), runs, MEASURES, calibrated, floors)}
@@ -357,7 +357,7 @@ def test_the_ledger_cell_evaluates_the_claims_file(tmp_path):
     import types
 
     from vlcp.report.ledger import evaluate, ledger_frame, ledger_json, ledger_style
-    from vlcp.report.measures import MEASURES
+    from vlcp.report.results import MEASURES
     from vlcp.report.study import load_study
     from vlcp.utils import write_json
 

@@ -1,4 +1,4 @@
-"""The seed spread (vlcp/report/spread.py) on hand-computed cases, and how every ledger reaches a
+"""The seed spread (vlcp/report/stats.py) on hand-computed cases, and how every ledger reaches a
 reader: the index's verdict counts and the ledger table's colours."""
 import math
 
@@ -28,7 +28,7 @@ def test_index_counts_every_verdict_and_shows_the_interval(tmp_path):
 
 
 def test_seed_spread_pools_by_degrees_of_freedom_and_skips_single_seeds():
-    from vlcp.report.spread import seed_spread
+    from vlcp.report.stats import seed_spread
     sp = seed_spread({"AR": {"a": [1.0, 3.0], "b": [0.0, 2.0, 4.0], "c": [5.0]}, "F": {"a": [1.0]}}, "a, b, c")
     m = sp["metrics"]["AR"]
     # variances 2 (1 dof) and 4 (2 dof): pooled = sqrt((1*2 + 2*4) / 3)
@@ -38,7 +38,7 @@ def test_seed_spread_pools_by_degrees_of_freedom_and_skips_single_seeds():
 
 
 def test_block_spread_pools_the_residual_of_experiment_plus_seed_and_drops_the_shared_seed_effect():
-    from vlcp.report.spread import block_spread, seed_spread
+    from vlcp.report.stats import block_spread, seed_spread
     y = {"a": [11.0, 0.0, 5.0], "b": [13.0, 6.0, 9.0]}   # two experiments at three seeds
     sp = block_spread(y)
     resid = np.array(y["a"]) - np.array(y["b"])           # with two experiments: half the paired difference's deviations

@@ -11,7 +11,7 @@ import pytest
 
 from vlcp.errors import VlcpError
 from vlcp.report.ledger import evaluate, ledger_frame, ledger_json
-from vlcp.report.measures import MEASURES
+from vlcp.report.results import MEASURES
 from vlcp.report.study import load_runs, load_study, parse_claims, registered
 
 

@@ -198,9 +198,9 @@ def test_testable_line_says_which_claims_a_stream_that_does_not_teach_leaves_unt
 
 
 def test_the_spines_measures_by_hand():
-    """`vlcp.report.measures`: what the spine's claims compare and scale by: the final Rm, task 1's
+    """`vlcp.report.results.MEASURES`: what the spine's claims compare and scale by: the final Rm, task 1's
     gain over θ0, its drop by the last task and max-based forgetting (unseen style)."""
-    from vlcp.report.measures import MEASURES
+    from vlcp.report.results import MEASURES
 
     def run(final_rm, m, zero_first):
         return {"cumulative": [{"test": {"Rm": final_rm}}], "zero_shot": {"unseen_style": {"Rm": [zero_first, 0.0, 0.0]}},

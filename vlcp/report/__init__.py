@@ -11,12 +11,10 @@ def project_root(start: str | Path | None = None) -> Path:
     dvc.yaml, else the checkout above the installed `vlcp` package: the notebooks change to it, so their
     relative paths resolve wherever the kernel started."""
     here = Path(start if start is not None else Path.cwd()).resolve()
-    for folder in (here, *here.parents):
+    checkout = Path(__file__).resolve().parents[2]   # vlcp/report/__init__.py -> the folder above vlcp/
+    for folder in (here, *here.parents, checkout):
         if all((folder / m).is_file() for m in MARKERS):
             return folder
-    checkout = Path(__file__).resolve().parents[2]   # vlcp/report/__init__.py -> the folder above vlcp/
-    if all((checkout / m).is_file() for m in MARKERS):
-        return checkout
     from vlcp.errors import VlcpError
 
     raise VlcpError(f"no vlcp project root: neither {here} nor a folder above it holds both {' and '.join(MARKERS)}, "

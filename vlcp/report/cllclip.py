@@ -14,8 +14,8 @@ import pandas as pd
 
 from vlcp.report import ledger as lg
 from vlcp.report.targets import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
-from vlcp.report import spread as spreads
-from vlcp.report.spread import spread_frame  # noqa: F401  (the notebook's seed-spread table)
+from vlcp.report import stats as spreads
+from vlcp.report.stats import spread_frame  # noqa: F401  (the notebook's seed-spread table)
 from vlcp.report import results
 from vlcp.report.stats import Noise
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values

@@ -13,8 +13,8 @@ from vlcp.config import resolve_experiment
 from vlcp.errors import VlcpError, unknown_name
 from vlcp.report.paper import KINDS, Deviation, PaperValue, deviations, paper_values, studies
 
-__all__ = ["DERIVATIONS", "DEVIATIONS", "KINDS", "PAPER_VALUES", "STUDIES", "Deviation", "PaperValue", "deviations_markdown",
-           "deviations_table", "paper_value_rows", "resolved"]
+__all__ = ["DERIVATIONS", "DEVIATIONS", "KINDS", "PAPER_VALUES", "STUDIES", "Deviation", "PaperValue",
+           "deviations_markdown", "deviations_table", "paper_value_rows", "resolved"]
 
 STUDIES = tuple(s for s in studies() if paper_values(s))   # the paper studies: those whose paper states settings
 
@@ -31,7 +31,8 @@ DERIVATIONS = MappingProxyType({
     "total_steps": lambda c: c["fomo"]["num_tasks"] * int(c["fomo"]["steps_per_task"] * c["fomo"]["compute_scale"]),
     "languages": _languages,
     "steps_per_language": lambda c: round(c["train"]["steps"] / _languages(c)),
-    "pretrained_source": lambda c: "OpenAI" if "openai" in str(c["model"]["pretrained"]).lower() else c["model"]["pretrained"],
+    "pretrained_source": lambda c: ("OpenAI" if "openai" in str(c["model"]["pretrained"]).lower()
+                                    else c["model"]["pretrained"]),
     "temperature_source": lambda c: "θ0's" if c["fomo"]["temperature"] is None else c["fomo"]["temperature"],
 })
 

@@ -15,11 +15,11 @@ from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report import stats as st
 from vlcp.report.stats import Noise
-from vlcp.report.spread import runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
+from vlcp.report.stats import runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
 from vlcp.report.targets import engineering_targets  # noqa: F401  (ic.engineering_targets)
 from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, unready
 from vlcp.report.ledger import comparisons as row_comparisons
-from vlcp.report.measures import MEASURES as GENERIC_MEASURES
+from vlcp.report.results import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import complete, load_subset, long_reads, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, stale_calibration
 

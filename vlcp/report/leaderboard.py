@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from vlcp.report import fomo
 from vlcp.report import stats as st
-from vlcp.report.measures import final_rm
+from vlcp.report.results import final_rm
 from vlcp.report.paper import studies_root
 from vlcp.report.power import StudyPower, study_power
 from vlcp.report.results import fill_pass_flops, flops_per_step, run_seconds

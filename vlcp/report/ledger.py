@@ -4,7 +4,7 @@ below the study's depth (exploratory) can keep a row from being confirmed, never
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Callable, Mapping, NamedTuple
 
@@ -13,7 +13,7 @@ import pandas as pd
 
 from vlcp.report import stats as st
 from vlcp.report.stats import Effect, Noise, Values
-from vlcp.report.measures import MEASURES
+from vlcp.report.results import MEASURES
 from vlcp.report.study import Claims, ClaimSpec, Runs, Study, load_runs, stale_calibration, values
 
 VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not testable")
@@ -229,14 +229,13 @@ def comparisons(spec: ClaimSpec, runs: Runs, measure: Callable | None, scale: Sc
     """The claim's comparisons as per-seed values of its measure (b absent: 0 at a's seeds), at the
     row's `seeds` (a list, or `common`: the seeds both arms ran); a comparison's own measure, scale
     or floor is read from `ctx`."""
-    keep = spec.options.get("seeds")
+    seeds = spec.options.get("seeds")
     out = []
     for c in spec.comparisons:
         m = ctx.measures[c.measure] if c.measure else measure
         a, b = (values(runs, e, m) if e else None for e in (c.a, c.b))
-        if keep == "common" and b is not None:
-            a, b = ({s: v for s, v in x.items() if s in a and s in b} for x in (a, b))
-        elif keep is not None:
+        keep = set(a) & set(b) if seeds == "common" and b is not None else seeds
+        if keep is not None:
             a, b = ({s: v for s, v in x.items() if s in keep} if x is not None else None for x in (a, b))
         out.append(Comparison(c.label, a, b if b is not None else {s: 0.0 for s in a}, c.effect,
                               ctx.scales[c.scale] if c.scale else scale, ctx.floors.get(c.floor) if c.floor else floor))
@@ -253,7 +252,8 @@ def unready(spec: ClaimSpec, runs: Runs, floors: Mapping | None, arms=None) -> R
     named = (spec.options.get("floor"), *(c.floor for c in spec.comparisons))
     lacking = sorted({f for f in named if f and f not in floors}) if floors is not None else []
     if lacking:
-        return not_testable(spec.id, f"no noise floor {', '.join(map(repr, lacking))} here ({', '.join(floors) or 'none'})")
+        return not_testable(spec.id, f"no noise floor {', '.join(map(repr, lacking))} here "
+                                     f"({', '.join(floors) or 'none'})")
     return None
 
 
@@ -291,13 +291,10 @@ def evaluate(study: Study, runs: Runs, measures: Mapping[str, Callable], calibra
         for m in (spec.measure, *(c.measure for c in spec.comparisons)):
             if m and m not in measures:
                 raise ValueError(f"study {study.name}: claim {spec.id}: unknown measure {m!r}")
-    ctx = Context(measures, scales(study.claims, runs, measures, calibrated, floors), study.claims.depth, dict(floors or {}))
-    rows = []
-    for spec in study.claims.rows:
-        row = kinds[spec.kind](spec, runs, ctx)
-        row.claim, row.source, row.paper = spec.claim, spec.source, spec.paper
-        rows.append(row)
-    return rows
+    ctx = Context(measures, scales(study.claims, runs, measures, calibrated, floors), study.claims.depth,
+                  dict(floors or {}))
+    return [replace(kinds[s.kind](s, runs, ctx), claim=s.claim, source=s.source, paper=s.paper)
+            for s in study.claims.rows]
 
 
 def study_ledger(study: Study, params: Mapping, runs_dir) -> list[Row]:
@@ -317,8 +314,8 @@ def _num(x: float | None) -> str:
 
 def evidence(row: Row) -> str:
     """The row's numbers in one line: each comparison's effect, interval and scaled effect, and notes."""
-    parts = [f"{c['label']} {_num(c['effect'])} [{_num(c['low'])}, {_num(c['high'])}] vs scaled {_num(c['scaled_effect'])}"
-             f", n={c['seeds']}" for c in row.comparisons]
+    parts = [f"{c['label']} {_num(c['effect'])} [{_num(c['low'])}, {_num(c['high'])}] "
+             f"vs scaled {_num(c['scaled_effect'])}, n={c['seeds']}" for c in row.comparisons]
     return "; ".join(parts + row.notes + ([f"needs {row.needs}"] if row.needs else []))
 
 
@@ -343,9 +340,8 @@ VERDICT_COLOURS = {"confirmed": "#1a7f37", "refuted": "#cf222e", "underpowered":
 def ledger_style(frame):
     """A `ledger_frame` as every report shows it: each verdict in its colour, text left-aligned."""
     def css(v):
-        if v not in VERDICT_COLOURS:
-            return ""
-        return f"color:{VERDICT_COLOURS[v]}" + ("" if v == "not testable" else ";font-weight:bold")
+        bold = "" if v == "not testable" else ";font-weight:bold"
+        return f"color:{VERDICT_COLOURS[v]}{bold}" if v in VERDICT_COLOURS else ""
 
     styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
     return styler.map(css, subset=["verdict"]) if "verdict" in frame else styler

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Collection, Mapping, NamedTuple
+from typing import Any, Collection, Iterable, Mapping, NamedTuple
 
 import pandas as pd
 import yaml
@@ -124,9 +124,8 @@ def _checked(label: str, where: str, entry: Any, spec: dict) -> dict:
             raise VlcpError(f"{label}: {where}: unknown field {key!r} (fields: {', '.join(spec)})")
         kind = spec[key][0]
         if kind is not object and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise VlcpError(f"{label}: {where}: field {key!r} must be "
-                            f"{'a number' if kind is _NUMBER else {str: 'text', list: 'a list', dict: 'a mapping'}[kind]}, "
-                            f"got {value!r}")
+            must = "a number" if kind is _NUMBER else {str: "text", list: "a list", dict: "a mapping"}[kind]
+            raise VlcpError(f"{label}: {where}: field {key!r} must be {must}, got {value!r}")
     return entry
 
 
@@ -147,7 +146,7 @@ def _expanded(label: str, i: int, entry: Any) -> list[tuple[str, Any]]:
     many = entry["experiments"]
     if "experiment" in entry or "rows" in entry:
         raise VlcpError(f"{label}: entry {i}: give experiment and rows, or experiments, not both")
-    if not isinstance(many, dict) or not many or not all(isinstance(k, str) and isinstance(v, str) for k, v in many.items()):
+    if not isinstance(many, dict) or not many or not all(isinstance(x, str) for kv in many.items() for x in kv):
         raise VlcpError(f"{label}: entry {i}: field 'experiments' must map each experiment to the rows it touches")
     rest = {k: v for k, v in entry.items() if k != "experiments"}
     return [(where(e), {"experiment": e, "rows": rows, **rest}) for e, rows in many.items()]
@@ -198,6 +197,15 @@ def coverage(study: str, root: str | Path | None = None) -> Coverage:
     return Coverage(tuple(gaps), tuple(na))
 
 
+def not_rendered(paper: str, have: Iterable[str] = ()) -> pd.DataFrame:
+    """The paper's items rendered in part or not at all, then those that do not apply here; an item
+    whose runs (`Gap.experiments`) are all in `have` (the runs the report loaded) is left out."""
+    have, cov = set(have), coverage(paper)
+    rows = [g[:5] for g in cov.not_rendered if not (g.experiments and set(g.experiments) <= have)]
+    rows += [(item, "does not apply", "all", why, "none") for item, why in cov.not_applicable]
+    return pd.DataFrame(rows, columns=["item", "rendered", "missing", "why", "what would render it"])
+
+
 def paper_data(study: str, root: str | Path | None = None) -> Mapping[str, Any]:
     """`study`'s paper numbers by name, read-only (lists as tuples); a `{table, row, column}` value is
     the cell of the one row whose cells equal `row` (`columns`: a tuple of cells)."""
@@ -229,7 +237,8 @@ def _cells(label: str, where: str, ref: dict, root) -> Any:
         raise VlcpError(f"{label}: {where}: field 'row' holds a boolean, {ref['row']!r} (quote yes / no: YAML reads "
                         "them as booleans)")
     if not ref["row"] or not all(isinstance(v, (str, int, float)) for v in ref["row"].values()):
-        raise VlcpError(f"{label}: {where}: field 'row' must map columns to the cells that pick one row, got {ref['row']!r}")
+        raise VlcpError(f"{label}: {where}: field 'row' must map columns to the cells that pick one row, "
+                        f"got {ref['row']!r}")
     if not columns or not all(isinstance(c, str) for c in columns):
         raise VlcpError(f"{label}: {where}: field 'columns' must list column names, got {columns!r}")
     for c in [*ref["row"], *columns]:
@@ -240,13 +249,11 @@ def _cells(label: str, where: str, ref: dict, root) -> Any:
         hit = hit[hit[c] == v]
     if len(hit) != 1:
         raise VlcpError(f"{label}: {where}: row {ref['row']} matches {len(hit)} rows of table {ref['table']}, not one")
-    cells = []
     for c in columns:
-        cell = hit.iloc[0][c]
-        if pd.isna(cell):
+        if pd.isna(hit.iloc[0][c]):
             raise VlcpError(f"{label}: {where}: table {ref['table']}'s cell {c!r} at row {ref['row']} is empty")
-        cells.append(cell.item() if hasattr(cell, "item") else cell)
-    return cells[0] if "column" in ref else tuple(cells)
+    cells = tuple(cell.item() if hasattr(cell, "item") else cell for cell in (hit.iloc[0][c] for c in columns))
+    return cells[0] if "column" in ref else cells
 
 
 def tables(root: str | Path | None = None) -> tuple[str, ...]:

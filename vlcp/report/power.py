@@ -65,7 +65,8 @@ class StudyPower:
                 "headroom_over_noise": self.headroom_over_noise, "tasks_teaching": self.tasks_teaching,
                 "tasks": self.tasks, "seeds": self.seeds, "mde": self.mde(),
                 "headroom_from": self.headroom_from, "noise_from": self.noise_from, "sigma_dof": self.sigma_dof,
-                "headroom_over_noise_interval": self.headroom_over_noise_interval(), "teaching_from": self.teaching_from}
+                "headroom_over_noise_interval": self.headroom_over_noise_interval(),
+                "teaching_from": self.teaching_from}
 
 
 def power_frame(powers: dict[str, StudyPower]):
@@ -93,15 +94,15 @@ def study_power(metric: str, upper: list[float], lower: list[float], gains, *, h
         if len(up) != len(lo) or seeds < 2:
             raise ValueError(f"study_power: σ_d of {metric} needs ≥ 2 seeds paired (got {len(up)} and {len(lo)}), "
                              "or a sigma_d measured elsewhere")
-        sigma_d, noise_from = float((up - lo).std(ddof=1)), noise_from or f"sd of the per-seed differences ({seeds} seeds)"
-        sigma_dof = seeds - 1
+        sigma_d, sigma_dof = float((up - lo).std(ddof=1)), seeds - 1
+        noise_from = noise_from or f"sd of the per-seed differences ({seeds} seeds)"
     teaching, tasks = (0, 0) if gains is None else (int(gains["teaches"].sum()), len(gains))
     return StudyPower(metric, float(up.mean() - lo.mean()), float(sigma_d), teaching, tasks, seeds, headroom_from,
                       noise_from, sigma_dof, teaching_from)
 
 
 def spread_sigma(spread: dict | None, metric: str) -> tuple[float | None, str]:
-    """σ_d of `metric` from a seed subset's `spread.seed_spread` and where it comes from, or (None, why)."""
+    """σ_d of `metric` from a seed subset's `stats.seed_spread` and where it comes from, or (None, why)."""
     m = ((spread or {}).get("metrics") or {}).get(metric)
     if not m:
         return None, f"no seed subset measured {metric}"
@@ -153,17 +154,14 @@ def _lever_teaches(r: dict, teach_on: str | None) -> list[bool] | None:
 def lever_powers(rows: list[dict], study: str, metric: str | None = None,
                  teach_on: str | None = None) -> dict[str, StudyPower]:
     """A power table row per lever measured on `study`, paired by seed on `metric` (None: each row's headline)."""
-    out = {}
-    for r in rows:
-        values = _lever_values(r, metric) if r["study"] == study else None
-        if values is None:
-            continue
-        vals = [values[str(s)] for s in r["seeds"]]
-        t = _lever_teaches(r, teach_on)
-        gains = None if t is None else pd.DataFrame({"teaches": t})
-        out[r["label"]] = study_power(metric or r["metric"], [u for u, _ in vals], [lo for _, lo in vals], gains,
-                                      headroom_from=f"{r['upper']} − {r['lower']}", teaching_from=teach_on or "")
-    return out
+    def power(r: dict, values: dict) -> StudyPower:
+        vals, t = [values[str(s)] for s in r["seeds"]], _lever_teaches(r, teach_on)
+        return study_power(metric or r["metric"], [u for u, _ in vals], [lo for _, lo in vals],
+                           None if t is None else pd.DataFrame({"teaches": t}),
+                           headroom_from=f"{r['upper']} − {r['lower']}", teaching_from=teach_on or "")
+
+    return {r["label"]: power(r, v) for r in rows
+            if r["study"] == study and (v := _lever_values(r, metric)) is not None}
 
 
 def levers_intro(what: str = "", goal: float = 10.0, teach_share: float = 2 / 3) -> str:

@@ -1,8 +1,11 @@
-"""Load run results and summarise them across seeds."""
+"""Load run results, summarise them across seeds, and the numbers a claim compares, one per run:
+`MEASURES` maps a claims file's `measure:` name to a function of one run's results (a study module
+adds its own in its `MEASURES`)."""
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
@@ -52,7 +55,8 @@ def load_subset(runs_dir: str | Path | list[str | Path], experiments, seeds, *,
     return found, missing
 
 
-def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str], seeds: list[int]) -> dict[str, list[dict]]:
+def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str],
+                 seeds: list[int]) -> dict[str, list[dict]]:
     """{experiment: [results of each seed]} under `runs_dir` (or a list of folders); a missing run is an error."""
     found = load_subset(runs_dir, experiments, seeds, strict=True)[0]
     return {e: [found[e][s] for s in seeds] for e in experiments}
@@ -61,8 +65,7 @@ def require_runs(runs_dir: str | Path | list[str | Path], experiments: list[str]
 def long_reads(study: dict, runs_dir: str | Path, seeds: list[int]) -> tuple[list[int], list[str | Path]]:
     """(`seeds` then `report.<study>.long`'s seeds, once each; [`runs_dir`, the long runs' folder]):
     where a report reads its rows in the long profile, for `require_runs`."""
-    lg = study["long"]
-    return list(dict.fromkeys([*seeds, *lg["seeds"]])), [runs_dir, lg["runs"]]
+    return list(dict.fromkeys([*seeds, *study["long"]["seeds"]])), [runs_dir, study["long"]["runs"]]
 
 
 def complete(found: dict[str, dict[int, dict]], seeds) -> dict[str, list[dict]]:
@@ -115,6 +118,7 @@ def final_metrics(r: dict) -> dict[str, float]:
 
 
 def final_table(runs: dict[str, list[dict]], metrics=RETRIEVAL + MAP + MAP_STD) -> pd.DataFrame:
+    """The final model's metrics per experiment, over seeds."""
     return pd.DataFrame.from_dict({exp: {m: over_seeds([final_metrics(r)[m] for r in rs]) for m in metrics}
                                    for exp, rs in runs.items()}, orient="index")
 
@@ -142,16 +146,15 @@ def curve(rs: list[dict], metric: str = "Rm", key: str = "cumulative") -> tuple[
 
 
 def timing_table(runs: dict[str, list[dict]]) -> pd.DataFrame:
-    rows = {}
-    for exp, rs in runs.items():
-        train = [sum(t["seconds"] for t in r["train"]) for r in rs]
-        ev = [sum(t["eval_seconds"] for t in r["train"]) for r in rs]
-        rows[exp] = {"train s": over_seeds(train), "eval s": over_seeds(ev),
-                     "samples": int(np.mean([sum(t["samples"] for t in r["train"]) for r in rs])),
-                     "samples/s": f"{np.mean([sum(t['samples'] for t in r['train']) / s for r, s in zip(rs, train)]):.0f}",
-                     "GFLOPs/step": f"{rs[0].get('flops_per_step', 0) / 1e9:.2f}",
-                     "peak MB": f"{max(t['peak_memory_mb'] for r in rs for t in r['train']):.0f}"}
-    return pd.DataFrame.from_dict(rows, orient="index")
+    """Per experiment: training and evaluation seconds, samples, their rate, FLOPs per step and peak memory."""
+    def row(rs: list[dict]) -> dict:
+        train, ev, samples = ([sum(t[k] for t in r["train"]) for r in rs]
+                              for k in ("seconds", "eval_seconds", "samples"))
+        return {"train s": over_seeds(train), "eval s": over_seeds(ev), "samples": int(np.mean(samples)),
+                "samples/s": f"{np.mean([n / s for n, s in zip(samples, train)]):.0f}",
+                "GFLOPs/step": f"{rs[0].get('flops_per_step', 0) / 1e9:.2f}",
+                "peak MB": f"{max(t['peak_memory_mb'] for r in rs for t in r['train']):.0f}"}
+    return pd.DataFrame.from_dict({exp: row(rs) for exp, rs in runs.items()}, orient="index")
 
 
 def iter_results(runs) -> list[dict]:
@@ -179,10 +182,11 @@ def time_line(*collections) -> str:
     secs, caps = sum(run_seconds(r) for r in rs), Counter((r.get("versions") or {}).get("cpu_capability") for r in rs)
     unknown, mixed = caps.pop(None, 0), ""
     if len(caps) >= 2:   # AVX2 and AVX512 kernels round otherwise: a seed is not one draw across them
-        mixed = (f" **These runs mix CPU capabilities** ({', '.join(f'{n} on {cap}' for cap, n in sorted(caps.items()))}"
-                 + (f", {unknown} unrecorded" if unknown else "") + "): their kernels round otherwise, so a seed is not "
-                 "the same draw across them; re-run the study on one host (`dvc repro --force` its stages) before "
-                 "reading small differences.")
+        mixed = (" **These runs mix CPU capabilities** ("
+                 + ", ".join(f"{n} on {cap}" for cap, n in sorted(caps.items()))
+                 + (f", {unknown} unrecorded" if unknown else "") + "): their kernels round otherwise, so a seed is "
+                 "not the same draw across them; re-run the study on one host (`dvc repro --force` its stages) "
+                 "before reading small differences.")
     return (f"**{len(rs)} run{'s' if len(rs) != 1 else ''}**, **{secs / 60:.1f} min** by their own clocks (the longest "
             f"{max(run_seconds(r) for r in rs) / 60:.1f} min). The pipeline runs some side by side: its stage "
             "times are in the performance report." + mixed)
@@ -205,18 +209,16 @@ def fill_pass_flops(runs: list[dict]) -> list[dict]:
     counted = next((r for r in runs if _passes_counted(r)), None)
     if counted is None:
         return list(runs)
-    out = []
-    for r in runs:
-        if _passes_counted(r):
-            out.append(r)
-            continue
+
+    def filled(r: dict) -> dict:
         if r.get("experiment") != counted.get("experiment") or r.get("tasks") != counted.get("tasks"):
             raise ValueError(f"fill_pass_flops: {r.get('experiment')} and {counted.get('experiment')} are not "
                              "runs of one experiment over the same tasks")
         train = [t if t.get("task_pass_flops", 0) is not None else {**t, "task_pass_flops": c["task_pass_flops"]}
                  for t, c in zip(r["train"], counted["train"])]
-        out.append({**r, "train": train, "pass_flops_from_seed": counted.get("seed")})
-    return out
+        return {**r, "train": train, "pass_flops_from_seed": counted.get("seed")}
+
+    return [r if _passes_counted(r) else filled(r) for r in runs]
 
 
 def flops_per_step(r: dict) -> float:
@@ -224,10 +226,34 @@ def flops_per_step(r: dict) -> float:
     the tasks that recorded theirs, else the run's `flops_per_step` (task 0's first step)."""
     per_task = [t for t in r["train"] if t.get("flops_per_step")]
     if not _passes_counted({"train": per_task}):
+        seeds = r.get("config", {}).get("train", {}).get("pass_flops_seeds")
         raise ValueError(f"{r.get('experiment')} seed {r.get('seed')}: its per-task passes were not counted "
-                         f"(train.pass_flops_seeds: {r.get('config', {}).get('train', {}).get('pass_flops_seeds')}); take them "
+                         f"(train.pass_flops_seeds: {seeds}); take them "
                          "from a seed that counted them with report.results.fill_pass_flops")
-    if per_task:
-        steps = sum(t.get("steps", 1) for t in per_task)
-        return float(sum(t["flops_per_step"] * t.get("steps", 1) + t.get("task_pass_flops", 0) for t in per_task) / steps)
-    return float(r.get("flops_per_step") or float("nan"))
+    if not per_task:
+        return float(r.get("flops_per_step") or float("nan"))
+    flops = sum(t["flops_per_step"] * t.get("steps", 1) + t.get("task_pass_flops", 0) for t in per_task)
+    return float(flops / sum(t.get("steps", 1) for t in per_task))
+
+
+def final_rm(r: dict) -> float:
+    """The final model's Rm on the cumulative test pool (every task)."""
+    return final_metrics(r)["Rm"]
+
+
+def first_task_gain(r: dict) -> float:
+    """Task 1's Rm after task 1 − the starting model's, on the unseen style."""
+    return matrix(r)[0, 0] - r["zero_shot"]["unseen_style"]["Rm"][0]
+
+
+def first_task_drop(r: dict) -> float:
+    """Task 1's Rm after task 1 − after the last task, on the unseen style."""
+    return matrix(r)[0, 0] - matrix(r)[-1, 0]
+
+
+def forgetting(r: dict) -> float:
+    """Max-based forgetting of the unseen style's Rm matrix (`vlcp.eval.continual.forgetting`)."""
+    return continual.forgetting(matrix(r))
+
+
+MEASURES = MappingProxyType({f.__name__: f for f in (final_rm, first_task_gain, first_task_drop, forgetting)})

@@ -85,11 +85,16 @@ def paper_number(where: str, value: Any, root=None) -> float:
     if isinstance(value, Mapping) and "table" in value:
         label, _, field_ = where.partition(": ")
         value = reference_value(label, field_ or where, dict(value), root)
-        if isinstance(value, tuple) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        if isinstance(value, tuple) and value and all(map(_is_number, value)):
             value = sum(value) / len(value)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise VlcpError(f"{where}: expected a number, a table reference {{table, row, column}} or {{a, b}}, got {value!r}")
+    if not _is_number(value):
+        raise VlcpError(f"{where}: expected a number, a table reference {{table, row, column}} or {{a, b}}, "
+                        f"got {value!r}")
     return float(value)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _comparison(where: str, c: Any) -> ComparisonSpec:
@@ -102,8 +107,8 @@ def _comparison(where: str, c: Any) -> ComparisonSpec:
     if "effect" not in c:
         raise VlcpError(f"{where}: `effect` is missing")
     own = {k: _text(where, c, k, "") for k in ("measure", "scale", "floor")}
-    return ComparisonSpec(a, b, paper_number(f"{where}: effect", c["effect"]), str(c.get("label") or (f"{a} − {b}" if b else a)),
-                          **own)
+    label = str(c.get("label") or (f"{a} − {b}" if b else a))
+    return ComparisonSpec(a, b, paper_number(f"{where}: effect", c["effect"]), label, **own)
 
 
 def _scale(where: str, s: Any) -> ScaleSpec:
@@ -205,10 +210,9 @@ def load_study(name: str, root: str | Path | None = None) -> Study:
     unknown = set(data) - {"title", "notebook", "params", "module", "lists", "runs", "order"}
     if unknown:
         raise VlcpError(f"{label}: unknown field(s) {', '.join(sorted(unknown))}")
-    claims = None
-    if (folder / "claims.yaml").is_file():
-        clabel = label.replace("study.yaml", "claims.yaml")
-        claims = parse_claims(read_yaml(folder / "claims.yaml", clabel), clabel)
+    clabel = label.replace("study.yaml", "claims.yaml")
+    claims = (parse_claims(read_yaml(folder / "claims.yaml", clabel), clabel)
+              if (folder / "claims.yaml").is_file() else None)
     lists = data.get("lists") or []
     if not isinstance(lists, list) or not all(isinstance(k, str) for k in lists):
         raise VlcpError(f"{label}: `lists` must list params keys (report.<study>.experiments, ...), got {lists!r}")
@@ -282,4 +286,5 @@ def calibration_mismatch(power_cfg: dict, runs: dict[str, list[dict]], where: st
 
 def stale_calibration(study: Study, runs: Runs) -> str | None:
     """`calibration_mismatch` of the study's claims file for `runs`."""
-    return calibration_mismatch(study.claims.calibration, as_lists(runs), f"vlcp/report/studies/{study.name}/claims.yaml")
+    where = f"vlcp/report/studies/{study.name}/claims.yaml"
+    return calibration_mismatch(study.claims.calibration, as_lists(runs), where)

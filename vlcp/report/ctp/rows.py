@@ -16,7 +16,7 @@ from vlcp.report.ctp.study import (PAPER_CTP_HOURS, PAPER_SEQF_HOURS, PAPER_TIME
                                    flop_ratios, mean_std, seconds_ratio, single_seed_experiments, table1_experiments,
                                    time_ratios, with_long)
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable, unready
-from vlcp.report.measures import MEASURES as GENERIC_MEASURES
+from vlcp.report.results import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
 from vlcp.utils import read_json
 
