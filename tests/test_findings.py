@@ -1,6 +1,8 @@
 """A report's first section: what its study found, written from its own claims file, and moved under
 the title when the report renders."""
+import html
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -64,3 +66,52 @@ def test_every_report_notebook_has_one_findings_cell(name):
     cells = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())["cells"]
     tagged = [c for c in cells if "findings" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1 and "findings(" in "".join(tagged[0]["source"])
+
+
+LEDGER_TABLE = re.compile(r'<table[^>]*class="vlcp-ledger"[^>]*>(.*?)</table>', re.S)
+UNROUNDED = re.compile(r"(?<![\w.])[+-]?\d+\.\d{3,}(?![\w.])")     # a float with three or more decimals
+COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+SOURCE = re.compile(r"(Table|Fig|§|supp\.|our check)")
+
+
+def ledger_cells(page: str) -> list[tuple[str, str]]:
+    """(column, text) of every cell of every ledger table of a rendered report (details expanded)."""
+    out = []
+    for table in LEDGER_TABLE.findall(page):
+        head = [re.sub(r"<[^>]+>", "", h).strip() for h in re.findall(r"<th[^>]*col_heading[^>]*>(.*?)</th>", table, re.S)]
+        for tr in re.findall(r"<tr>(.*?)</tr>", table, re.S):
+            cells = [html.unescape(re.sub(r"<[^>]+>", " ", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+            out += list(zip(head, cells)) if len(cells) == len(head) else []
+    return out
+
+
+def readable_ledger_problems(page: str) -> list[str]:
+    """What a reader should not meet in a ledger cell: nan, an unrounded float, a commit hash, a source
+    that is not a paper's table, figure or section or our check."""
+    bad = []
+    for col, text in ledger_cells(page):
+        if text.lower() == "nan" or " nan" in f" {text.lower()}":
+            bad.append(f"{col}: nan")
+        if col not in ("claim", "needs") and UNROUNDED.search(text):
+            bad.append(f"{col}: unrounded {text!r}")
+        if COMMIT.search(text):
+            bad.append(f"{col}: a commit hash in {text[:80]!r}")
+        if col == "source" and not SOURCE.search(text):
+            bad.append(f"source {text!r}")
+    return bad
+
+
+def test_a_ledger_renders_for_reading():
+    from vlcp.report.ledger import Row, ledger_frame, ledger_style
+    rows = [Row("a", "confirmed", "greater", 2.345678, 0.91234, 3.7812, 5, scaled_effect=1.23456, sigma_d=0.4567,
+                mde=1.98765, seeds_to_decide=27.4, claim="A beats B", source="Table 2",
+                needs="a headroom these runs resolve (H = jointt − seqf on final_rm, measured on these runs: H 5.19)"),
+            Row("b", "underpowered", "greater", claim="C beats B", source="our check")]
+    page = ledger_style(ledger_frame(rows), "Calibrated headrooms: measured at seeds 10-14.").to_html()
+    assert 'class="vlcp-ledger"' in page and "+2.35" in page and "+0.91" in page and "27" in page
+    assert "2.345678" not in page and "nan" not in page and "—" in page
+    assert "<details><summary>a headroom these runs resolve…</summary>" in page
+    assert "Calibrated headrooms: measured at seeds 10-14." in page and "caption-side: bottom" in page
+    assert readable_ledger_problems(page) == []
+    assert readable_ledger_problems(page.replace("Table 2", "spine issue 4dff31b")) == [
+        "source: a commit hash in 'spine issue 4dff31b'", "source 'spine issue 4dff31b'"]

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "scripts"))
 from demo import demo_params  # noqa: E402  (scripts/demo.py: `make demo`)
+from test_findings import readable_ledger_problems  # noqa: E402
 from pipeline import other_load, pace_first, pace_probe, seqf_seconds_per_step, timed_repro  # noqa: E402  (benchmarks/pipeline.py: dvc repro with each stage's seconds, the pace)
 
 
@@ -160,6 +161,7 @@ def test_tiny_dvc_repro(tmp_path_factory):
         found = page.find("What this study found")
         assert found > 0 and page.rfind("<h2", 0, found) == page.find("<h2", page.find("<h1")), name   # the first section
         assert "claims**" not in page and "At this scale, " in page[found:found + 2000], name
+        assert 'class="vlcp-ledger"' in page and readable_ledger_problems(page) == [], name   # tests/test_findings.py
     for page in (tmp_path / "reports").glob("*.html"):            # no library warning tops a report
         assert "Warning:" not in page.read_text(), page.name
         assert "<title>Notebook</title>" not in page.read_text(), page.name      # each titled by its study

@@ -3,6 +3,7 @@ effect carried to our headroom by a `Scale`, judged by `vlcp.report.stats`' rule
 below the study's depth (exploratory) can keep a row from being confirmed, never refute it."""
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
@@ -219,8 +220,7 @@ def scales(claims: Claims, runs: Runs, measures: Mapping[str, Callable], calibra
             out[name] = Scale.measured(up, lo, s.paper_headroom, f"{how}, measured on these runs")
             continue
         noise = st.pair_noise(st.paired(up, lo) if lo is not None else up) or (floors or {}).get(s.floor)
-        when = claims.calibration.get("when", "")
-        out[name] = Scale.of(s.calibrated, noise, s.paper_headroom, f"{how}, calibrated{' ' + when if when else ''}")
+        out[name] = Scale.of(s.calibrated, noise, s.paper_headroom, f"{how}, calibrated (the ledger's footnote)")
     return out
 
 
@@ -337,11 +337,35 @@ VERDICT_COLOURS = {"confirmed": "#1a7f37", "refuted": "#cf222e", "underpowered":
                    "not testable": "#6e7781"}
 
 
-def ledger_style(frame):
-    """A `ledger_frame` as every report shows it: each verdict in its colour, text left-aligned."""
-    def css(v):
-        bold = "" if v == "not testable" else ";font-weight:bold"
-        return f"color:{VERDICT_COLOURS[v]}{bold}" if v in VERDICT_COLOURS else ""
+def provenance(study: Study) -> str | None:
+    """Where the study's calibrated headrooms come from, for the ledger's footnote (None: none calibrated)."""
+    when = study.claims.calibration.get("when")
+    return f"Calibrated headrooms: measured {when}." if when else None
 
-    styler = frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
+
+def _details(text) -> str:
+    """A long cell as its first clause, the rest behind an expandable detail."""
+    if not isinstance(text, str) or len(text) <= 60:
+        return "" if text is None else str(text)
+    head = text.split(" (", 1)[0].split(": ", 1)[0][:60]
+    return f"<details><summary>{html.escape(head)}…</summary>{html.escape(text)}</details>"
+
+
+def ledger_style(frame, footnote: str | None = None):
+    """A `ledger_frame` as every report shows it: each verdict in its colour, numbers rounded, no empty
+    cell left as nan, long text expandable, text left-aligned; `footnote` under the table."""
+    def css(v):
+        if v not in VERDICT_COLOURS:
+            return ""
+        return f"color:{VERDICT_COLOURS[v]}" + ("" if v == "not testable" else ";font-weight:bold")
+
+    formats = ({c: "{:+.2f}" for c in ("effect", "low", "high", "scaled_effect")}
+               | {"sigma_d": "{:.2f}", "mde": "{:.2f}", "seeds": "{:.0f}", "seeds_to_decide": "{:.0f}", "needs": _details,
+                  "evidence": _details})
+    styler = (frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
+              .set_table_attributes('class="vlcp-ledger"')
+              .format({c: f for c, f in formats.items() if c in frame}, na_rep="—"))
+    if footnote:
+        styler = styler.set_caption(html.escape(footnote)).set_table_styles(
+            [{"selector": "caption", "props": "caption-side: bottom; text-align: left; font-size: 90%"}], overwrite=False)
     return styler.map(css, subset=["verdict"]) if "verdict" in frame else styler
