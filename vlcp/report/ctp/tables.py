@@ -15,16 +15,13 @@ from vlcp.report.results import curve
 def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
     """Columns (quantity, "mean" | "std") and ("seeds", "n") from rows {index: [results]} and
     fn(rs) -> {quantity: [value per seed]}; every one of `quantities` gets its columns."""
-    out = {}
-    for key, rs in rows.items():
-        cells = {("seeds", "n"): len(rs or [])}
-        for q, vs in (fn(rs) if rs else {}).items():
-            cells[(q, "mean")], cells[(q, "std")] = mean_std(vs)
-        out[key] = cells
+    cells = [{("seeds", "n"): len(rs or [])} | {(q, st): x for q, vs in (fn(rs) if rs else {}).items()
+                                                for st, x in zip(("mean", "std"), mean_std(vs))}
+             for rs in rows.values()]
     cols = list(dict.fromkeys([("seeds", "n"), *((q, st) for q in quantities for st in ("mean", "std")),
-                               *(c for cells in out.values() for c in cells)]))
+                               *(c for cell in cells for c in cell)]))
     index = pd.MultiIndex.from_tuples(list(rows)) if isinstance(next(iter(rows), None), tuple) else list(rows)
-    df = pd.DataFrame([[out[k].get(c, np.nan) for c in cols] for k in rows], index=index,
+    df = pd.DataFrame([[cell.get(c, np.nan) for c in cols] for cell in cells], index=index,
                       columns=pd.MultiIndex.from_tuples(cols))
     return df.astype({("seeds", "n"): int})
 
@@ -75,8 +72,7 @@ def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: s
         return pd.DataFrame()
     first = runs[present[0]]
     cols = {"initialisation": np.mean([r["zero_shot"]["test"][metric] for r in first], axis=0)}
-    for e in present:
-        cols[method_label(e)] = np.mean([r["matrix"]["test"][metric][-1] for r in runs[e]], axis=0)
+    cols |= {method_label(e): np.mean([r["matrix"]["test"][metric][-1] for r in runs[e]], axis=0) for e in present}
     return pd.DataFrame(cols, index=pd.Index(first[0]["tasks"], name="task"))
 
 
@@ -99,12 +95,9 @@ def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
 
 def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
     """Columns (quantity, "ours" | "paper") for each of `columns`, on ours' index (missing cells blank)."""
-    cols = {}
-    for c in columns:
-        if c in ours.columns:
-            cols[(c, "ours")] = ours[c]
-        if c in paper.columns:
-            cols[(c, "paper")] = paper[c].reindex(ours.index).map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    paper = paper[[c for c in columns if c in paper.columns]].reindex(ours.index)
+    paper = paper.map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    cols = {(c, who): df[c] for c in columns for who, df in (("ours", ours), ("paper", paper)) if c in df.columns}
     return pd.DataFrame(cols, index=ours.index)
 
 
@@ -141,13 +134,10 @@ def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.
 
 def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 4's values: (mean, std) over seeds of `metric` after each task (1-based), a column per present row."""
-    mean, std = {}, {}
-    for label, e in rows.items():
-        if runs.get(e):
-            mean[label], std[label] = curve(runs[e], metric)
-    idx = pd.RangeIndex(1, 1 + max((len(v) for v in mean.values()), default=0), name="task")
-    return (pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in mean.items()}, index=idx),
-            pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in std.items()}, index=idx))
+    both = {label: curve(runs[e], metric) for label, e in rows.items() if runs.get(e)}
+    idx = pd.RangeIndex(1, 1 + max((len(m) for m, _ in both.values()), default=0), name="task")
+    return tuple(pd.DataFrame({k: pd.Series(v[i], index=idx[:len(v[i])]) for k, v in both.items()}, index=idx)
+                 for i in (0, 1))
 
 
 def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1")):
@@ -159,8 +149,7 @@ def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1"))
     styles = {"memory-free": "-", "memory-buffer": "--", "upper bound": ":"}
     fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4))
     tasks = next((rs[0]["tasks"] for rs in runs.values() if rs and "tasks" in rs[0]), None)
-    labels = [method_label(e) for e in table1_experiments(study)]
-    others = [x for x in labels if x not in ("CTP", "CTP+ER", "JointT")]
+    others = [x for x in map(method_label, table1_experiments(study)) if x not in ("CTP", "CTP+ER", "JointT")]
     palette = dict(zip(others, sns.color_palette("husl", len(others)))) | {"CTP": "crimson", "CTP+ER": "darkred"}
     for ax, metric in zip(np.atleast_1d(axes), metrics):
         for g in GROUPS:
