@@ -12,9 +12,8 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from vlcp.report import project_root, stats as st, targets as tg
-from vlcp.report.ctp.study import (PAPER_CTP_HOURS, PAPER_SEQF_HOURS, PAPER_TIME_TARGET, by_seed, final_row,
-                                   flop_ratios, mean_std, seconds_ratio, single_seed_experiments, table1_experiments,
-                                   time_ratios, with_long)
+from vlcp.report.ctp.study import (PAPER_TIME_TARGET, by_seed, final_row, flop_ratios, mean_std, seconds_ratio,
+                                   single_seed_experiments, table1_experiments, time_ratios, with_long)
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable, unready
 from vlcp.report.measures import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
@@ -97,11 +96,9 @@ def overhead(runs, ctp: str, reference: str, tolerance: float = 1.1, target: flo
     if not runs.get(ctp) or not runs.get(reference):
         return {}
     ratios, flops = time_ratios(runs[ctp], runs[reference]), flop_ratios(runs[ctp], runs[reference])
-    m, s = mean_std(ratios)
-    f = float(np.mean(flops)) if flops else float("nan")
+    (m, s), f = mean_std(ratios), float(np.mean(flops)) if flops else float("nan")
     return {"time ratios": ratios, "time ratio": m, "time ratio std": s, "FLOP ratio": f,
-            "FLOP target": f * tolerance, "tolerance": tolerance, "paper target": target,
-            "paper ratio": PAPER_CTP_HOURS / PAPER_SEQF_HOURS}
+            "FLOP target": f * tolerance, "tolerance": tolerance, "paper target": target}
 
 
 def paired_cost(bench: dict | None, ctp: str, tolerance: float = 1.1) -> dict:

@@ -139,11 +139,6 @@ def run_bwt(r: dict, metric: str = "Rm") -> float:
     return ctp_bwt([c["test"][metric] for c in r["cumulative"]], [c[metric] for c in r["final_cumulative"]])
 
 
-def table2_rows(experiments: list[str]) -> dict[str, str]:
-    """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment} in the paper's row order."""
-    return dict(zip(TABLE2_KEYS, experiments))
-
-
 def table3_rows(table3: dict[str, str]) -> dict[str, str]:
     """{the paper's label: experiment} in Table 3's row order."""
     p = paper_table("ctp_table3")

@@ -1,5 +1,4 @@
-"""CTP's tables (mean and std over seeds), their formatting, the paper's tables to set beside them, and
-Fig. 4 (each method's curve on the cumulative test pools)."""
+"""CTP's tables (mean and std over seeds), their formatting, the paper's tables to set beside them, and Fig. 4."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +6,7 @@ import pandas as pd
 
 from vlcp.report.ctp.study import (ABLATION, COMPONENTS, FINAL, GROUPS, PAPER_SEQF_HOURS, PREFIX, REV_PREFIX,
                                    SWITCH_INDEX, TABLE2_KEYS, final_row, flop_ratios, mean_std, method_label,
-                                   reversed_rows, run_bwt, table1_experiments, table2_rows, time_ratios, values)
+                                   reversed_rows, run_bwt, table1_experiments, time_ratios, values)
 from vlcp.report.paper import paper_table
 from vlcp.report.results import curve
 
@@ -50,7 +49,7 @@ def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> p
 
 def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION) -> pd.DataFrame:
     """Table 2: rows keyed by the switches (L_CMC, L_c, L_s, ER), with the run's name."""
-    rows = table2_rows(experiments)
+    rows = dict(zip(TABLE2_KEYS, experiments))
     df = single_table(runs, rows, metrics).rename_axis(SWITCH_INDEX)
     df.insert(0, ("run", ""), list(rows.values()))
     return df
@@ -77,17 +76,14 @@ def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: s
 
 
 def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """A stats frame as "mean ± std" strings ("mean" for one seed, "missing" for none, "—" not
+    """A `stats_frame` as "mean ± std" strings ("mean" for one seed, "missing" for none, "—" not
     computable); columns without a "mean" pass through."""
-    cols = list(df.columns)
-    n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
-    out = {}
-    for q in [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]:
+    cols, n, out = list(df.columns), df[("seeds", "n")].to_numpy(), {}
+    for q in dict.fromkeys(c[0] for c in cols if c[0] != "seeds"):
         if (q, "mean") not in cols:
             out[q] = df[next(c for c in cols if c[0] == q)].tolist()
             continue
-        m = df[(q, "mean")].to_numpy(float)
-        sd = df[(q, "std")].to_numpy(float) if (q, "std") in cols else np.full(len(df), np.nan)
+        m, sd = df[(q, "mean")].to_numpy(float), df[(q, "std")].to_numpy(float)
         out[q] = ["missing" if k == 0 else "—" if np.isnan(a) else f"{a:.{digits}f}" if k == 1
                   else f"{a:.{digits}f} ± {b:.{digits}f}" for k, a, b in zip(n, m, sd)]
     return pd.DataFrame(out, index=df.index, dtype=object)
@@ -147,26 +143,24 @@ def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1"))
     import seaborn as sns
 
     styles = {"memory-free": "-", "memory-buffer": "--", "upper bound": ":"}
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4), squeeze=False)
     tasks = next((rs[0]["tasks"] for rs in runs.values() if rs and "tasks" in rs[0]), None)
     others = [x for x in map(method_label, table1_experiments(study)) if x not in ("CTP", "CTP+ER", "JointT")]
     palette = dict(zip(others, sns.color_palette("husl", len(others)))) | {"CTP": "crimson", "CTP+ER": "darkred"}
-    for ax, metric in zip(np.atleast_1d(axes), metrics):
+    for ax, metric in zip(axes[0], metrics):
         for g in GROUPS:
-            rows = {method_label(e): e for e in study["table1"].get(g, [])}
-            mean, std = curves(runs, rows, metric)
+            mean, std = curves(runs, {method_label(e): e for e in study["table1"].get(g, [])}, metric)
             for label in mean.columns:
                 y, s = mean[label].to_numpy(), std[label].to_numpy()
                 colour = "k" if g == "upper bound" else palette.get(label)
                 width = 2.6 if label in ("CTP", "CTP+ER") else 1.3
                 ax.plot(mean.index, y, styles[g], marker="o", ms=3, color=colour, lw=width, label=label)
                 ax.fill_between(mean.index, y - s, y + s, color=colour, alpha=0.12)
-        ax.set_xlabel("after task i (evaluated on the tasks ≤ i)")
-        ax.set_ylabel(f"{metric} (%)")
+        ax.set(xlabel="after task i (evaluated on the tasks ≤ i)", ylabel=f"{metric} (%)")
         if tasks:
             ax.set_xticks(range(1, len(tasks) + 1), [t.split(" ")[0] for t in tasks], rotation=40, ha="right")
         ax.grid(alpha=0.3)
-    last = np.atleast_1d(axes)[-1]
+    last = axes[0, -1]
     if last.get_legend_handles_labels()[0]:
         last.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
