@@ -71,7 +71,9 @@ def engineering_targets(rows: list[dict]):
     paired measurements), slowest, goal, source, note}."""
     import pandas as pd
 
+    def result(r: dict) -> str:
+        return "met" if r["slowest"] <= r["goal"] else "met by the median only" if r["ratio"] <= r["goal"] else "not met"
+
     return pd.DataFrame([{"target": r["target"], "× reference (median)": r["ratio"], "slowest": r["slowest"],
-                          "goal": r["goal"], "result": "met" if r["slowest"] <= r["goal"] else
-                          "met by the median only" if r["ratio"] <= r["goal"] else "not met",
-                          "measured by": r["source"], "note": r.get("note", "")} for r in rows]).set_index("target")
+                          "goal": r["goal"], "result": result(r), "measured by": r["source"], "note": r.get("note", "")}
+                         for r in rows]).set_index("target")
