@@ -67,14 +67,12 @@ def single_seed_experiments(study: dict) -> list[str]:
 def list_mismatch(study: dict) -> str:
     """What params.yaml's flat run lists (`experiments`; `ablation_experiments`, beside Table 1's) lack
     or add compared with the tables' ("" if none)."""
-    t1, out = table1_experiments(study), []
-    for key, want in (("experiments", t1), ("ablation_experiments", [e for e in single_seed_experiments(study)
-                                                                       if e not in t1])):
-        have = study.get(key, want)
-        lack, extra = [e for e in want if e not in have], [e for e in have if e not in want]
-        if lack or extra:
-            out.append(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}")
-    return "; ".join(out)
+    t1 = table1_experiments(study)
+    wants = {"experiments": t1, "ablation_experiments": [e for e in single_seed_experiments(study) if e not in t1]}
+    have = {key: study.get(key, want) for key, want in wants.items()}
+    gaps = {k: ([e for e in w if e not in have[k]], [e for e in have[k] if e not in w]) for k, w in wants.items()}
+    return "; ".join(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}"
+                     for key, (lack, extra) in gaps.items() if lack or extra)
 
 
 def missing_seeds(runs: dict[str, dict], experiments, seeds) -> dict[str, list[int]]:

@@ -58,8 +58,7 @@ def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION
 def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
     """CTP-style BWT (Rm and mAP@1 on cumulative pools; positive = forgetting) per row."""
     def fn(rs):
-        rs = [r for r in rs if r.get("final_cumulative")]
-        return {"BWT Rm": [run_bwt(r, "Rm") for r in rs], "BWT mAP@1": [run_bwt(r, "mAP@1") for r in rs]}
+        return {f"BWT {m}": [run_bwt(r, m) for r in rs if r.get("final_cumulative")] for m in ("Rm", "mAP@1")}
     return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, fn, ["BWT Rm", "BWT mAP@1"])
 
 
