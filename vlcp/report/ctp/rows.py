@@ -1,9 +1,9 @@
-"""CTP's claims ledger (the rows: `vlcp/report/studies/ctp/claims.yaml`): the measures they name, the kinds
-no generic one expresses, the noise floor of the single-seed tables, the `ledger` hook, and the time check
-behind both its time target and this study's cost check."""
+"""CTP's claims ledger (`vlcp/report/studies/ctp/claims.yaml`): its measures and own claim kinds, the single-seed
+tables' noise floor, the `ledger` hook, and the time check behind its time target and the study's cost check."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from types import MappingProxyType
@@ -12,9 +12,8 @@ import numpy as np
 from scipy.stats import kendalltau
 
 from vlcp.report import project_root, stats as st, targets as tg
-from vlcp.report.ctp.study import (PAPER_CTP_HOURS, PAPER_SEQF_HOURS, PAPER_TIME_TARGET, by_seed, final_row,
-                                   flop_ratios, mean_std, seconds_ratio, single_seed_experiments, table1_experiments,
-                                   time_ratios, with_long)
+from vlcp.report.ctp.study import (PAPER_TIME_TARGET, by_seed, final_row, flop_ratios, mean_std, seconds_ratio,
+                                   single_seed_experiments, table1_experiments, time_ratios, with_long)
 from vlcp.report.ledger import Comparison, Context, Row, Scale, evaluate, greater, not_testable, unready
 from vlcp.report.results import MEASURES as GENERIC_MEASURES
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
@@ -28,20 +27,21 @@ def floors(runs1: Runs, experiments, setting="auto", default: float = 1.0) -> di
     the pooled seed std of Rm over the `experiments` with ≥ 2 seeds in `runs1`, on their dof; else `default`."""
     vs = [[MEASURES["Rm"](r) for r in runs1[e].values()] for e in experiments if len(runs1.get(e, {})) >= 2]
     if setting not in (None, "auto"):
-        noise = st.Noise(float(setting), None, "set in params (report.ctp.noise_floor)")
-    elif not vs:
-        noise = st.Noise(float(default), None, "default (no experiment with 2 seeds to measure it)")
-    else:
-        noise = st.Noise(math.sqrt(2 * np.mean([np.var(v, ddof=1) for v in vs])), sum(len(v) - 1 for v in vs),
-                         f"measured: √2 × pooled seed std of Rm over {len(vs)} Table 1 runs")
-    return {"Rm": noise}
+        return {"Rm": st.Noise(float(setting), None, "set in params (report.ctp.noise_floor)")}
+    if not vs:
+        return {"Rm": st.Noise(float(default), None, "default (no experiment with 2 seeds to measure it)")}
+    return {"Rm": st.Noise(math.sqrt(2 * np.mean([np.var(v, ddof=1) for v in vs])), sum(len(v) - 1 for v in vs),
+                           f"measured: √2 × pooled seed std of Rm over {len(vs)} Table 1 runs")}
+
+
+def _ready(kind):
+    """A claim kind (below) that is not testable while an arm it compares has no runs or a floor it names is absent."""
+    return functools.wraps(kind)(lambda spec, runs, ctx: unready(spec, runs, ctx.floors) or kind(spec, runs, ctx))
 
 
 def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"One group beats the other": per common seed the mean over the `upper` group's methods minus
     the mean over the rest; the paper's effect the same means of the comparisons' effects."""
-    if (absent := unready(spec, runs, ctx.floors)) is not None:
-        return absent
     upper, m = set(spec.options.get("upper") or ()), ctx.measures[spec.measure]
     hi, lo = [c for c in spec.comparisons if c.a in upper], [c for c in spec.comparisons if c.a not in upper]
     if not hi or not lo:
@@ -59,14 +59,12 @@ def group_means(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
 def gap_share(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """A gap a − b large (`at_least: {label: f}`) or small (`at_most`) against f × the paper's share
     of a's score (effect ÷ `top`) of our a's mean; the effect: the paper's distance from it, as a share."""
-    if (absent := unready(spec, runs, ctx.floors)) is not None:
-        return absent
     lo, hi, top = (spec.options.get(k) or {} for k in ("at_least", "at_most", "top"))
     floor, cs = ctx.floors.get(spec.options.get("floor")), []
     for c in spec.comparisons:
         m = ctx.measures[c.measure or spec.measure]
         a, b = values(runs, c.a, m), values(runs, c.b, m)
-        gap = {s: a[s] - b[s] for s in a if s in b}
+        gap = st.paired(a, b)
         if not gap:
             return not_testable(spec.id, f"no seed common to {c.a} and {c.b}")
         if c.label not in lo and c.label not in hi:
@@ -83,8 +81,6 @@ def gap_share(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
 def time_overhead(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"a costs no more than b" on training time × the `reference`'s: b − a + `margin` > 0, the
     effect the paper's hours apart ÷ its reference's hours (`paper_reference`)."""
-    if (absent := unready(spec, runs, ctx.floors)) is not None:
-        return absent
     ref, margin = spec.options["reference"], float(spec.options.get("margin", 0.0))
     if not runs.get(ref):
         return not_testable(spec.id, f"no runs of {ref} here")
@@ -100,11 +96,9 @@ def overhead(runs, ctp: str, reference: str, tolerance: float = 1.1, target: flo
     if not runs.get(ctp) or not runs.get(reference):
         return {}
     ratios, flops = time_ratios(runs[ctp], runs[reference]), flop_ratios(runs[ctp], runs[reference])
-    m, s = mean_std(ratios)
-    f = float(np.mean(flops)) if flops else float("nan")
+    (m, s), f = mean_std(ratios), float(np.mean(flops)) if flops else float("nan")
     return {"time ratios": ratios, "time ratio": m, "time ratio std": s, "FLOP ratio": f,
-            "FLOP target": f * tolerance, "tolerance": tolerance, "paper target": target,
-            "paper ratio": PAPER_CTP_HOURS / PAPER_SEQF_HOURS}
+            "FLOP target": f * tolerance, "tolerance": tolerance, "paper target": target}
 
 
 def paired_cost(bench: dict | None, ctp: str, tolerance: float = 1.1) -> dict:
@@ -135,11 +129,10 @@ def time_check(claim_id: str, kind: str, runs: Runs, a: str, b: str, bench: dict
                                       "forwards of the momentum and previous-task models): the paper's figure, for "
                                       "ViT-B/16 + BERT-base, cannot be met by any implementation here")
     if p:
-        median, slowest, fastest, n = p["median"], p["slowest"], p["fastest"], p["repeats"]
-        return Row(claim_id, tg.repeats_verdict(median, slowest, fastest, goal), kind, goal - median, goal - slowest,
-                   goal - fastest, n, notes=[f"paired benchmark ({n} repeats): median {median:.3f} ({fastest:.3f}–"
-                                             f"{slowest:.3f}) against {goal:.2f}; {how}; the effect shown: "
-                                             f"{goal:.2f} − the ratio"])
+        m, hi, lo, n = p["median"], p["slowest"], p["fastest"], p["repeats"]
+        return Row(claim_id, tg.repeats_verdict(m, hi, lo, goal), kind, goal - m, goal - hi, goal - lo, n,
+                   notes=[f"paired benchmark ({n} repeats): median {m:.3f} ({lo:.3f}–{hi:.3f}) against {goal:.2f}; "
+                          f"{how}; the effect shown: {goal:.2f} − the ratio"])
     r = seconds_ratio(runs[a], runs[b])
     if not r:
         return Row(claim_id, "inconclusive", kind, notes=[f"no seed common to {a} and {b}; {how}"])
@@ -180,10 +173,9 @@ def tau_null(default, reversed_, groups, max_perms: int = 20000, seed: int = 0) 
     else:
         rng = np.random.default_rng(seed)
         perms = ([rng.permutation(i) for i in idx] for _ in range(max_perms))
-    out = []
+    order, shuffled, out = np.concatenate(idx), reversed_.copy(), []
     for perm in perms:
-        shuffled = reversed_.copy()
-        shuffled[np.concatenate(idx)] = reversed_[np.concatenate([list(p) for p in perm])]
+        shuffled[order] = reversed_[np.concatenate(perm)]
         out.append(kendall_tau(default, shuffled))
     return np.asarray(out)
 
@@ -201,8 +193,6 @@ def null_verdict(observed: float, null: np.ndarray, alpha: float = 0.05) -> tupl
 def ranking(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     """"The ranking survives another order": Kendall τ-b between the methods' mean scores in the
     default order (a) and the other (b) against `tau_null` within `groups`; the paper's τ as evidence."""
-    if (absent := unready(spec, runs, ctx.floors)) is not None:
-        return absent
     m, alpha, cs = ctx.measures[spec.measure], float(spec.options.get("alpha", 0.05)), spec.comparisons
     if len(cs) < 3:
         return not_testable(spec.id, f"only {len(cs)} method(s) (τ needs 3)")
@@ -211,11 +201,10 @@ def ranking(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     default, other = ([float(np.mean(list(values(runs, getattr(c, k), m).values()))) for c in cs] for k in "ab")
     tau, null = kendall_tau(default, other), tau_null(default, other, labels)
     verdict, p = null_verdict(tau, null, alpha)
-    rev = spec.options.get("reversed_paper") or {}
-    pd_ = [c.effect for c in cs]
+    rev, paper = spec.options.get("reversed_paper") or {}, [c.effect for c in cs]
     pr = [paper_number(f"claim {spec.id}: reversed_paper.{c.label}", rev[c.label]) for c in cs]
-    ptau = kendall_tau(pd_, pr)
-    pv, pp = null_verdict(ptau, tau_null(pd_, pr, labels), alpha)
+    ptau = kendall_tau(paper, pr)
+    pv, pp = null_verdict(ptau, tau_null(paper, pr, labels), alpha)
     order = " > ".join(c.label for _, c in sorted(zip(other, cs), key=lambda x: -x[0]))
     notes = [f"τ = {tau:.2f} over {len(cs)} methods; null (random orders within groups, {len(null)} permutations): "
              f"median {np.median(null):.2f}, 95th percentile {np.quantile(null, 0.95):.2f}, P(τ_null ≥ τ) = {p:.3f} "
@@ -224,8 +213,9 @@ def ranking(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     return Row(spec.id, verdict, spec.kind, tau, seeds=min(len(runs[e]) for c in cs for e in (c.a, c.b)), notes=notes)
 
 
-KINDS = MappingProxyType({"group means": group_means, "gap share": gap_share, "time overhead": time_overhead,
-                          "time target": time_target, "ranking": ranking})
+KINDS = MappingProxyType({"group means": _ready(group_means), "gap share": _ready(gap_share),
+                          "time overhead": _ready(time_overhead), "time target": time_target,
+                          "ranking": _ready(ranking)})
 
 
 def ledger_runs(block: dict, runs_dir, long: bool = False) -> tuple[Runs, Runs]:

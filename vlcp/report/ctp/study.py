@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import sys
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import yaml
 from vlcp.config import load_params
 from vlcp.eval.continual import ctp_bwt
 from vlcp.report.paper import paper_data, paper_table, studies_root
-from vlcp.report.results import MAP, MAP_STD, RETRIEVAL, fill_pass_flops, flops_per_step
+from vlcp.report.results import (MAP, MAP_STD, RETRIEVAL, fill_pass_flops, final_metrics, flops_per_step,
+                                 mean_std as sample_mean_std)
 
 
 FINAL = RETRIEVAL + MAP + MAP_STD          # the final row: TR/IR@1/5/10, Rm, mAP@1/5/10 (hits and standard)
@@ -48,8 +50,7 @@ def study_config(params_file: str | Path | None = "params.yaml", **overrides) ->
 def with_long(study: dict) -> dict:
     """The long profile's study: `report.ctp.long`'s seeds joined to its own, its runs read beside (`more_runs`)."""
     lg = study["long"]
-    return {**study, "seeds": list(dict.fromkeys([*study["seeds"], *lg["seeds"]])),
-            "ablation_seeds": list(dict.fromkeys([*study["ablation_seeds"], *lg["ablation_seeds"]])),
+    return {**study, **{k: list(dict.fromkeys([*study[k], *lg[k]])) for k in ("seeds", "ablation_seeds")},
             "more_runs": [*study.get("more_runs", []), lg["runs"]]}
 
 
@@ -66,14 +67,12 @@ def single_seed_experiments(study: dict) -> list[str]:
 def list_mismatch(study: dict) -> str:
     """What params.yaml's flat run lists (`experiments`; `ablation_experiments`, beside Table 1's) lack
     or add compared with the tables' ("" if none)."""
-    t1, out = table1_experiments(study), []
-    for key, want in (("experiments", t1), ("ablation_experiments", [e for e in single_seed_experiments(study)
-                                                                       if e not in t1])):
-        have = study.get(key, want)
-        lack, extra = [e for e in want if e not in have], [e for e in have if e not in want]
-        if lack or extra:
-            out.append(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}")
-    return "; ".join(out)
+    t1 = table1_experiments(study)
+    wants = {"experiments": t1, "ablation_experiments": [e for e in single_seed_experiments(study) if e not in t1]}
+    have = {key: study.get(key, want) for key, want in wants.items()}
+    gaps = {k: ([e for e in w if e not in have[k]], [e for e in have[k] if e not in w]) for k, w in wants.items()}
+    return "; ".join(f"`{key}` lacks {', '.join(lack) or 'nothing'} and adds {', '.join(extra) or 'nothing'}"
+                     for key, (lack, extra) in gaps.items() if lack or extra)
 
 
 def missing_seeds(runs: dict[str, dict], experiments, seeds) -> dict[str, list[int]]:
@@ -99,16 +98,14 @@ def method_label(exp: str) -> str:
 
 def final_row(r: dict, metrics=FINAL) -> dict[str, float]:
     """The model after the last task on the whole stream's pools."""
-    cell = r["cumulative"][-1]["test"]
+    cell = final_metrics(r)
     return {m: float(cell[m]) for m in metrics if m in cell}
 
 
 def mean_std(values) -> tuple[float, float]:
-    """Mean and sample std (ddof 1; 0 for one value; NaN, NaN for none)."""
-    v = np.asarray([x for x in values if x is not None and not np.isnan(x)], float)
-    if len(v) == 0:
-        return float("nan"), float("nan")
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+    """Mean and sample std (ddof 1; 0 for one value; NaN, NaN for none) of the values not None or NaN."""
+    v = [x for x in values if x is not None and not np.isnan(x)]
+    return sample_mean_std(v) if v else (math.nan, math.nan)
 
 
 def values(rs: list[dict], metric: str) -> list[float]:
@@ -138,11 +135,6 @@ def flop_ratios(rs: list[dict], ref: list[dict]) -> list[float]:
 def run_bwt(r: dict, metric: str = "Rm") -> float:
     """CTP's eval.py "BWT" on cumulative pools (positive = forgetting)."""
     return ctp_bwt([c["test"][metric] for c in r["cumulative"]], [c[metric] for c in r["final_cumulative"]])
-
-
-def table2_rows(experiments: list[str]) -> dict[str, str]:
-    """{"✓ × × ×" (L_CMC, L_c, L_s, ER): experiment} in the paper's row order."""
-    return dict(zip(TABLE2_KEYS, experiments))
 
 
 def table3_rows(table3: dict[str, str]) -> dict[str, str]:
@@ -175,8 +167,8 @@ def setting(runs: dict[str, list[dict]], study: dict) -> dict:
     buffer = next((m[k] for m in methods for k in ("buffer_size", "memory_size", "memory") if k in m), None)
     out = {"model": cfg.get("model", {}).get("name"), "steps": train.get("steps"),
            "batch size": train.get("batch_size"), "lr": train.get("lr"), "tasks": len(r.get("tasks", [])),
-           "buffer size (pairs)": buffer,
-           "training pairs": sum(r.get("task_sizes", [])) or None, "device": r.get("device")}
+           "buffer size (pairs)": buffer, "training pairs": sum(r.get("task_sizes", [])) or None,
+           "device": r.get("device")}
     return {k: "—" if v is None else str(v) for k, v in out.items()}
 
 

@@ -1,5 +1,4 @@
-"""CTP's tables (mean and std over seeds), their formatting, the paper's tables to set beside them, and
-Fig. 4 (each method's curve on the cumulative test pools)."""
+"""CTP's tables (mean and std over seeds), their formatting, the paper's tables to set beside them, and Fig. 4."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +6,7 @@ import pandas as pd
 
 from vlcp.report.ctp.study import (ABLATION, COMPONENTS, FINAL, GROUPS, PAPER_SEQF_HOURS, PREFIX, REV_PREFIX,
                                    SWITCH_INDEX, TABLE2_KEYS, final_row, flop_ratios, mean_std, method_label,
-                                   reversed_rows, run_bwt, table1_experiments, table2_rows, time_ratios, values)
+                                   reversed_rows, run_bwt, table1_experiments, time_ratios, values)
 from vlcp.report.paper import paper_table
 from vlcp.report.results import curve
 
@@ -15,16 +14,13 @@ from vlcp.report.results import curve
 def stats_frame(rows: dict, fn, quantities=()) -> pd.DataFrame:
     """Columns (quantity, "mean" | "std") and ("seeds", "n") from rows {index: [results]} and
     fn(rs) -> {quantity: [value per seed]}; every one of `quantities` gets its columns."""
-    out = {}
-    for key, rs in rows.items():
-        cells = {("seeds", "n"): len(rs or [])}
-        for q, vs in (fn(rs) if rs else {}).items():
-            cells[(q, "mean")], cells[(q, "std")] = mean_std(vs)
-        out[key] = cells
+    cells = [{("seeds", "n"): len(rs or [])} | {(q, st): x for q, vs in (fn(rs) if rs else {}).items()
+                                                for st, x in zip(("mean", "std"), mean_std(vs))}
+             for rs in rows.values()]
     cols = list(dict.fromkeys([("seeds", "n"), *((q, st) for q in quantities for st in ("mean", "std")),
-                               *(c for cells in out.values() for c in cells)]))
+                               *(c for cell in cells for c in cell)]))
     index = pd.MultiIndex.from_tuples(list(rows)) if isinstance(next(iter(rows), None), tuple) else list(rows)
-    df = pd.DataFrame([[out[k].get(c, np.nan) for c in cols] for k in rows], index=index,
+    df = pd.DataFrame([[cell.get(c, np.nan) for c in cols] for cell in cells], index=index,
                       columns=pd.MultiIndex.from_tuples(cols))
     return df.astype({("seeds", "n"): int})
 
@@ -53,7 +49,7 @@ def single_table(runs: dict[str, list[dict]], rows: dict, metrics=ABLATION) -> p
 
 def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION) -> pd.DataFrame:
     """Table 2: rows keyed by the switches (L_CMC, L_c, L_s, ER), with the run's name."""
-    rows = table2_rows(experiments)
+    rows = dict(zip(TABLE2_KEYS, experiments))
     df = single_table(runs, rows, metrics).rename_axis(SWITCH_INDEX)
     df.insert(0, ("run", ""), list(rows.values()))
     return df
@@ -62,8 +58,7 @@ def table2(runs: dict[str, list[dict]], experiments: list[str], metrics=ABLATION
 def bwt_table(runs: dict[str, list[dict]], rows: dict) -> pd.DataFrame:
     """CTP-style BWT (Rm and mAP@1 on cumulative pools; positive = forgetting) per row."""
     def fn(rs):
-        rs = [r for r in rs if r.get("final_cumulative")]
-        return {"BWT Rm": [run_bwt(r, "Rm") for r in rs], "BWT mAP@1": [run_bwt(r, "mAP@1") for r in rs]}
+        return {f"BWT {m}": [run_bwt(r, m) for r in rs if r.get("final_cumulative")] for m in ("Rm", "mAP@1")}
     return stats_frame({k: runs.get(e, []) for k, e in rows.items()}, fn, ["BWT Rm", "BWT mAP@1"])
 
 
@@ -75,23 +70,19 @@ def start_and_end(runs: dict[str, list[dict]], experiments: list[str], metric: s
         return pd.DataFrame()
     first = runs[present[0]]
     cols = {"initialisation": np.mean([r["zero_shot"]["test"][metric] for r in first], axis=0)}
-    for e in present:
-        cols[method_label(e)] = np.mean([r["matrix"]["test"][metric][-1] for r in runs[e]], axis=0)
+    cols |= {method_label(e): np.mean([r["matrix"]["test"][metric][-1] for r in runs[e]], axis=0) for e in present}
     return pd.DataFrame(cols, index=pd.Index(first[0]["tasks"], name="task"))
 
 
 def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
-    """A stats frame as "mean ± std" strings ("mean" for one seed, "missing" for none, "—" not
+    """A `stats_frame` as "mean ± std" strings ("mean" for one seed, "missing" for none, "—" not
     computable); columns without a "mean" pass through."""
-    cols = list(df.columns)
-    n = df[("seeds", "n")].to_numpy() if ("seeds", "n") in cols else np.ones(len(df), int)
-    out = {}
-    for q in [q for q in dict.fromkeys(c[0] for c in cols) if q != "seeds"]:
+    cols, n, out = list(df.columns), df[("seeds", "n")].to_numpy(), {}
+    for q in dict.fromkeys(c[0] for c in cols if c[0] != "seeds"):
         if (q, "mean") not in cols:
             out[q] = df[next(c for c in cols if c[0] == q)].tolist()
             continue
-        m = df[(q, "mean")].to_numpy(float)
-        sd = df[(q, "std")].to_numpy(float) if (q, "std") in cols else np.full(len(df), np.nan)
+        m, sd = df[(q, "mean")].to_numpy(float), df[(q, "std")].to_numpy(float)
         out[q] = ["missing" if k == 0 else "—" if np.isnan(a) else f"{a:.{digits}f}" if k == 1
                   else f"{a:.{digits}f} ± {b:.{digits}f}" for k, a, b in zip(n, m, sd)]
     return pd.DataFrame(out, index=df.index, dtype=object)
@@ -99,12 +90,9 @@ def pm(df: pd.DataFrame, digits: int = 2) -> pd.DataFrame:
 
 def beside(ours: pd.DataFrame, paper: pd.DataFrame, columns) -> pd.DataFrame:
     """Columns (quantity, "ours" | "paper") for each of `columns`, on ours' index (missing cells blank)."""
-    cols = {}
-    for c in columns:
-        if c in ours.columns:
-            cols[(c, "ours")] = ours[c]
-        if c in paper.columns:
-            cols[(c, "paper")] = paper[c].reindex(ours.index).map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    paper = paper[[c for c in columns if c in paper.columns]].reindex(ours.index)
+    paper = paper.map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    cols = {(c, who): df[c] for c in columns for who, df in (("ours", ours), ("paper", paper)) if c in df.columns}
     return pd.DataFrame(cols, index=ours.index)
 
 
@@ -141,13 +129,10 @@ def ranking(runs_default, runs_reversed, study: dict, metric: str = "Rm") -> pd.
 
 def curves(runs: dict[str, list[dict]], rows: dict[str, str], metric: str = "Rm") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 4's values: (mean, std) over seeds of `metric` after each task (1-based), a column per present row."""
-    mean, std = {}, {}
-    for label, e in rows.items():
-        if runs.get(e):
-            mean[label], std[label] = curve(runs[e], metric)
-    idx = pd.RangeIndex(1, 1 + max((len(v) for v in mean.values()), default=0), name="task")
-    return (pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in mean.items()}, index=idx),
-            pd.DataFrame({k: pd.Series(v, index=idx[:len(v)]) for k, v in std.items()}, index=idx))
+    both = {label: curve(runs[e], metric) for label, e in rows.items() if runs.get(e)}
+    idx = pd.RangeIndex(1, 1 + max((len(m) for m, _ in both.values()), default=0), name="task")
+    return tuple(pd.DataFrame({k: pd.Series(v[i], index=idx[:len(v[i])]) for k, v in both.items()}, index=idx)
+                 for i in (0, 1))
 
 
 def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1")):
@@ -157,27 +142,24 @@ def plot_fig4(runs: dict[str, list[dict]], study: dict, metrics=("Rm", "mAP@1"))
     import seaborn as sns
 
     styles = {"memory-free": "-", "memory-buffer": "--", "upper bound": ":"}
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.4), squeeze=False)
     tasks = next((rs[0]["tasks"] for rs in runs.values() if rs and "tasks" in rs[0]), None)
-    labels = [method_label(e) for e in table1_experiments(study)]
-    others = [x for x in labels if x not in ("CTP", "CTP+ER", "JointT")]
+    others = [x for x in map(method_label, table1_experiments(study)) if x not in ("CTP", "CTP+ER", "JointT")]
     palette = dict(zip(others, sns.color_palette("husl", len(others)))) | {"CTP": "crimson", "CTP+ER": "darkred"}
-    for ax, metric in zip(np.atleast_1d(axes), metrics):
+    for ax, metric in zip(axes[0], metrics):
         for g in GROUPS:
-            rows = {method_label(e): e for e in study["table1"].get(g, [])}
-            mean, std = curves(runs, rows, metric)
+            mean, std = curves(runs, {method_label(e): e for e in study["table1"].get(g, [])}, metric)
             for label in mean.columns:
                 y, s = mean[label].to_numpy(), std[label].to_numpy()
                 colour = "k" if g == "upper bound" else palette.get(label)
                 width = 2.6 if label in ("CTP", "CTP+ER") else 1.3
                 ax.plot(mean.index, y, styles[g], marker="o", ms=3, color=colour, lw=width, label=label)
                 ax.fill_between(mean.index, y - s, y + s, color=colour, alpha=0.12)
-        ax.set_xlabel("after task i (evaluated on the tasks ≤ i)")
-        ax.set_ylabel(f"{metric} (%)")
+        ax.set(xlabel="after task i (evaluated on the tasks ≤ i)", ylabel=f"{metric} (%)")
         if tasks:
             ax.set_xticks(range(1, len(tasks) + 1), [t.split(" ")[0] for t in tasks], rotation=40, ha="right")
         ax.grid(alpha=0.3)
-    last = np.atleast_1d(axes)[-1]
+    last = axes[0, -1]
     if last.get_legend_handles_labels()[0]:
         last.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
