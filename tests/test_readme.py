@@ -14,7 +14,8 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 PAGES = ("README.md", "overview.md", "ctp.md", "incclip.md", "cllclip.md", "fomo.md",
          "leaderboard.md", "performance.md", "architecture.md", "log.md")
-UNDATED = ("overview.md", "ctp.md", "incclip.md", "cllclip.md", "fomo.md", "leaderboard.md", "architecture.md")
+UNDATED = ("overview.md", "ctp.md", "incclip.md", "cllclip.md", "fomo.md", "leaderboard.md", "architecture.md",
+           "README.md", "benchmark.md", "update.md")   # docs/: the study pages and the reference pages
 
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")   # [text](target "title")
 REF_DEF = re.compile(r"^\s*\[[^\]]+\]:\s*(\S+)", re.M)                          # [label]: target
