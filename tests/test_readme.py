@@ -188,3 +188,28 @@ def test_log_sections_are_dated_newest_first():
 
 def test_log_is_one_page():
     assert not (DOCS / "log").exists(), "the dated notes live in docs/log.md, one page"
+
+
+MINUTES = re.compile(r"\b\d+(?:\.\d+)?\s*(?:min|minutes|h|hours)\b")
+VERDICT_COUNT = re.compile(r"\b\d+\s+(?:confirmed|refuted|underpowered|inconclusive|not testable)\b")
+README_TERMS = ("headroom", "σ_d", "MDE", "H/σ_d", "confirmed", "refuted", "underpowered", "not expressible here",
+                "inconclusive", "not testable", "profile", "SeqF", "JointT")
+
+
+def test_readme_states_no_date_measured_time_or_verdict_count():
+    """The README is for users: what changes with each run (dates, minutes, verdict counts) lives in the
+    pages it links (reports/index.html, docs/performance.md, docs/log.md)."""
+    text = visible(README.read_text(encoding="utf-8"))
+    found = ISO_DATE.findall(text) + COMMIT.findall(text) + MINUTES.findall(text) + VERDICT_COUNT.findall(text)
+    assert not found, f"README.md states {sorted(set(found))}; link the page that holds it instead"
+
+
+def test_readme_defines_the_terms_it_uses():
+    """Each term of the reports is defined where the README first uses it (bold, then its meaning)."""
+    text = README.read_text(encoding="utf-8")
+    for term in README_TERMS:
+        first = text.find(term)
+        assert first >= 0, f"README.md no longer uses {term!r}: drop it from README_TERMS"
+        around = text[max(0, first - 200):first + 300]
+        t = re.escape(term)
+        assert re.search(rf"\*\*{t}\*\*|\({t}\)|{t} \(|{t}[^.\n]*:", around), f"README.md uses {term!r} before defining it"
