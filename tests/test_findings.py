@@ -39,6 +39,7 @@ def test_the_findings_quote_the_claims_files_own_numbers():
     assert "**Not expressible here**: 1 paper effect scale" in text and "F beats B" not in text.split("closest")[1]
     assert "11.3 × the noise" in text and "8 of 9 tasks teach" in text
     assert "nan" not in text and "None" not in text
+    assert "<details><summary>The terms of these reports</summary>" in text and "**MDE**" in text   # the shared box
 
 
 def test_a_scaled_effect_of_zero_is_not_expressible_not_underpowered():
@@ -49,8 +50,9 @@ def test_a_scaled_effect_of_zero_is_not_expressible_not_underpowered():
 
 def test_no_claims_and_no_power_read_plainly():
     assert findings({"report": "r", "claims": []}) == "**r**: no claim was judged on these runs."
+    assert findings({"report": "r", "claims": [row("A", "confirmed")]}).startswith("**At this scale, 1 claim**: ")
     text = findings({"report": "r", "claims": [row("A", "underpowered", to_decide=None)]})
-    assert "1 claim underpowered. What would decide" in text and "H/σ_d" not in text
+    assert "1 claim underpowered. What would decide" in text and "headroom is" not in text
 
 
 def test_the_findings_cell_moves_under_the_title():

@@ -3,6 +3,7 @@ which `render_notebook` shows first in the report (the cell tagged `findings`)."
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 DECIDED = ("confirmed", "refuted")
 NOT_EXPRESSIBLE = "not expressible here"   # a paper effect that scales to 0 on this benchmark: no seed count decides it
@@ -41,7 +42,7 @@ def findings(claims: dict, closest: int = 3) -> str:
         return f"**{claims['report']}**: no claim was judged on these runs."
     counts = Counter(reading(r) for r in rows)
     head = rows[0]
-    out = [f"**At this scale, {len(rows)} claims**: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".",
+    out = [f"**At this scale, {len(rows)} claim{'s' * (len(rows) != 1)}**: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".",
            f"**The headline.** The paper: {head.get('paper') or head['claim']}. Ours: {head['claim']}: "
            f"{measured(head)}, **{reading(head)}**."]
     out += [f"- **{r['verdict']}**: {r['claim']} ({measured(r)})" for r in rows[1:] if r["verdict"] in DECIDED]
@@ -58,7 +59,13 @@ def findings(claims: dict, closest: int = 3) -> str:
                    f"{'s' * (counts[NOT_EXPRESSIBLE] != 1)} scale to 0 on this benchmark (its headroom for them is "
                    "none), so no number of seeds decides them; the papers' own data and models could.")
     sentence = power_sentence(claims.get("power"))
-    return "\n\n".join(out + ([sentence] if sentence else []))
+    return "\n\n".join(out + ([sentence] if sentence else []) + [terms()])
+
+
+def terms() -> str:
+    """The box every report shares under its findings: headroom, σ_d, MDE and the verdict words."""
+    text = (Path(__file__).with_name("terms.md")).read_text(encoding="utf-8")
+    return f"<details><summary>The terms of these reports</summary>\n\n{text}\n</details>"
 
 
 def lead_with_findings(cells: list) -> list:
