@@ -161,9 +161,8 @@ def reading(scores: Scores, baseline: str, power_ok: bool, alpha: float = ALPHA)
 
 def track_power(cal_runs: Runs, calibration: Mapping, measure, metric: str, gains_of, teaching_from: str,
                 min_seeds: int = 3) -> StudyPower | None:
-    """A track's power from its calibration runs: H = upper − lower (`calibration["experiments"]`) of
-    `measure`, σ_d over their paired seeds, the tasks that teach from `gains_of` (the lower arm's runs ->
-    a `teach` frame or None); None with fewer than `min_seeds` paired seeds."""
+    """A track's power from its calibration runs: H = upper − lower (`calibration["experiments"]`) of `measure`,
+    σ_d over their paired seeds, teaching from `gains_of(lower's runs)`; None below `min_seeds` paired seeds."""
     upper, lower = calibration["experiments"]
     up, lo = values(cal_runs, upper, measure), values(cal_runs, lower, measure)
     seeds = sorted(set(up) & set(lo))

@@ -86,9 +86,8 @@ def _fomo_parts(r: dict, metric: str) -> list[dict]:
 
 def pool_scores(r: dict, metric: str, eval_set: str | None = None,
                 pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
-    """One run: per task t, a row per part of its pool (the task, a language, a FoMo concept or
-    dataset) with its `weight` in the task's score, the score `before` and `after` it (%), its size
-    `n` (NaN: unknown; `pool_sizes` per task or per language) and which model `before` is."""
+    """One run: per task t, a row per part of its pool (the task, a language, a FoMo concept or dataset): its `weight`
+    in the task's score, its score `before` and `after` (%), its size `n` (NaN: unknown) and which model is `before`."""
     if "trajectory" in r:
         rows = _fomo_parts(r, metric)
     elif "task_languages" in r:
@@ -186,9 +185,8 @@ def gains_frame(gains: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
-    """The images of each task in evaluation set `eval_set` ("test": the test split in the training
-    styles, "unseen_style": every split in the unseen ones) of a matrix run, read from the prepared
-    benchmark its `config.data` names (the results do not record them)."""
+    """The images of each task in `eval_set` ("test": the test split in the training styles, "unseen_style": every
+    split in the unseen ones) of a matrix run, from the prepared benchmark it names (results do not record them)."""
     import torch
 
     from vlcp.config import DataCfg, build
@@ -202,8 +200,7 @@ def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
     if eval_set not in sets or not sets[eval_set][1]:
         raise VlcpError(f"teach: pool_sizes: {_who(r)} has no evaluation set {eval_set!r} "
                         f"(data.unseen_styles: {cfg.unseen_styles}; known sets: {', '.join(sets)})")
-    tasks = bench.pairs(*sets[eval_set]).image_tasks
-    return torch.bincount(tasks, minlength=len(bench.task_names)).tolist()
+    return torch.bincount(bench.pairs(*sets[eval_set]).image_tasks, minlength=len(bench.task_names)).tolist()
 
 
 def testable_line(gains: pd.DataFrame, needs_teaching: Sequence[str], who: str) -> str:
