@@ -98,14 +98,12 @@ def pool_scores(r: dict, metric: str, eval_set: str | None = None,
     return df.astype({"before": float, "after": float, "n": float, "weight": float})
 
 
-def sampling_se(before, after, n, weight=None) -> float:
+def sampling_se(before, after, n, weight) -> float:
     """The sampling SE (points) of a difference of two weighted means of proportions (in %):
     √(Σ w² (p_b(1−p_b) + p_a(1−p_a)) / n), w summing to 1; NaN if any n is."""
     pb, pa = (np.clip(np.asarray(x, float) / 100, 0, 1) for x in (before, after))
-    n = np.asarray(n, float)
-    w = np.ones_like(pb) if weight is None else np.asarray(weight, float)
-    w = w / w.sum()
-    return float(100 * np.sqrt(np.sum(w ** 2 * (pb * (1 - pb) + pa * (1 - pa)) / n)))
+    n, w = np.asarray(n, float), np.asarray(weight, float)
+    return float(100 * np.sqrt(np.sum((w / w.sum()) ** 2 * (pb * (1 - pb) + pa * (1 - pa)) / n)))
 
 
 def run_gains(r: dict, metric: str, eval_set: str | None = None,
