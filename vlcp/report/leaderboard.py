@@ -12,10 +12,10 @@ from scipy import stats as sps
 
 from vlcp.report import fomo
 from vlcp.report import stats as st
-from vlcp.report.results import final_rm
+from vlcp.report.fomo import run_headline  # noqa: F401  (`vlcp report metrics`' numbers of a track 2 run)
 from vlcp.report.paper import studies_root
 from vlcp.report.power import StudyPower, study_power
-from vlcp.report.results import fill_pass_flops, flops_per_step, run_seconds
+from vlcp.report.results import fill_pass_flops, final_rm, flops_per_step, run_seconds
 from vlcp.report.stats import Values
 from vlcp.report.study import Runs, as_lists, values
 
@@ -29,17 +29,13 @@ def paired_p(a: Values, b: Values, alternative: str = "two-sided") -> float | No
     noise = st.pair_noise(d)
     if noise is None or not noise.usable:
         return None
-    n, mean = len(d), sum(d.values()) / len(d)
-    t = mean / (noise.sd / math.sqrt(n))
-    return float(sps.t.sf(t, n - 1) if alternative == "greater" else 2 * sps.t.sf(abs(t), n - 1))
+    return float(sps.ttest_1samp(list(d.values()), 0.0, alternative=alternative).pvalue)
 
 
 def holm(pvalues: Mapping[Hashable, float | None], alpha: float = ALPHA) -> set:
     """The hypotheses Holm's step-down rejects; a None p-value counts in the family, never rejected."""
-    m = len(pvalues)
-    ordered = sorted((p, k) for k, p in pvalues.items() if p is not None)
-    rejected = set()
-    for i, (p, k) in enumerate(ordered):
+    m, rejected = len(pvalues), set()
+    for i, (p, k) in enumerate(sorted((p, k) for k, p in pvalues.items() if p is not None)):
         if p > alpha / (m - i):
             break
         rejected.add(k)
@@ -99,32 +95,25 @@ def table(scores: Scores, baseline: str, alpha: float = ALPHA) -> pd.DataFrame:
 
 def beside(ranking: pd.DataFrame, others: Mapping[str, Scores]) -> pd.DataFrame:
     """A `table` with each method's mean of other metrics beside its headline (GM's A_KA and A_ZS)."""
-    out = ranking.copy()
-    for label, scores in others.items():
-        out[label] = out["method"].map(standings(scores).set_index("method")["mean"])
-    return out
+    return ranking.assign(**{label: ranking["method"].map(standings(scores).set_index("method")["mean"])
+                             for label, scores in others.items()})
 
 
 def by_method(runs: Mapping[str, Mapping[int, dict]], experiments, replacing=()) -> dict[str, Mapping[int, dict]]:
     """{method name: {seed: results}} of the `experiments` that ran, each replaced by the experiment of
     `replacing` running the same method (the compute-matched arm: the methods a budget gives other steps)."""
-    def method(e):
-        return next(iter(runs[e].values()))["config"]["method"]["name"]
-
-    return ({method(e): runs[e] for e in experiments if runs.get(e)}
-            | {method(e): runs[e] for e in replacing if runs.get(e)})
+    return {next(iter(runs[e].values()))["config"]["method"]["name"]: runs[e]
+            for e in (*experiments, *replacing) if runs.get(e)}
 
 
 def budget(folder=None) -> pd.DataFrame:
-    """The track's compute-matched budget (`studies/leaderboard/budget.yaml`, measured by
-    benchmarks/leaderboard_budget.py), by method: a step's GFLOPs, per-task passes, memory multiplier,
-    steps and trainable parameters (millions)."""
+    """The track's compute-matched budget by method (`studies/leaderboard/budget.yaml`, from
+    benchmarks/leaderboard_budget.py): a step's GFLOPs, per-task passes, memory ×, steps, trainable params (M)."""
     doc = yaml.safe_load((studies_root(folder) / "leaderboard" / "budget.yaml").read_text(encoding="utf-8"))
-    ref = doc["full_ft"]["memory_bytes"]
-    return pd.DataFrame([{"method": r["method"], "GFLOPs/step": r["flops"] / 1e9, "pass GFLOPs/task": r["task_flops"] / 1e9,
-                          "memory ×": r["memory_bytes"] / ref, "steps": r["steps"],
-                          "trainable (M)": r["trainable_params"] / 1e6} for r in doc["experiments"].values()]
-                        ).set_index("method")
+    e = pd.DataFrame(doc["experiments"].values()).set_index("method")
+    return pd.DataFrame({"GFLOPs/step": e["flops"] / 1e9, "pass GFLOPs/task": e["task_flops"] / 1e9,
+                         "memory ×": e["memory_bytes"] / doc["full_ft"]["memory_bytes"], "steps": e["steps"],
+                         "trainable (M)": e["trainable_params"] / 1e6})
 
 
 def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
@@ -143,8 +132,7 @@ def costs(runs: Mapping[str, Mapping[int, dict]]) -> pd.DataFrame:
 
 
 def memory_multipliers(runs: Mapping[str, Mapping[int, dict]]) -> pd.Series:
-    """Each method's training memory over full fine-tuning's, from its runs' MAFs budget (`budget` of a
-    concept-stream run; the same at every seed)."""
+    """Each method's training memory over full fine-tuning's: its concept-stream runs' MAFs `budget`."""
     return pd.Series({m: next(iter(by_seed.values()))["budget"]["memory_multiplier"] for m, by_seed in runs.items()},
                      name="memory ×", dtype=float)
 
@@ -173,9 +161,8 @@ def reading(scores: Scores, baseline: str, power_ok: bool, alpha: float = ALPHA)
 
 def track_power(cal_runs: Runs, calibration: Mapping, measure, metric: str, gains_of, teaching_from: str,
                 min_seeds: int = 3) -> StudyPower | None:
-    """A track's power from its calibration runs: H = upper − lower (`calibration["experiments"]`) of
-    `measure`, σ_d over their paired seeds, the tasks that teach from `gains_of` (the lower arm's runs ->
-    a `teach` frame or None); None with fewer than `min_seeds` paired seeds."""
+    """A track's power from its calibration runs: H = upper − lower (`calibration["experiments"]`) of `measure`,
+    σ_d over their paired seeds, teaching from `gains_of(lower's runs)`; None below `min_seeds` paired seeds."""
     upper, lower = calibration["experiments"]
     up, lo = values(cal_runs, upper, measure), values(cal_runs, lower, measure)
     seeds = sorted(set(up) & set(lo))
@@ -213,11 +200,6 @@ def metric_sources(block: Mapping, params: Mapping) -> dict:
     one, two = block.get("track1") or {}, block.get("track2") or {}
     return {"experiments": [*one.get("experiments", []), *one.get("compute_matched", [])] or None,
             "seeds": sorted({*one.get("seeds", []), *two.get("seeds", [])}) or None}
-
-
-def run_headline(r: dict) -> dict[str, float]:
-    """`vlcp report metrics`' numbers of a track 2 (concept-stream) run: its endpoint."""
-    return fomo.run_headline(r)
 
 
 def metrics_summary(runs: Mapping[str, list[dict]], block: Mapping) -> dict:

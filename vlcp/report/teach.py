@@ -25,8 +25,8 @@ def _lookup(r: dict, key: str, eval_set: str | None, metric: str):
     try:
         return r[key][eval_set][metric]
     except (KeyError, TypeError):
-        sets = r.get(key) or {}
-        have = sorted(sets[eval_set]) if isinstance(sets.get(eval_set), dict) else sorted(sets)   # its metrics, else its sets
+        sets = r.get(key) or {}   # what it has: the set's metrics, else its sets
+        have = sorted(sets[eval_set]) if isinstance(sets.get(eval_set), dict) else sorted(sets)
         raise VlcpError(f"teach: {_who(r)}: no {key}[{eval_set!r}][{metric!r}] in its results "
                         f"(has: {', '.join(map(str, have)) or 'none'})") from None
 
@@ -44,16 +44,14 @@ def _matrix_parts(r: dict, metric: str, eval_set: str, pool_sizes: Sequence[int]
 
 def _language_parts(r: dict, metric: str, eval_set: str, pool_sizes: Mapping[str, int] | None) -> list[dict]:
     a, z = _lookup(r, "matrix", eval_set, metric), _lookup(r, "zero_shot", eval_set, metric)
-    langs = r["languages"]
     rows = []
     for t in range(len(a)):
         learn = r["task_languages"][t]
         for lang in learn:
-            j = langs.index(lang)
+            j = r["languages"].index(lang)
             before, baseline = (a[t - 1][j], PREVIOUS) if t > 0 and a[t - 1][j] is not None else (z[j], ZERO_SHOT)
             rows.append({"t": t, "task": r["tasks"][t], "part": lang, "weight": 1.0 / len(learn), "before": before,
-                         "after": a[t][j], "n": np.nan if pool_sizes is None else pool_sizes.get(lang, np.nan),
-                         "baseline": baseline})
+                         "after": a[t][j], "n": (pool_sizes or {}).get(lang, np.nan), "baseline": baseline})
     return rows
 
 
@@ -65,10 +63,11 @@ def _fomo_parts(r: dict, metric: str) -> list[dict]:
                         f"'A_KA' (its datasets), not {metric!r}")
     points = [r["zero_shot"], *r["trajectory"]]
     per_class = all("classes" in p for p in points)
+    adaptation = {d for d, info in r["datasets"].items() if info["role"] == "adaptation"}
     rows = []
     for t in range(len(r["trajectory"])):
         concepts = [parse_entry(e) for e in r["tasks"][t]]
-        unknown = [c.dataset for c in concepts if c.dataset not in r["datasets"] or r["datasets"][c.dataset]["role"] != "adaptation"]
+        unknown = [c.dataset for c in concepts if c.dataset not in adaptation]
         if unknown:
             raise VlcpError(f"teach: {_who(r)}: task {t + 1}'s concepts come from {unknown[0]!r}, not an adaptation "
                             "dataset of its results (`datasets`)")
@@ -87,12 +86,11 @@ def _fomo_parts(r: dict, metric: str) -> list[dict]:
 
 def pool_scores(r: dict, metric: str, eval_set: str | None = None,
                 pool_sizes: Sequence[int] | Mapping[str, int] | None = None) -> pd.DataFrame:
-    """One run: per task t, a row per part of its pool (the task, a language, a FoMo concept or
-    dataset) with its `weight` in the task's score, the score `before` and `after` it (%), its size
-    `n` (NaN: unknown; `pool_sizes` per task or per language) and which model `before` is."""
+    """One run: per task t, a row per part of its pool (the task, a language, a FoMo concept or dataset): its `weight`
+    in the task's score, its score `before` and `after` (%), its size `n` (NaN: unknown) and which model is `before`."""
     if "trajectory" in r:
         rows = _fomo_parts(r, metric)
-    elif r.get("stream") == "language":
+    elif "task_languages" in r:
         rows = _language_parts(r, metric, eval_set or "in_domain", pool_sizes)
     else:
         rows = _matrix_parts(r, metric, eval_set or "test", pool_sizes)
@@ -100,14 +98,12 @@ def pool_scores(r: dict, metric: str, eval_set: str | None = None,
     return df.astype({"before": float, "after": float, "n": float, "weight": float})
 
 
-def sampling_se(before, after, n, weight=None) -> float:
+def sampling_se(before, after, n, weight) -> float:
     """The sampling SE (points) of a difference of two weighted means of proportions (in %):
     √(Σ w² (p_b(1−p_b) + p_a(1−p_a)) / n), w summing to 1; NaN if any n is."""
     pb, pa = (np.clip(np.asarray(x, float) / 100, 0, 1) for x in (before, after))
-    n = np.asarray(n, float)
-    w = np.ones_like(pb) if weight is None else np.asarray(weight, float)
-    w = w / w.sum()
-    return float(100 * np.sqrt(np.sum(w ** 2 * (pb * (1 - pb) + pa * (1 - pa)) / n)))
+    n, w = np.asarray(n, float), np.asarray(weight, float)
+    return float(100 * np.sqrt(np.sum((w / w.sum()) ** 2 * (pb * (1 - pb) + pa * (1 - pa)) / n)))
 
 
 def run_gains(r: dict, metric: str, eval_set: str | None = None,
@@ -136,12 +132,10 @@ def task_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str | Non
         if list(g["task"]) != tasks:
             raise VlcpError(f"teach: {_who(r)} has tasks {list(g['task'])}, {_who(results_by_seed[0])} "
                             f"{tasks}: not runs of one experiment")
-    gains = np.stack([g["gain"].to_numpy() for g in per])
-    seeds = len(per)
-    out = per[0][["task", "baseline", "n"]].copy()
-    out["before"] = np.mean([g["before"] for g in per], axis=0)
-    out["after"] = np.mean([g["after"] for g in per], axis=0)
-    out["gain_mean"] = gains.mean(axis=0)
+    seeds, gains = len(per), np.stack([g["gain"].to_numpy() for g in per])
+    out = per[0][["task", "baseline", "n"]].assign(before=np.mean([g["before"] for g in per], axis=0),
+                                                   after=np.mean([g["after"] for g in per], axis=0),
+                                                   gain_mean=gains.mean(axis=0))
     if seeds >= 2:
         out["noise"] = gains.std(axis=0, ddof=1)
         out["noise_source"] = f"seed std of the gain ({seeds} seeds)"
@@ -166,8 +160,7 @@ def recorded_gains(results_by_seed: Sequence[dict], metric: str, eval_set: str =
 
 
 def teach_sentence(gains: pd.DataFrame, who: str = "") -> str:
-    """"<who>: training teaches on k of T tasks (gain > 2 × noise); median gain x points", from a
-    `task_gains` frame."""
+    """"<who>: training teaches on k of T tasks (gain > 2 × noise); median gain x points" of a `task_gains` frame."""
     k, total = int(gains["teaches"].sum()), len(gains)
     median = float(np.median(gains["gain_mean"])) if total else float("nan")
     sources = "; ".join(dict.fromkeys(s.split(" (n = ")[0] for s in gains["noise_source"]))
@@ -190,9 +183,8 @@ def gains_frame(gains: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
-    """The images of each task in evaluation set `eval_set` ("test": the test split in the training
-    styles, "unseen_style": every split in the unseen ones) of a matrix run, read from the prepared
-    benchmark its `config.data` names (the results do not record them)."""
+    """The images of each task in `eval_set` ("test": the test split in the training styles, "unseen_style": every
+    split in the unseen ones) of a matrix run, from the prepared benchmark it names (results do not record them)."""
     import torch
 
     from vlcp.config import DataCfg, build
@@ -206,8 +198,7 @@ def pool_sizes(r: dict, eval_set: str = "test") -> list[int]:
     if eval_set not in sets or not sets[eval_set][1]:
         raise VlcpError(f"teach: pool_sizes: {_who(r)} has no evaluation set {eval_set!r} "
                         f"(data.unseen_styles: {cfg.unseen_styles}; known sets: {', '.join(sets)})")
-    tasks = bench.pairs(*sets[eval_set]).image_tasks
-    return torch.bincount(tasks, minlength=len(bench.task_names)).tolist()
+    return torch.bincount(bench.pairs(*sets[eval_set]).image_tasks, minlength=len(bench.task_names)).tolist()
 
 
 def testable_line(gains: pd.DataFrame, needs_teaching: Sequence[str], who: str) -> str:
@@ -215,9 +206,9 @@ def testable_line(gains: pd.DataFrame, needs_teaching: Sequence[str], who: str) 
     training teaches on at least half of the tasks, else which claims (`needs_teaching`) it cannot."""
     k, total = int(gains["teaches"].sum()), len(gains)
     if total and 2 * k >= total:
-        return (f"**The stream teaches** ({who}: gain > 2 × noise on {k} of {total} tasks): the claims about learning "
-                "and forgetting the stream's tasks are testable on it.")
+        return (f"**The stream teaches** ({who}: gain > 2 × noise on {k} of {total} tasks): the claims about "
+                "learning and forgetting the stream's tasks are testable on it.")
     items = "; ".join(needs_teaching) or "every claim about learning the stream's tasks"
-    return (f"**The stream does not clearly teach** ({who}: gain > 2 × noise on only {k} of {total} tasks). This study "
-            f"therefore cannot test: {items}. The ledger's rows on these measure how the methods keep the starting "
-            "model, not how they learn and keep new tasks.")
+    return (f"**The stream does not clearly teach** ({who}: gain > 2 × noise on only {k} of {total} tasks). This "
+            f"study therefore cannot test: {items}. The ledger's rows on these measure how the methods keep the "
+            "starting model, not how they learn and keep new tasks.")
