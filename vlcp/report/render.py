@@ -56,8 +56,7 @@ def failed_cell(notebook: Path, failed: Path, executed, e) -> VlcpError:
     where = f"cell {e.cell_index + 1}" + (f" ({details})" if details else "")
     message = " ".join(str(e.evalue).split())
     if e.ename in _vlcp_errors():
-        return VlcpError(f"{message} ({notebook}, {where}; the executed notebook with its traceback: "
-                         f"{failed})")
+        return VlcpError(f"{message} ({notebook}, {where}; the executed notebook with its traceback: {failed})")
     return VlcpError(f"{notebook}: {where} failed: {e.ename}: {_cut(message, 300)} (the executed notebook with "
                      f"its traceback: {failed})")
 
