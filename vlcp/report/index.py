@@ -25,9 +25,8 @@ document.querySelectorAll('table.sortable th').forEach((th, i) => th.addEventLis
 def _effect(c: dict) -> tuple[str, str]:
     if c.get("effect") is None:
         return "", ""
-    lo, hi = c.get("low"), c.get("high")
     fmt = lambda v: "∞" if v in (None, float("inf")) else "−∞" if v == float("-inf") else f"{v:+.2f}"  # noqa: E731
-    return f"{c['effect']:+.2f} [{fmt(lo)}, {fmt(hi)}]", f"{c['effect']:.6f}"
+    return f"{c['effect']:+.2f} [{fmt(c.get('low'))}, {fmt(c.get('high'))}]", f"{c['effect']:.6f}"
 
 
 def _power_cells(p: dict | None) -> str:
