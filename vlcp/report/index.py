@@ -25,16 +25,13 @@ document.querySelectorAll('table.sortable th').forEach((th, i) => th.addEventLis
 def _effect(c: dict) -> tuple[str, str]:
     if c.get("effect") is None:
         return "", ""
-    lo, hi = c.get("low"), c.get("high")
     fmt = lambda v: "∞" if v in (None, float("inf")) else "−∞" if v == float("-inf") else f"{v:+.2f}"  # noqa: E731
-    return f"{c['effect']:+.2f} [{fmt(lo)}, {fmt(hi)}]", f"{c['effect']:.6f}"
+    return f"{c['effect']:+.2f} [{fmt(c.get('low'))}, {fmt(c.get('high'))}]", f"{c['effect']:.6f}"
 
 
 def _power_cells(p: dict | None) -> str:
-    if not p:
-        return "<td></td><td></td><td></td>"
-    return (f"<td>{p['headroom_over_noise']:.1f}</td><td>{p['tasks_teaching']}/{p['tasks']}</td>"
-            f"<td>{p['seeds']}</td>")
+    cells = (f"{p['headroom_over_noise']:.1f}", f"{p['tasks_teaching']}/{p['tasks']}", p["seeds"]) if p else ("",) * 3
+    return "".join(f"<td>{c}</td>" for c in cells)
 
 
 def claim_rows(reports: Path) -> tuple[list[str], list[str]]:
@@ -42,19 +39,18 @@ def claim_rows(reports: Path) -> tuple[list[str], list[str]]:
     rows, summary = [], []
     for f in sorted(reports.glob("*_claims.json")):
         data = json.loads(f.read_text())
-        counts = {v: 0 for v in VERDICTS}
+        verdicts = [c["verdict"] for c in data["claims"]]
         for c in data["claims"]:
-            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
             colour = VERDICT_COLOURS.get(c["verdict"], "#000")
             shown, key = _effect(c)
             rank = VERDICTS.index(c["verdict"]) if c["verdict"] in VERDICTS else len(VERDICTS)
             rows.append(f"<tr><td>{html.escape(data['report'])}</td><td>{html.escape(c['claim'])}</td>"
-                        f"<td>{html.escape(c.get('source') or '')}</td>"
-                        f"<td data-sort='{rank}' style='color:{colour};font-weight:bold'>{html.escape(c['verdict'])}</td>"
+                        f"<td>{html.escape(c.get('source') or '')}</td><td data-sort='{rank}' "
+                        f"style='color:{colour};font-weight:bold'>{html.escape(c['verdict'])}</td>"
                         f"<td data-sort='{key}'>{html.escape(shown)}</td><td>{c.get('seeds') or ''}</td>"
                         f"<td>{html.escape(c['evidence'])}</td></tr>")
         summary.append(f"<tr><td>{html.escape(data['report'])}</td>"
-                       + "".join(f"<td>{counts[v]}</td>" for v in VERDICTS) + f"<td>{len(data['claims'])}</td>"
+                       + "".join(f"<td>{verdicts.count(v)}</td>" for v in VERDICTS) + f"<td>{len(verdicts)}</td>"
                        + _power_cells(data.get("power")) + "</tr>")
     return rows, summary
 

@@ -38,8 +38,7 @@ def live_dir(root: str | Path | None = None) -> Path:
 
 def stamped(stamp_file: Path, stamp: dict, *outputs: Path) -> bool:
     """Whether `outputs` exist and were made with the settings `stamp_file` records as `stamp`."""
-    fresh = all(p.is_file() for p in (stamp_file, *outputs))
-    return fresh and read_json(stamp_file) == json.loads(json.dumps(stamp))
+    return all(p.is_file() for p in (stamp_file, *outputs)) and read_json(stamp_file) == json.loads(json.dumps(stamp))
 
 
 def prepare_data(params: dict, root: str | Path | None = None) -> Path:
@@ -62,16 +61,15 @@ def prepare_data(params: dict, root: str | Path | None = None) -> Path:
 def live_params(params: dict, weights: dict[str, str | Path] | None = None) -> dict:
     """A copy of `params` whose profile model aliases (e.g. `cll`) load the given weights files (an
     alias's own `pretrained` wins over `--set model.pretrained=...`, so the alias is what to change)."""
-    params = copy.deepcopy(params)
-    if weights:
-        profile = params.get("profile", "tiny")
-        aliases = ((params.get("profiles") or {}).get(profile) or {}).get("model_aliases") or {}
-        for alias, path in weights.items():
-            if alias not in aliases:
-                raise VlcpError(f"model alias {alias!r}: not in profile {profile!r} (known: {', '.join(aliases) or 'none'})")
-            spec = aliases[alias]
-            aliases[alias] = {**(spec if isinstance(spec, dict) else {"name": spec}),
-                              "pretrained": None if path is None else str(path)}
+    params, profile = copy.deepcopy(params), params.get("profile", "tiny")
+    aliases = ((params.get("profiles") or {}).get(profile) or {}).get("model_aliases") or {}
+    for alias, path in (weights or {}).items():
+        if alias not in aliases:
+            raise VlcpError(f"model alias {alias!r}: not in profile {profile!r} "
+                            f"(known: {', '.join(aliases) or 'none'})")
+        spec = aliases[alias]
+        aliases[alias] = {**(spec if isinstance(spec, dict) else {"name": spec}),
+                          "pretrained": None if path is None else str(path)}
     return params
 
 
@@ -123,9 +121,10 @@ def benchmark_common(root: str | Path | None = None):
     """The project's `benchmarks/common.py` (the paired-cost code), imported as a module."""
     import importlib.util
 
-    path = Path(root if root is not None else project_root()) / "benchmarks" / "common.py"
+    path = live_dir(root).parent / "benchmarks" / "common.py"
     if not path.is_file():
-        raise VlcpError(f"{path}: not found; the live cost measurement runs the benchmarks' own code (a vlcp checkout has it)")
+        raise VlcpError(f"{path}: not found; the live cost measurement runs the benchmarks' own code "
+                        "(a vlcp checkout has it)")
     spec = importlib.util.spec_from_file_location("vlcp_benchmarks_common", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -143,5 +142,5 @@ def paired_cost(params: dict, experiments: list[str], repeats: int = 3, override
     summary = common.paired_step_times(params, list(experiments), repeats, seed, work, step_time,
                                        lambda r: {"flops_per_step": flops_per_step(r)},
                                        live_overrides(params, overrides, root))
-    runs = {e: [read_results(work / f"rep{i}" / e / "run" / "results.json") for i in range(repeats)] for e in experiments}
-    return common.with_flop_ratio(summary), runs
+    return common.with_flop_ratio(summary), {e: [read_results(work / f"rep{i}" / e / "run" / "results.json")
+                                                 for i in range(repeats)] for e in experiments}

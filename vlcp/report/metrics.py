@@ -1,17 +1,15 @@
 """The studies' headline numbers and per-task curves as DVC metrics and plots (`vlcp report metrics`):
-`metrics/<study>.json` (each experiment's seed-mean headline, the ledger's verdict counts and power),
-`plots/<study>.csv` (per-task curves) and `plots/<study>.png` (them drawn: DVC shows an image without Vega's
-CDN); `plots/<study>/` holds a study module's `plot_files`. A study module's `run_headline(r)` adds to a run's
-headline, its `run_curve(r)` replaces the Rm curve and its `metrics_summary(runs, block)` adds its own keys to
-the metrics file."""
+`metrics/<study>.json` (seed-mean headlines, the ledger's verdict counts and power), `plots/<study>.csv` and
+`.png` (per-task curves, drawn: DVC shows an image without Vega's CDN) and `plots/<study>/` (a study's `plot_files`).
+A study module's `run_headline`, `run_curve` and `metrics_summary` add to (or replace) the defaults."""
 from __future__ import annotations
 
-import csv
 import io
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from vlcp.errors import VlcpError, unknown_name
 from vlcp.report.ledger import VERDICTS
@@ -65,14 +63,10 @@ def study_metrics(runs: dict[str, list[dict]], ledger: dict | None, headline=hea
 
 def curves_csv(runs: dict[str, list[dict]], experiments: list[str] | None, curve=curve) -> str:
     """task, then one column per experiment (mean over seeds); empty cells past a shorter stream."""
-    names = [e for e in (experiments or runs) if e in runs]
-    cols = {e: np.mean([curve(r) for r in runs[e]], axis=0).tolist() if runs[e] else [] for e in names}
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["task"] + names)
-    for t in range(max((len(c) for c in cols.values()), default=0)):
-        w.writerow([t + 1] + [f"{cols[e][t]:.4f}" if t < len(cols[e]) else "" for e in names])
-    return buf.getvalue()
+    cols = {e: pd.Series([f"{v:.4f}" for v in np.mean([curve(r) for r in runs[e]], axis=0)] if runs[e] else [],
+                         dtype=object) for e in (experiments or runs) if e in runs}
+    table = pd.DataFrame(cols, columns=list(cols)).rename_axis("task")
+    return table.set_axis(table.index + 1).to_csv(lineterminator="\n")
 
 
 def curves_png(table: str, title: str) -> bytes:
@@ -80,14 +74,13 @@ def curves_png(table: str, title: str) -> bytes:
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    header, *rows = list(csv.reader(io.StringIO(table)))
+    curves = pd.read_csv(io.StringIO(table), index_col=0, float_precision="round_trip")
     ax = Figure(figsize=(6, 3.5), layout="constrained").subplots()
-    for j, name in enumerate(header[1:], 1):
-        points = [(int(r[0]), float(r[j])) for r in rows if r[j]]
-        ax.plot([t for t, _ in points], [v for _, v in points], marker="o", label=name)
-    ax.set(title=title, xlabel=header[0])
+    for name, values in curves.items():   # (the empty cells past a shorter stream: NaN, not drawn)
+        ax.plot(values.index, values, marker="o", label=name)
+    ax.set(title=title, xlabel=curves.index.name)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if len(header) > 1:
+    if len(curves.columns):
         ax.legend(fontsize="small")
     buf = io.BytesIO()
     ax.figure.savefig(buf, format="png", dpi=100, metadata={"Software": None})
@@ -99,8 +92,7 @@ def write_metrics(params: dict, root: str | Path = ".", metrics_dir: str = "metr
     """Write the metrics and plot files of `studies` (default: every study; one without runs gets
     files with none, so DVC's outputs always exist), each file atomically. Returns the metrics files."""
     root, known = Path(root), registered()
-    unknown = [s for s in studies or [] if s not in known]
-    if unknown:
+    if unknown := [s for s in studies or [] if s not in known]:
         raise VlcpError("--study: " + unknown_name("study", unknown[0], known, "vlcp/report/studies/ holds them"))
     written = []
     for name in studies or known:

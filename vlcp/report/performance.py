@@ -60,15 +60,13 @@ def profile_frame(profile: dict, top: int = 4) -> pd.DataFrame:
     study's reference, that extra, and the ops with the most self time in it."""
     rows = {}
     for study, sp in profile["studies"].items():
-        if sp["reference"] not in sp["experiments"]:
-            continue
-        ms = pd.DataFrame({e: p["ms_per_step"] for e, p in sp["experiments"].items()}).T.fillna(0.0)
-        for exp, prof in sp["experiments"].items():
-            if exp != sp["reference"]:
-                extra = extra_time(ms, sp["reference"], exp)
-                ops = prof["top_ops"].get(extra.index[0], [])[:top]
-                rows[(study, exp)] = {"phase": extra.index[0], "extra ms/step": extra.iloc[0],
-                                      "its ops (self ms/step)": ", ".join(f"{op} {v:.1f}" for op, v in ops)}
+        ref, exps = sp["reference"], sp["experiments"]
+        ms = pd.DataFrame({e: p["ms_per_step"] for e, p in exps.items()}).T.fillna(0.0)
+        for exp in [e for e in exps if e != ref and ref in exps]:
+            extra = extra_time(ms, ref, exp)
+            ops = exps[exp]["top_ops"].get(extra.index[0], [])[:top]
+            rows[(study, exp)] = {"phase": extra.index[0], "extra ms/step": extra.iloc[0],
+                                  "its ops (self ms/step)": ", ".join(f"{op} {v:.1f}" for op, v in ops)}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
@@ -197,26 +195,21 @@ def study_runs(params: dict, dvc_yaml: dict) -> dict[str, int | None]:
     report stage, named as its notebook, it lists) `list_runs`, and one per pretraining stage it runs."""
     studies, today = [load_study(s) for s in registered()], pipeline_stages(dvc_yaml, params)
     pretrains = {n for n, s in dvc_yaml["stages"].items() if "vlcp pretrain" in str((s.get("do") or s).get("cmd"))}
-    out = {}
-    for key, b in params["report"]["performance"]["budgets"].items():
+
+    def count(b):
         study = next((s for s in studies if s.notebook in b["stages"]), None)
         bases = sum(n.partition("@")[0] in pretrains for n in study_stages(today, b["stages"]))
-        out[key] = None if study is None else list_runs(study, params) + bases
-    return out
+        return None if study is None else list_runs(study, params) + bases
+    return {key: count(b) for key, b in params["report"]["performance"]["budgets"].items()}
 
 
 def pipeline_stages(dvc_yaml: dict, params: dict) -> list[str]:
     """The stage names `dvc repro` runs for these params as DVC names them (`name@item`, `name@key`, `name@v1-v2`)."""
-    names = []
-    for name, stage in dvc_yaml["stages"].items():
-        if "foreach" in stage:
-            names += [f"{name}@{k}" for k in param(params, stage["foreach"])]
-        elif "matrix" in stage:
-            combos = itertools.product(*(param(params, v) for v in stage["matrix"].values()))
-            names += [f"{name}@" + "-".join(map(str, combo)) for combo in combos]
-        else:
-            names.append(name)
-    return names
+    def combos(stage):   # a foreach is a matrix of one axis; a plain stage, of none (one empty combo)
+        axes = [stage["foreach"]] if "foreach" in stage else (stage.get("matrix") or {}).values()
+        return itertools.product(*(param(params, v) for v in axes))
+    return [name + (f"@{'-'.join(map(str, c))}" if c else "")
+            for name, stage in dvc_yaml["stages"].items() for c in combos(stage)]
 
 
 def measured_at(measurement: dict) -> str:
@@ -228,7 +221,8 @@ def measured_at(measurement: dict) -> str:
 def retimed(parts: dict[str, dict], spine_cost: dict | None) -> list[tuple[dict, float]]:
     """The part measurements (`pipeline-<name>.json`: stages timed alone) with their `pace_slowdown`, oldest first."""
     timed = [p for name, p in parts.items() if name.startswith("pipeline-") and p.get("targets")]
-    return [(p, pace_slowdown(p, spine_cost)) for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
+    return [(p, pace_slowdown(p, spine_cost))
+            for p in sorted(timed, key=lambda p: (measured_at(p), p.get("commit", "")))]
 
 
 def stage_minutes(takes: list[tuple[float, float]], budget: float) -> tuple[float, float, float | None, str | None]:
@@ -254,10 +248,8 @@ def study_costs(pipeline: dict, params: dict, dvc_yaml: dict, slowdown: float | 
     for study, b in budgets.items():
         mine = study_stages(today, b["stages"])
         own = [n for n in mine if n not in study_stages(mine, b.get("shared") or ())]
-        source, slow = pipeline, slows[study]
-        for part, part_slow in parts:
-            if measured_at(part) >= measured_at(pipeline) and own and all(n in part["stages"] for n in own):
-                source, slow = part, part_slow
+        source, slow = next(((p, k) for p, k in reversed(parts) if own and measured_at(p) >= measured_at(pipeline)
+                             and all(n in p["stages"] for n in own)), (pipeline, slows[study]))
         takes = {n: (pipeline["stages"][n], slows[study]) for n in mine if n in pipeline["stages"]}
         takes |= {n: (source["stages"][n], slow) for n in mine if source is not pipeline and n in source["stages"]}
         kept = [n for n in mine if n not in source["stages"] and n in takes]   # shared: the whole repro's
@@ -289,26 +281,24 @@ def budget_table(pipeline: dict, budgets: dict[str, dict], slowdown: float | dic
 
 def throughput_targets(tp: dict) -> list[Row]:
     """`throughput.py`'s targets on paired repeats: vlcp's SeqF against open_clip_train, and its loop like for like."""
-    def ci(paired):
-        return f"{paired['geometric_mean']:.3f}, 95% interval [{paired['ci95'][0]:.3f}, {paired['ci95'][1]:.3f}]"
+    def ci(p, sep=", 95% interval "):   # a paired summary: geometric mean and 95 % interval of the ratios
+        return f"{p['geometric_mean']:.3f}{sep}[{p['ci95'][0]:.3f}, {p['ci95'][1]:.3f}]"
 
-    def interval(paired):
-        return {"effect": paired["geometric_mean"], "low": paired["ci95"][0], "high": paired["ci95"][1],
-                "seeds": len(paired.get("ratios") or ()) or None}
+    def target(text, p, goal, margin, evidence, control=None):
+        return tg.target(text, tg.interval_verdict(p["geometric_mean"], *p["ci95"], goal, margin, control), evidence,
+                         effect=p["geometric_mean"], low=p["ci95"][0], high=p["ci95"][1],
+                         seeds=len(p.get("ratios") or ()) or None)
     where = f"{tp['device']}{' ' + tp['gpu'] if tp.get('gpu') else ''}, {tp['model']} {tp['precision']}"
     shipped, like, aa = tp["paired_over_open_clip"], tp["paired_over_open_clip_fused_adamw"], tp["paired_a_a"]
     sp, goal = tp["pairs"]["shipped"]["samples_per_second"], tp["target_ratio"]
-    return [tg.target(f"vlcp SeqF throughput ≥ {goal}× open_clip_train on the same work ({where})",
-                      tg.interval_verdict(shipped["geometric_mean"], *shipped["ci95"], goal, goal),
-                      f"ratio {tp['ratio_vlcp_over_open_clip']:.3f} ({sp['vlcp']:.0f} vs {sp['open_clip']:.0f} "
-                      f"samples/s); paired {ci(shipped)}; {tp['ratio_vlcp_over_open_clip_fused_adamw']:.3f} "
-                      "against open_clip's loop with the same fused AdamW", **interval(shipped)),
-            tg.target(f"vlcp's loop ≥ {tp['loop_target']}× open_clip_train's like for like (same fused AdamW), "
-                      f"paired repeats, interval above {tp['loop_margin']}× ({where})",
-                      tg.interval_verdict(like["geometric_mean"], *like["ci95"], tp["loop_target"],
-                                          tp["loop_margin"], control=tuple(aa["ci95"])),
-                      f"geometric mean {ci(like)} over {len(like['ratios'])} repeats; A/A control "
-                      f"{aa['geometric_mean']:.3f} [{aa['ci95'][0]:.3f}, {aa['ci95'][1]:.3f}]", **interval(like))]
+    return [target(f"vlcp SeqF throughput ≥ {goal}× open_clip_train on the same work ({where})", shipped, goal, goal,
+                   f"ratio {tp['ratio_vlcp_over_open_clip']:.3f} ({sp['vlcp']:.0f} vs {sp['open_clip']:.0f} "
+                   f"samples/s); paired {ci(shipped)}; {tp['ratio_vlcp_over_open_clip_fused_adamw']:.3f} against "
+                   "open_clip's loop with the same fused AdamW"),
+            target(f"vlcp's loop ≥ {tp['loop_target']}× open_clip_train's like for like (same fused AdamW), paired "
+                   f"repeats, interval above {tp['loop_margin']}× ({where})", like, tp["loop_target"],
+                   tp["loop_margin"], f"geometric mean {ci(like)} over {len(like['ratios'])} repeats; A/A control "
+                   f"{ci(aa, ' ')}", tuple(aa["ci95"]))]
 
 
 def ddp_target(dd: dict) -> Row:
@@ -365,8 +355,7 @@ def studies_targets(tables: dict[str, pd.DataFrame], phased: set[str]) -> list[R
     over = [(s, e, t.loc[e]) for s, t in tables.items() for e in t.index[~t["within"]]]
     n = sum(len(t) for t in tables.values())
     out = [tg.target("every paper's method: time ratio ≤ its FLOP ratio × 1.1 (single in-study timings)",
-                     tg.single_verdict(not over),
-                     f"{n - len(over)} of {n} within; over: " + ("; ".join(
+                     tg.single_verdict(not over), f"{n - len(over)} of {n} within; over: " + ("; ".join(
                          f"{s} {e}: time {r['time ratio']:.2f} vs FLOPs {r['FLOP ratio']:.2f} ({r['uncounted work']})"
                          for s, e, r in over) or "none"))]
     if named := [(s, e, r) for s, e, r in over if s in phased]:
@@ -383,14 +372,14 @@ def studies_targets(tables: dict[str, pd.DataFrame], phased: set[str]) -> list[R
 
 def eval_memory_targets(em: dict) -> list[Row]:
     """`eval_memory.py`'s targets: the chunked path's memory linear in gallery size, and 5× under the naive one."""
-    t = eval_memory_frame(em)
-    slope, ratio = loglog_slope(t.index, t["peak_mb"]["chunked"]), em["memory_ratio_at_largest"]
+    mb = eval_memory_frame(em)["peak_mb"]
+    slope, ratio = loglog_slope(mb.index, mb["chunked"]), em["memory_ratio_at_largest"]
     return [tg.target("chunked evaluation memory grows linearly in gallery size (log-log slope ≤ 1.2)",
                       tg.exact_verdict(slope <= 1.2),
-                      f"slope {slope:.2f} (naive {loglog_slope(t.index, t['peak_mb']['naive']):.2f})", effect=slope),
+                      f"slope {slope:.2f} (naive {loglog_slope(mb.index, mb['naive']):.2f})", effect=slope),
             tg.target(f"chunked evaluation needs ≥ 5× less peak memory than the naive path at {em['largest']:,}",
                       tg.exact_verdict(ratio >= em["target_ratio"]) if ratio else "inconclusive",
-                      f"{ratio:.1f}× ({t['peak_mb']['naive'].iloc[-1]:.0f} vs {t['peak_mb']['chunked'].iloc[-1]:.0f} MB)"
+                      f"{ratio:.1f}× ({mb['naive'].iloc[-1]:.0f} vs {mb['chunked'].iloc[-1]:.0f} MB)"
                       if ratio else "naive path did not finish", effect=ratio)]
 
 
@@ -413,16 +402,14 @@ def budget_targets(pj: dict, bench: dict, params: dict, dvc_yaml: dict) -> list[
                         f"{costs['at reference pace min'].sum():.1f} min at the reference pace (not a measurement)"
                         if len(alone) else ""))]
     for paper, row in bt.iterrows():
-        if paper in alone.index:   # its stages timed alone later: judged on that measurement, at its pace
-            r = alone.loc[paper]
+        timed = paper in alone.index   # its stages timed alone later: judged on that measurement, at its pace
+        r = alone.loc[paper] if timed else row
+        if timed or row["status"] != "not built":
             out.append(tg.target(f"{paper} stages ≤ {row['budget min']} min", r["verdict"],
-                                 f"{r['measured min']:.1f} min over {r['stages']} stages, timed {r['measured']} "
-                                 f"({r['at reference pace min']:.1f} at the reference pace)"))
-        elif row["status"] != "not built":
-            out.append(tg.target(f"{paper} stages ≤ {row['budget min']} min", row["verdict"],
-                                 f"{row['measured min']:.1f} min over {row['stages']} stages"
-                                 + (f" ({row['at reference pace min']:.1f} at the reference pace)"
-                                    if slows[paper] > 1 else "")))
+                                 f"{r['measured min']:.1f} min over {r['stages']} stages"
+                                 + (f", timed {r['measured']}" if timed else "")
+                                 + (f" ({r['at reference pace min']:.1f} at the reference pace)"
+                                    if timed or slows[paper] > 1 else "")))
     return out
 
 

@@ -10,8 +10,8 @@ from vlcp.report.findings import lead_with_findings
 from vlcp.utils import atomic_path
 
 
-def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
-                    parameters: dict | None = None, cwd: str | Path = ".", name: str | None = None) -> tuple[Path, Path]:
+def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports", parameters: dict | None = None,
+                    cwd: str | Path = ".", name: str | None = None) -> tuple[Path, Path]:
     """reports/<name>.ipynb (executed) and reports/<name>.html (code hidden); both or neither.
     `name`: the outputs' name (default: the notebook's). A cell that fails is a `VlcpError`
     (`failed_cell`) and leaves the executed notebook, traceback and all, as reports/<name>.failed.ipynb."""
@@ -23,9 +23,8 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
     notebook = Path(notebook)
     if not notebook.exists():
         raise VlcpError(f"{notebook}: notebook not found")
-    reports = Path(reports_dir)
     stem = name or notebook.stem
-    out_nb, out_html, failed = reports / f"{stem}.ipynb", reports / f"{stem}.html", reports / f"{stem}.failed.ipynb"
+    out_nb, out_html, failed = (Path(reports_dir) / f"{stem}{ext}" for ext in (".ipynb", ".html", ".failed.ipynb"))
     # the kernel inherits our environment: an MPLBACKEND=Agg there would silently drop every figure
     with mock.patch.dict(os.environ, MPLBACKEND="module://matplotlib_inline.backend_inline"), \
             atomic_path(out_nb) as tmp_nb, atomic_path(out_html) as tmp_html:
@@ -48,16 +47,16 @@ def render_notebook(notebook: str | Path, reports_dir: str | Path = "reports",
 def failed_cell(notebook: Path, failed: Path, executed, e) -> VlcpError:
     """One line for papermill's error `e`: a `VlcpError` raised in the cell as its own message, anything
     else as its type and message; both with the cell (number, section, first line) and `failed`."""
-    executed.cells = [c for c in executed.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
-    cell = executed.cells[e.cell_index] if 0 <= e.cell_index < len(executed.cells) else None   # (without papermill's banner)
+    executed.cells = [c for c in executed.cells   # without papermill's banner
+                      if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
+    cell = executed.cells[e.cell_index] if 0 <= e.cell_index < len(executed.cells) else None
     heading = ([h.lstrip("#").strip() for h in _headings(executed.cells[:e.cell_index])] or [""])[-1]
     first = next((line.strip() for line in (cell.source if cell else "").splitlines() if line.strip()), "")
     details = ", ".join(x for x in (heading and f"section '{heading}'", first and f"`{_cut(first, 60)}`") if x)
     where = f"cell {e.cell_index + 1}" + (f" ({details})" if details else "")
     message = " ".join(str(e.evalue).split())
     if e.ename in _vlcp_errors():
-        return VlcpError(f"{message} ({notebook}, {where}; the executed notebook with its traceback: "
-                         f"{failed})")
+        return VlcpError(f"{message} ({notebook}, {where}; the executed notebook with its traceback: {failed})")
     return VlcpError(f"{notebook}: {where} failed: {e.ename}: {_cut(message, 300)} (the executed notebook with "
                      f"its traceback: {failed})")
 
@@ -88,8 +87,8 @@ def figure_alts(nb) -> list[str]:
     """One alt text per PNG figure of the executed notebook, in order: "figure 2 of '<its section>'"."""
     alts, heading, k = [], "the report", 0
     for cell in nb.cells:
-        if _headings([cell]):
-            heading, k = _headings([cell])[-1].lstrip("#").strip(), 0
+        if found := _headings([cell]):
+            heading, k = found[-1].lstrip("#").strip(), 0
         for out in cell.get("outputs", []):
             if "image/png" in out.get("data", {}):
                 k += 1
@@ -101,14 +100,12 @@ def with_alt_text(body: str, alts: list[str]) -> str:
     """The HTML with each embedded PNG given its alt text, in order (nbconvert writes none, or the
     same "No description has been provided for this image" for every figure)."""
     import html
-    import itertools
     import re
 
-    count = itertools.count()
+    left = iter(alts)
 
     def one(m: re.Match) -> str:
-        i = next(count)
-        alt = html.escape(alts[i] if i < len(alts) else "figure", quote=True)
+        alt = html.escape(next(left, "figure"), quote=True)
         return re.sub(r'\salt="[^"]*"', "", m.group(0)).replace("<img", f'<img alt="{alt}"', 1)
 
     return re.sub(r'<img\b[^>]*src="data:image/png;base64,', one, body)
