@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -263,10 +263,9 @@ def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Contex
             if not f_ref > 0:
                 return lg.not_testable(spec.id, f"{of} does not forget on {c.measure} (F {f_ref:.2f}): "
                                        "no scale for the margin")
-            m = share * f_ref
-            plain = lg.Comparison(f"{plain.label} + margin {m:.2f}", {s: v + m for s, v in plain.a.items()}, plain.b,
-                                  plain.paper_effect, Shifted(plain.scale.paper_headroom, plain.scale.headroom,
-                                                             f"{plain.scale.how}; + margin {m:.2f}", m), plain.floor)
+            m, sc = share * f_ref, plain.scale
+            plain = replace(plain, label=f"{plain.label} + margin {m:.2f}", a={s: v + m for s, v in plain.a.items()},
+                            scale=Shifted(sc.paper_headroom, sc.headroom, f"{sc.how}; + margin {m:.2f}", m))
         out.append(plain)
     return lg.greater(spec.id, out, depth=ctx.depth)
 
