@@ -6,28 +6,25 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
 
-from vlcp.report import ledger as lg
-from vlcp.report.targets import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
-from vlcp.report import stats as spreads
-from vlcp.report.stats import spread_frame  # noqa: F401  (the notebook's seed-spread table)
-from vlcp.report import results
-from vlcp.report.stats import Noise
+from vlcp.report import ledger as lg, results, stats as st
+from vlcp.report.stats import Noise, spread_frame  # noqa: F401  (spread_frame: the notebook's seed-spread table)
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, paper_number, stale_calibration, values
+from vlcp.report.targets import engineering_targets  # noqa: F401  (the studies' shared engineering-targets table)
 
 SETS = {"in": "in_domain", "out": "out_domain"}
 DIRECTIONS = {"I2T": "TR@1", "T2I": "IR@1"}
+CELLS = [(s, d) for s in SETS for d in DIRECTIONS]   # (in|out, I2T|T2I): the paper's four columns per metric
 
 
 def accuracy_matrix(r: dict, eval_set: str = "in_domain", metric: str = "IR@1") -> np.ndarray:
     """float [tasks, languages], NaN where a language was not yet learned."""
-    rows = r["matrix"][eval_set][metric]
-    return np.array([[np.nan if v is None else v for v in row] for row in rows], float)
+    return np.array(r["matrix"][eval_set][metric], float)
 
 
 def ar(a: np.ndarray) -> float:
@@ -38,24 +35,21 @@ def forgetting(a: np.ndarray) -> float | None:
     """Max-based forgetting over the languages learned before the last task (None for one task)."""
     if len(a) < 2:
         return None
-    earlier = a[:-1]
-    cols = [j for j in range(a.shape[1]) if not np.isnan(earlier[:, j]).all()]
-    return float(np.mean([np.nanmax(earlier[:, j]) - a[-1, j] for j in cols]))
+    keep = ~np.isnan(a[:-1]).all(0)   # the languages learned before the last task
+    return float(np.mean(np.nanmax(a[:-1, keep], 0) - a[-1, keep]))
 
 
 def ar_curve(a: np.ndarray) -> np.ndarray:
     """AR_i after every task i."""
-    return np.array([np.nanmean(row) for row in a])
+    return np.nanmean(a, 1)
 
 
 def summary(r: dict, eval_set_suffix: str = "") -> dict[tuple[str, str, str], float | None]:
     """{(in|out, I2T|T2I, AR|F): value} of one run."""
     out = {}
-    for s, name in SETS.items():
-        if name + eval_set_suffix not in r["matrix"]:
-            continue
-        for d, metric in DIRECTIONS.items():
-            a = accuracy_matrix(r, name + eval_set_suffix, metric)
+    for s, d in CELLS:
+        if SETS[s] + eval_set_suffix in r["matrix"]:
+            a = accuracy_matrix(r, SETS[s] + eval_set_suffix, DIRECTIONS[d])
             out[(s, d, "AR")], out[(s, d, "F")] = ar(a), forgetting(a)
     return out
 
@@ -64,17 +58,16 @@ def as_runs(rs: dict | list[dict]) -> list[dict]:
     return rs if isinstance(rs, list) else [rs]
 
 
-def cell_value(values: list[float | None]) -> float | str | None:
-    """One run's value as it is, several runs' "mean ± std"; None where a run has none."""
-    if any(v is None for v in values):
-        return None
-    return float(values[0]) if len(values) == 1 else results.over_seeds(values)
+def cells_over(summaries: list[dict]) -> dict:
+    """Each cell of one run's `summary` as it is, of several runs' "mean ± std"; None where a run has none."""
+    def cell(vs):
+        return None if None in vs else float(vs[0]) if len(vs) == 1 else results.over_seeds(vs)
+    return {c: cell([p.get(c) for p in summaries]) for c in summaries[0]}
 
 
 def summary_over(rs: dict | list[dict], eval_set_suffix: str = "") -> dict[tuple[str, str, str], float | str | None]:
     """`summary` of one run, or each cell's mean ± std over a list of runs."""
-    summaries = [summary(r, eval_set_suffix) for r in as_runs(rs)]
-    return {c: cell_value([p.get(c) for p in summaries]) for c in summaries[0]}
+    return cells_over([summary(r, eval_set_suffix) for r in as_runs(rs)])
 
 
 def cell_mean_sd(rs: dict | list[dict], cell: tuple[str, str, str]) -> tuple[float, float]:
@@ -92,9 +85,7 @@ def rounded(df: pd.DataFrame) -> pd.DataFrame:
 
 def table(runs: dict[str, dict], suffix: str = "") -> pd.DataFrame:
     """Rows = experiments, columns = (set, direction, AR|F)."""
-    df = pd.DataFrame({exp: summary(r, suffix) for exp, r in runs.items()}).T
-    df.columns = pd.MultiIndex.from_tuples(df.columns)
-    return df
+    return pd.DataFrame({exp: summary(r, suffix) for exp, r in runs.items()}).T
 
 
 def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str = "cll") -> pd.DataFrame:
@@ -108,13 +99,12 @@ def table2(runs: dict[str, dict | list[dict]], methods: list[str], prefix: str =
                              "the same seeds expected on both")
         name = m + (" †" if plain_runs[0]["needs_task_id"] else "")
         plain, teir = [summary(r) for r in plain_runs], [summary(r) for r in teir_runs]
-        rows[(name, "plain")], rows[(name, "with TEIR")] = summary_over(plain_runs), summary_over(teir_runs)
-        rows[(name, "Δ (TEIR − plain)")] = {c: cell_value([None if p.get(c) is None or t.get(c) is None else t[c] - p[c]
-                                                           for p, t in zip(plain, teir)]) for c in plain[0]}
+        delta = [{c: None if p.get(c) is None or t.get(c) is None else t[c] - p[c] for c in plain[0]}
+                 for p, t in zip(plain, teir)]
+        rows |= {(name, "plain"): cells_over(plain), (name, "with TEIR"): cells_over(teir),
+                 (name, "Δ (TEIR − plain)"): cells_over(delta)}
     rows[("joint", "")] = summary_over(runs[f"{prefix}-joint"])
-    df = pd.DataFrame(rows).T
-    df.columns = pd.MultiIndex.from_tuples(df.columns)
-    return df
+    return pd.DataFrame(rows).T
 
 
 def convergence_over(runs: dict[str, list[dict]]) -> pd.DataFrame:
@@ -133,7 +123,6 @@ def train_seconds(r: dict) -> float:
 # --------------------------------------------------------------------------- the claims ledger
 # The rows: vlcp/report/studies/cllclip/claims.yaml; here their measures, noise floors and two kinds.
 
-CELLS = [(s, d) for s in SETS for d in DIRECTIONS]   # (in|out, I2T|T2I): the paper's four columns per metric
 NOISE_SOURCE = "test-set noise only (binomial over each language's test captions); seed spread not measured"
 CONVERGENCE = ("loss", "fisher_trace")   # Fig. 3's measurements, in the seed spread under these keys
 
@@ -150,8 +139,7 @@ def complete_subset(runs_dir, experiments: list[str], seeds: list[int]) -> tuple
 
 
 def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
-    """`spread.seed_spread` of AR and F on every cell and Fig. 3's measurements over the subset's
-    runs, with "where"; None when no metric has two seeds."""
+    """`spread.seed_spread` of AR, F per cell and Fig. 3's numbers over the subset, with "where" (None: no 2 seeds)."""
     values: dict[str, dict[str, list[float]]] = {}
     for e, rs in subset.items():
         for r in rs:
@@ -160,8 +148,8 @@ def seed_spread(subset: dict[str, list[dict]], seeds: list[int]) -> dict | None:
             for key, v in got.items():
                 if v is not None:
                     values.setdefault(key, {}).setdefault(e, []).append(v)
-    where = spreads.runs_where({e: seeds for e in subset})
-    spread = spreads.seed_spread(values, where)
+    where = st.runs_where({e: seeds for e in subset})
+    spread = st.seed_spread(values, where)
     return {**spread, "where": where} if spread["metrics"] else None
 
 
@@ -176,61 +164,49 @@ def spread_note(spread: dict | None, missing: list[str], experiments: list[str],
     return f"**No seed spread** ({why}): the single-seed verdicts use test-set noise only ({NOISE_SOURCE})."
 
 
-def test_counts(r: dict, n_test: int) -> np.ndarray:
-    """Test captions per language in stream order: `n_test` × the share of them the language names."""
-    cov = r["coverage"]["test"]
-    missing = [lang for lang in r["languages"] if lang not in cov]
-    if missing:
-        raise ValueError(f"results coverage.test has no entry for languages {missing}")
-    return np.array([max(1, round(n_test * cov[lang])) for lang in r["languages"]], float)
-
-
-def ar_se(a: np.ndarray, counts: np.ndarray) -> float:
-    """Binomial SE (points) of AR, language j's R@1 a proportion over its `counts[j]` captions."""
-    p, n = a[-1] / 100, counts[: a.shape[1]]
-    keep = ~np.isnan(p)
-    return float(100 * np.sqrt(np.sum(p[keep] * (1 - p[keep]) / n[keep])) / keep.sum())
-
-
-def f_se(a: np.ndarray, counts: np.ndarray) -> float | None:
-    """Binomial SE (points) of F, each term a difference of two proportions (the max's selection
-    bias ignored); None for one task."""
-    if len(a) < 2:
-        return None
-    earlier, n = a[:-1] / 100, counts[: a.shape[1]]
-    cols = [j for j in range(a.shape[1]) if not np.isnan(earlier[:, j]).all()]
-    var = [(np.nanmax(earlier[:, j]) * (1 - np.nanmax(earlier[:, j])) + a[-1, j] / 100 * (1 - a[-1, j] / 100)) / n[j]
-           for j in cols]
-    return float(100 * np.sqrt(np.sum(var)) / len(cols))
-
-
-def value_se(r: dict, n_test: int, s: str, d: str, metric: str) -> tuple[float, float]:
-    """(AR or F, its test-set SE) of one run on set `s`, direction `d`."""
-    a = accuracy_matrix(r, SETS[s], DIRECTIONS[d])
-    counts = test_counts(r, n_test)
-    if metric == "AR":
-        return ar(a), ar_se(a, counts)
-    if metric == "F":
-        return forgetting(a), f_se(a, counts)
-    raise ValueError(f"metric must be 'AR' or 'F', got {metric!r}")
-
-
 # AR and F per cell (`spread_key`'s names), and Fig. 3's measurements
 MEASURES = MappingProxyType({**{spread_key(m, s, d): (lambda r, c=(s, d, m): summary(r)[c])
                                 for m in ("AR", "F") for s, d in CELLS},
                              **{k: (lambda r, k=k: r["convergence"][k]) for k in CONVERGENCE}})
 
 
+def test_counts(r: dict, n_test: int) -> np.ndarray:
+    """Test captions per language in stream order: `n_test` × the share of them the language names."""
+    cov = r["coverage"]["test"]
+    if missing := [lang for lang in r["languages"] if lang not in cov]:
+        raise ValueError(f"results coverage.test has no entry for languages {missing}")
+    return np.array([max(1, round(n_test * cov[lang])) for lang in r["languages"]], float)
+
+
+def ar_se(a: np.ndarray, counts: np.ndarray) -> float:
+    """Binomial SE (points) of AR, language j's R@1 a proportion over its `counts[j]` captions."""
+    p, keep = a[-1] / 100, ~np.isnan(a[-1])
+    return float(100 * np.sqrt(np.sum(p[keep] * (1 - p[keep]) / counts[: a.shape[1]][keep])) / keep.sum())
+
+
+def f_se(a: np.ndarray, counts: np.ndarray) -> float | None:
+    """Binomial SE (points) of F, each term a difference of two proportions (the max's bias ignored); None: one task."""
+    if len(a) < 2:
+        return None
+    keep = ~np.isnan(a[:-1]).all(0)
+    best, last, n = np.nanmax(a[:-1, keep], 0) / 100, a[-1, keep] / 100, counts[: a.shape[1]][keep]
+    return float(100 * np.sqrt(np.sum((best * (1 - best) + last * (1 - last)) / n)) / keep.sum())
+
+
+def value_se(r: dict, n_test: int, s: str, d: str, metric: str) -> tuple[float, float]:
+    """(AR or F, its test-set SE) of one run on set `s`, direction `d`."""
+    a, counts = accuracy_matrix(r, SETS[s], DIRECTIONS[d]), test_counts(r, n_test)
+    if metric not in ("AR", "F"):
+        raise ValueError(f"metric must be 'AR' or 'F', got {metric!r}")
+    return (ar(a), ar_se(a, counts)) if metric == "AR" else (forgetting(a), f_se(a, counts))
+
+
 def ledger_runs(runs_dir, study: dict, long: bool = False) -> Runs:
-    """Every experiment at the main seed (long: and the long profile's seeds, from its folder too), and
-    the seed subset's at its seeds."""
-    seeds, dirs = [study["seeds"][0]], runs_dir
-    if long:
-        seeds, dirs = results.long_reads(study, runs_dir, seeds)
+    """Every experiment at the main seed (long: also the long profile's, from its folder), the subset's at its seeds."""
+    main, spread = [study["seeds"][0]], study.get("spread") or {}
+    seeds, dirs = results.long_reads(study, runs_dir, main) if long else (main, runs_dir)
     out = load_runs(dirs, study["experiments"], seeds)
-    spread = study.get("spread") or {}
-    subset_seeds = list(dict.fromkeys([seeds[0], *spread.get("seeds", [])]))
-    subset = load_runs(runs_dir, spread.get("experiments", []), subset_seeds)
+    subset = load_runs(runs_dir, spread.get("experiments", []), list(dict.fromkeys([*main, *spread.get("seeds", [])])))
     return {e: dict(sorted({**subset.get(e, {}), **out.get(e, {})}.items())) for e in {*out, *subset}}
 
 
@@ -243,12 +219,9 @@ def floors(runs: Runs, n_test: int, spread: dict | None) -> dict[str, Noise]:
     metrics, where = (spread or {}).get("metrics") or {}, (spread or {}).get("where", "")
     out = {}
     for key, m in metrics.items():
-        sd, dof, seed = float(m["difference_spread"]), int(m["dof"]), f"seed spread of {where}"
-        if key in CONVERGENCE:
-            out[key] = Noise(sd, dof, seed)
-        else:
-            out[f"{key}, seed spread"] = Noise(sd, dof, seed)
-            out[f"{key}, one run"] = Noise(float(m["pooled_std"]), dof, seed)
+        sds = ({key: m["difference_spread"]} if key in CONVERGENCE else
+               {f"{key}, seed spread": m["difference_spread"], f"{key}, one run": m["pooled_std"]})
+        out |= {k: Noise(float(sd), int(m["dof"]), f"seed spread of {where}") for k, sd in sds.items()}
     for suffix, exp in STREAMS.items():
         if not runs.get(exp):
             continue
@@ -263,27 +236,20 @@ def floors(runs: Runs, n_test: int, spread: dict | None) -> dict[str, Noise]:
 
 
 @dataclass(frozen=True)
-class Shifted:
-    """A scale whose carried effect is moved by `by` (a non-inferiority margin in our units)."""
-    scale: lg.Scale
-    by: float
-
-    @property
-    def how(self) -> str:
-        return f"{self.scale.how}; + margin {self.by:.2f}"
+class Shifted(lg.Scale):
+    """A `Scale` whose carried effect is moved by `by` (a non-inferiority margin in our units)."""
+    by: float = 0.0
 
     def __call__(self, paper_effect: float) -> float | None:
-        t = self.scale(paper_effect)
+        t = super().__call__(paper_effect)
         return None if t is None else t + self.by
 
 
 def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Table 3 (6) vs (5): AR higher and F not higher by the margin (non-inferiority): `margin.share` (the paper's
-    smallest credited F reduction, (a − b) / a) × `margin.of`'s F at its first seed; not testable if `of` does
-    not forget."""
+    """Table 3 (6) vs (5): AR higher and F not higher by the margin `margin.share` (the paper's smallest credited F
+    reduction, (a − b) / a) × `margin.of`'s F at its first seed (non-inferiority); not testable if it has F ≤ 0."""
     margin = spec.options.get("margin") or {}
-    of = margin.get("of")
-    if not of or "share" not in margin:
+    if not (of := margin.get("of")) or "share" not in margin:
         raise ValueError(f"claim {spec.id}: `margin: {{of, share: {{a, b}}}}` is missing")
     arms = sorted({e for c in spec.comparisons for e in (c.a, c.b) if e} | {of})
     if (absent := lg.unready(spec, runs, None, arms)) is not None:
@@ -292,27 +258,26 @@ def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Contex
     share = paper_number(where, margin["share"]) / paper_number(f"{where}.a", margin["share"]["a"])
     out = []
     for c, plain in zip(spec.comparisons, lg.comparisons(spec, runs, None, None, None, ctx)):
-        if not c.measure.startswith("F "):
-            out.append(plain)
-            continue
-        f_ref = next(iter(values(runs, of, ctx.measures[c.measure]).values()))   # at its first seed
-        if not f_ref > 0:
-            return lg.not_testable(spec.id, f"{of} does not forget on {c.measure} (F {f_ref:.2f}): no scale for the margin")
-        m = share * f_ref
-        out.append(lg.Comparison(f"{plain.label} + margin {m:.2f}", {s: v + m for s, v in plain.a.items()}, plain.b,
-                                     plain.paper_effect, Shifted(plain.scale, m), plain.floor))
+        if c.measure.startswith("F "):
+            f_ref = next(iter(values(runs, of, ctx.measures[c.measure]).values()))   # at its first seed
+            if not f_ref > 0:
+                return lg.not_testable(spec.id, f"{of} does not forget on {c.measure} (F {f_ref:.2f}): "
+                                       "no scale for the margin")
+            m, sc = share * f_ref, plain.scale
+            plain = replace(plain, label=f"{plain.label} + margin {m:.2f}", a={s: v + m for s, v in plain.a.items()},
+                            scale=Shifted(sc.paper_headroom, sc.headroom, f"{sc.how}; + margin {m:.2f}", m))
+        out.append(plain)
     return lg.greater(spec.id, out, depth=ctx.depth)
 
 
 def lower_than_the_reference(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     """Fig. 3: every setting's value is lower than the reference's. The figure gives no numbers, so
     each effect (1) is in units of the row's floor σ_d; without that floor the effect is unknown."""
-    if (absent := lg.unready(spec, runs, None)) is not None:
-        return absent
     floor = ctx.floors.get(spec.options.get("floor", ""))
     scale = (lg.Scale(1.0, floor.sd, f"σ_d {floor.sd:.3g} ({floor.source}) as the effect") if floor is not None
              else lg.Scale(1.0, None, "no seed spread measured: no σ_d to stand in for the effect"))
-    return lg.greater(spec.id, lg.comparisons(spec, runs, ctx.measures[spec.measure], scale, floor), depth=ctx.depth)
+    return lg.unready(spec, runs, None) or lg.greater(
+        spec.id, lg.comparisons(spec, runs, ctx.measures[spec.measure], scale, floor), depth=ctx.depth)
 
 
 KINDS = MappingProxyType({"improves without forgetting more": improves_without_forgetting_more,
@@ -324,8 +289,7 @@ def run_headline(r: dict) -> dict[str, float]:
     if r.get("stream") != "language":
         return {}
     a = accuracy_matrix(r, "in_domain", "IR@1")
-    f = forgetting(a)
-    return {"AR": ar(a)} | ({} if f is None else {"F": f})
+    return {k: v for k, v in {"AR": ar(a), "F": forgetting(a)}.items() if v is not None}
 
 
 def run_curve(r: dict) -> list[float] | None:

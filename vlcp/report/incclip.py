@@ -14,13 +14,11 @@ import pandas as pd
 from vlcp.errors import VlcpError
 from vlcp.eval.continual import bwt
 from vlcp.report import stats as st
-from vlcp.report.stats import Noise
-from vlcp.report.stats import runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
+from vlcp.report.stats import Noise, runs_where, seed_spread, spread_frame  # noqa: F401  (ic.spread_frame)
 from vlcp.report.targets import engineering_targets  # noqa: F401  (ic.engineering_targets)
-from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, unready
-from vlcp.report.ledger import comparisons as row_comparisons
+from vlcp.report.ledger import Comparison, Context, Row, evaluate, greater, unready, comparisons as row_comparisons
 from vlcp.report.results import MEASURES as GENERIC_MEASURES
-from vlcp.report.results import complete, load_subset, long_reads, mean_frame, shown_frame  # noqa: F401  (ic.mean_frame, ic.shown_frame)
+from vlcp.report.results import complete, load_subset, long_reads, mean_frame, shown_frame  # noqa: F401  (notebook)
 from vlcp.report.study import ClaimSpec, Runs, Study, load_runs, stale_calibration
 
 CLASSIFICATION = {"test/subgroup": "subgroup (unseen items)", "test/group": "group (unseen items)",
@@ -40,11 +38,9 @@ def classification(r: dict, step: int = -1) -> dict[str, float]:
 
 def retrieval(r: dict, step: int = -1, ks=(1, 5, 10)) -> dict[tuple[str, str, str], float]:
     """{(set, "I2T"|"T2I", "R@k"): %} on the whole held-out sets after `step`."""
-    out = {}
-    for key, name in RETRIEVAL_SETS.items():
-        cell = r["heldout"][step]["retrieval"][key]
-        out |= {(name, d, f"R@{k}"): cell[f"{m}@{k}"] for d, m in (("I2T", "TR"), ("T2I", "IR")) for k in ks}
-    return out
+    cells = r["heldout"][step]["retrieval"]
+    return {(name, d, f"R@{k}"): cells[key][f"{m}@{k}"] for key, name in RETRIEVAL_SETS.items()
+            for d, m in (("I2T", "TR"), ("T2I", "IR")) for k in ks}
 
 
 def curve(rs: list[dict], key: str = "Average") -> np.ndarray:
@@ -85,9 +81,10 @@ def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[di
     """The seed subset (`study["spread"]`'s experiments at the main and its own seeds) under `runs_dir`: (its
     `spread`, None if a run is missing or none is set; its complete experiments' runs; a one-line note)."""
     cfg = study.get("spread") or {}
-    if not (isinstance(cfg, dict) and isinstance(cfg.get("experiments", []), list) and isinstance(cfg.get("seeds", []), list)):
+    if not (isinstance(cfg, dict) and all(isinstance(cfg.get(k, []), list) for k in ("experiments", "seeds"))):
         raise VlcpError(f"report.incclip.spread: expected {{experiments: [...], seeds: [...]}}, got {cfg!r}")
-    fallback = f"single-seed verdicts use `report.incclip.noise_floor` ({study.get('noise_floor')} points) for every metric"
+    fallback = (f"single-seed verdicts use `report.incclip.noise_floor` ({study.get('noise_floor')} points) "
+                "for every metric")
     seeds = subset_seeds(study.get("seeds", []), cfg)
     if not cfg.get("experiments") or len(seeds) < 2:
         return None, {}, f"No seed subset set (`report.incclip.spread`): {fallback}."
@@ -96,45 +93,38 @@ def subset_spread(runs_dir, study: dict) -> tuple[dict | None, dict[str, list[di
     if missing:
         return None, found, (f"Seed subset incomplete in {runs_dir} (missing {', '.join(missing)}; "
                              f"stage run_incclip_seeds): {fallback}.")
-    return spread(found, seeds), found, f"Seed spread measured in this pipeline on {runs_where({e: seeds for e in found})}."
+    where = runs_where({e: seeds for e in found})
+    return spread(found, seeds), found, f"Seed spread measured in this pipeline on {where}."
 
 
 def noise_sds(spread: dict | None, fallback: float) -> dict[str, Noise]:
-    """{metric: the noise of one single-seed difference}: the subset's difference spread on its dof
-    where `spread` has the metric, else `fallback` (report.incclip.noise_floor) as known."""
-    out = {}
-    for m in SPREAD_METRICS:
-        if spread and m in spread.get("metrics", {}):
-            d = spread["metrics"][m]
-            out[m] = Noise(float(d["difference_spread"]), int(d["dof"]),
-                           f"{spread['source']}, Student's t on {d['dof']} dof")
-        else:
-            out[m] = Noise(float(fallback), None, "report.incclip.noise_floor (seed subset not run)")
-    return out
+    """{metric: one single-seed difference's noise}: the subset's difference spread on its dof where `spread` has
+    the metric, else `fallback` (report.incclip.noise_floor) as known."""
+    def noise(d: dict | None) -> Noise:
+        if d is None:
+            return Noise(float(fallback), None, "report.incclip.noise_floor (seed subset not run)")
+        return Noise(float(d["difference_spread"]), int(d["dof"]), f"{spread['source']}, Student's t on {d['dof']} dof")
+    return {m: noise(((spread or {}).get("metrics") or {}).get(m)) for m in SPREAD_METRICS}
 
 
 def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict],
                 sds: dict[str, Noise]) -> pd.DataFrame:
     """Per open choice the paper leaves (`report.incclip.sensitivity`) that ran: Δ = alternative − ours of the
     final Average and mean R@1 beside its noise (`sds` / √seeds); |Δ| > 2 × noise "moves the result"."""
-    ref = runs[reference]
-    rows = []
-    for c in choices:
-        alt = runs.get(c["experiment"])
-        if not alt:
-            continue
+    ref, rows = runs[reference], []
+    for c in (c for c in choices if runs.get(c["experiment"])):
+        alt, moved = runs[c["experiment"]], False
         row = {"open choice": c["choice"], "ours": str(c["ours"]), "alternative": str(c["alternative"]),
                "experiment": c["experiment"]}
-        moved = False
         for key, fn, label in (("average", average, "Average"), ("r1_mean", r1_mean, "mean R@1")):
             diff = float(np.mean([fn(r) for r in alt]) - np.mean([fn(r) for r in ref]))
             noise = sds[key].sd / np.sqrt(min(len(alt), len(ref)))
             row[f"Δ {label}"], row[f"noise {label}"] = diff, noise
             moved |= abs(diff) > 2 * noise
-        row["reading"] = "moves the result (|Δ| > 2 × noise)" if moved else "within 2 × noise (not shown to be harmless)"
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["open choice", "ours", "alternative", "experiment", "Δ Average", "noise Average",
-                                       "Δ mean R@1", "noise mean R@1", "reading"])
+        rows.append(row | {"reading": "moves the result (|Δ| > 2 × noise)" if moved
+                           else "within 2 × noise (not shown to be harmless)"})
+    return pd.DataFrame(rows, columns=["open choice", "ours", "alternative", "experiment", "Δ Average",
+                                       "noise Average", "Δ mean R@1", "noise mean R@1", "reading"])
 
 
 # --------------------------------------------------------------------------- the claims ledger
@@ -142,16 +132,14 @@ def sensitivity(runs: dict[str, list[dict]], reference: str, choices: list[dict]
 MEASURES = MappingProxyType({**SPREAD_METRICS, "bwt_forgetting": lambda r: -chunk_bwt(r)})
 
 
-def _gain(cs: list[Comparison]) -> tuple[dict[int, float], float]:
-    """({seed: the mean of the comparisons' a − b} at the seeds all their arms share, the mean paper effect)."""
-    seeds = sorted(set.intersection(*(set(c.a) & set(c.b) for c in cs)))
-    return ({s: float(np.mean([c.a[s] - c.b[s] for c in cs])) for s in seeds},
-            float(np.mean([c.paper_effect for c in cs])))
-
-
 def gain_grows(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
-    """"The gain grows": the later gain (the mean of its comparisons per seed) > the earlier
-    (`earlier`: its comparisons' labels, half of them); a single-run floor widens by √(1 + 1/k)."""
+    """"The gain grows": the later gain (the mean of its comparisons per seed, and of their paper effects) > the
+    earlier (`earlier`: its comparisons' labels, half of them); a single-run floor widens by √(1 + 1/k)."""
+    def gain(cs: list[Comparison]) -> tuple[dict[int, float], float]:   # at the seeds all their arms share
+        seeds = sorted(set.intersection(*(set(c.a) & set(c.b) for c in cs)))
+        return ({s: float(np.mean([c.a[s] - c.b[s] for c in cs])) for s in seeds},
+                float(np.mean([c.paper_effect for c in cs])))
+
     if (absent := unready(spec, runs, ctx.floors)) is not None:
         return absent
     floor = ctx.floors.get(spec.options.get("floor"))
@@ -160,12 +148,11 @@ def gain_grows(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
     before, after = [c for c in cs if c.label in earlier], [c for c in cs if c.label not in earlier]
     if not before or len(before) != len(after):
         raise VlcpError(f"claim {spec.id}: `earlier` must name half of its comparisons by label, got {sorted(earlier)}")
-    (g0, p0), (g1, p1) = _gain(before), _gain(after)
+    (g0, p0), (g1, p1) = gain(before), gain(after)
     k = len(before)
-    wide = floor and st.Noise(floor.sd * math.sqrt(1 + 1 / k), floor.dof, f"{floor.source}, × √(1 + 1/{k})")
-    row = greater(spec.id, [Comparison("later gain − earlier gain", g1, g0, p1 - p0, ctx.scales[spec.scale], wide)],
-                  depth=ctx.depth)
-    return dataclasses.replace(row, kind=spec.kind)
+    wide = floor and Noise(floor.sd * math.sqrt(1 + 1 / k), floor.dof, f"{floor.source}, × √(1 + 1/{k})")
+    c = Comparison("later gain − earlier gain", g1, g0, p1 - p0, ctx.scales[spec.scale], wide)
+    return dataclasses.replace(greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
 def above_at_every_step(spec: ClaimSpec, runs: Runs, ctx: Context) -> Row:
