@@ -356,7 +356,7 @@ def test_the_ledger_cell_evaluates_the_claims_file(tmp_path):
     and writes every row of the claims file."""
     import types
 
-    from vlcp.report.ledger import evaluate, ledger_frame, ledger_json, ledger_style
+    from vlcp.report.ledger import evaluate, ledger_frame, ledger_json, ledger_style, provenance
     from vlcp.report.results import MEASURES
     from vlcp.report.study import load_study
     from vlcp.utils import write_json
@@ -367,7 +367,7 @@ def test_the_ledger_cell_evaluates_the_claims_file(tmp_path):
     hook = types.SimpleNamespace(ledger=lambda study, params, runs_dir, long: evaluate(study, ledger_runs(), MEASURES, False, FLOORS))
     ns = {"report": True, "stale": None, "inc": inc, "ic": hook, "params": {}, "runs_dir": "runs", "long": False,
           "write_json": write_json, "ledger_json": ledger_json,
-          "ledger_style": ledger_style, "ledger_frame": ledger_frame, "display": lambda *a, **k: None,
+          "ledger_style": ledger_style, "provenance": provenance, "ledger_frame": ledger_frame, "display": lambda *a, **k: None,
           "Markdown": lambda t: t, "Path": Path, "reports_dir": str(tmp_path), "study_power_table": None}
     exec(cell, ns)
     written = json.loads((tmp_path / "incclip_ablations_claims.json").read_text())
