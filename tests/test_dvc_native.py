@@ -83,8 +83,8 @@ def test_study_metrics_and_curves(emoji_root, tmp_path):
     final = [r["cumulative"][-1]["test"]["Rm"] for r in runs["seqf"]]
     assert m["run_count"] == 3 and m["experiments"]["seqf"]["Rm"] == pytest.approx(sum(final) / 2, abs=1e-4)
     assert m["experiments"]["er"]["mAP@1"] == pytest.approx(runs["er"][0]["cumulative"][-1]["test"]["mAP@1"], abs=1e-4)
-    assert m["claims"] == {"confirmed": 2, "refuted": 0, "underpowered": 1, "inconclusive": 1,
-                           "not testable": 0, "other": 0}
+    assert m["claims"] == {"confirmed": 2, "refuted": 0, "underpowered": 1, "not expressible here": 0,
+                           "inconclusive": 1, "not testable": 0, "other": 0}
     assert m["power"] == {"headroom": 9.0, "sigma_d": 0.9, "headroom_over_noise": 10.0, "tasks_teaching": 6, "tasks": 9,
                           "seeds": 3}
     assert json.loads((tmp_path / "metrics" / "ctp.json").read_text()) == {"run_count": 0, "experiments": {}, "claims": {}}

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from vlcp.report.findings import NOT_EXPRESSIBLE, findings, lead_with_findings, reading
+from vlcp.report.findings import findings, lead_with_findings
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORTS = ("overview", "ctp_tables", "incclip_ablations", "cllclip_teir", "fomo_figures", "performance")
@@ -24,7 +24,7 @@ CLAIMS = {"report": "a study", "power": {"headroom_over_noise": 11.34, "tasks_te
                      row("C beats B", "refuted", -0.42, -1.1, 0.2),
                      row("D beats B", "underpowered", 0.3, -0.9, 1.5, 3, to_decide=27.4),
                      row("E beats B", "underpowered", 0.1, -0.5, 0.7, 3, to_decide=82),
-                     row("F beats B", "underpowered", 0.2, -1.0, 1.4, 3, scaled=0.0),
+                     row("F beats B", "not expressible here", 0.2, -1.0, 1.4, 3, scaled=None),
                      row("G is cheaper", "not testable", None, None, None, 0, scaled=None)]}
 
 
@@ -36,16 +36,10 @@ def test_the_findings_quote_the_claims_files_own_numbers():
     assert "- **refuted**: C beats B (-0.4 [-1.1, +0.2] over 5 seeds)" in text
     assert "2 claims underpowered; the closest to deciding: D beats B (about 27 seeds per arm; ran 3); E beats B " \
            "(about 82 seeds per arm; ran 3)" in text
-    assert "**Not expressible here**: 1 paper effect scale" in text and "F beats B" not in text.split("closest")[1]
+    assert "**Not expressible here**: 1 claim whose effect" in text and "F beats B" not in text.split("closest")[1]
     assert "11.3 × the noise" in text and "8 of 9 tasks teach" in text
     assert "nan" not in text and "None" not in text
     assert "<details><summary>The terms of these reports</summary>" in text and "**MDE**" in text   # the shared box
-
-
-def test_a_scaled_effect_of_zero_is_not_expressible_not_underpowered():
-    assert reading(row("x", "underpowered", scaled=0.0)) == NOT_EXPRESSIBLE
-    assert reading(row("x", "underpowered", scaled=None)) == "underpowered"
-    assert reading(row("x", "refuted", scaled=0.0)) == "refuted"
 
 
 def test_no_claims_and_no_power_read_plainly():

@@ -19,9 +19,9 @@ def test_index_counts_every_verdict_and_shows_the_interval(tmp_path):
     write_json(tmp_path / "b_claims.json", ledger_json("Paper B", [Row("c", "refuted", "target", claim="c")]))
     (tmp_path / "a.html").write_text("<html></html>")
     page = write_index(tmp_path).read_text()
-    assert ("<tr><td>Paper A</td><td>1</td><td>0</td><td>0</td><td>0</td><td>1</td><td>2</td>"
+    assert ("<tr><td>Paper A</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td><td>2</td>"
             "<td>12.0</td><td>6/9</td><td>3</td></tr>") in page
-    assert ("<tr><td>Paper B</td><td>0</td><td>1</td><td>0</td><td>0</td><td>0</td><td>1</td>"
+    assert ("<tr><td>Paper B</td><td>0</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td><td>1</td>"
             "<td></td><td></td><td></td></tr>") in page
     assert "+4.03 [+3.60, +4.50]" in page and "§5.2" in page and "not testable" in page
     assert "href='a.html'" in page and "class=\"sortable\"" in page

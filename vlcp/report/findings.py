@@ -6,14 +6,9 @@ from collections import Counter
 from pathlib import Path
 
 DECIDED = ("confirmed", "refuted")
-NOT_EXPRESSIBLE = "not expressible here"   # a paper effect that scales to 0 on this benchmark: no seed count decides it
+NOT_EXPRESSIBLE = "not expressible here"   # the benchmark has no headroom for the paper's effect: no seed count decides it
 TO_DECIDE = ("more seeds (`seeds`, `report.<study>.spread` in params.yaml), the `long` profile "
              "(`dvc repro long/dvc.yaml`) or the `small` profile on a GPU")
-
-
-def reading(row: dict) -> str:
-    """The row's verdict as a reader counts it: an underpowered row whose scaled effect is 0 is not expressible."""
-    return NOT_EXPRESSIBLE if row["verdict"] == "underpowered" and row.get("scaled_effect") == 0 else row["verdict"]
 
 
 def measured(row: dict) -> str:
@@ -40,13 +35,13 @@ def findings(claims: dict, closest: int = 3) -> str:
     rows = claims["claims"]
     if not rows:
         return f"**{claims['report']}**: no claim was judged on these runs."
-    counts = Counter(reading(r) for r in rows)
+    counts = Counter(r["verdict"] for r in rows)
     head = rows[0]
     out = [f"**At this scale, {len(rows)} claim{'s' * (len(rows) != 1)}**: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".",
            f"**The headline.** The paper: {head.get('paper') or head['claim']}. Ours: {head['claim']}: "
-           f"{measured(head)}, **{reading(head)}**."]
+           f"{measured(head)}, **{head['verdict']}**."]
     out += [f"- **{r['verdict']}**: {r['claim']} ({measured(r)})" for r in rows[1:] if r["verdict"] in DECIDED]
-    open_rows = sorted((r for r in rows if reading(r) == "underpowered"),
+    open_rows = sorted((r for r in rows if r["verdict"] == "underpowered"),
                        key=lambda r: r.get("seeds_to_decide") or float("inf"))
     if open_rows:
         near = [f"{r['claim']} (about {r['seeds_to_decide']:.0f} seeds per arm; ran {r['seeds']})"
@@ -55,9 +50,9 @@ def findings(claims: dict, closest: int = 3) -> str:
                    + (f"; the closest to deciding: {'; '.join(near)}" if near else "")
                    + f". What would decide them: {TO_DECIDE}.")
     if counts[NOT_EXPRESSIBLE]:
-        out.append(f"**Not expressible here**: {counts[NOT_EXPRESSIBLE]} paper effect"
-                   f"{'s' * (counts[NOT_EXPRESSIBLE] != 1)} scale to 0 on this benchmark (its headroom for them is "
-                   "none), so no number of seeds decides them; the papers' own data and models could.")
+        out.append(f"**Not expressible here**: {counts[NOT_EXPRESSIBLE]} claim{'s' * (counts[NOT_EXPRESSIBLE] != 1)} "
+                   "whose effect is a share of a headroom this benchmark does not have (H ≤ 0 as measured), so no "
+                   "number of seeds decides them; the papers' own data and models could.")
     sentence = power_sentence(claims.get("power"))
     return "\n\n".join(out + ([sentence] if sentence else []) + [terms()])
 

@@ -17,7 +17,7 @@ from vlcp.report.stats import Effect, Noise, Values
 from vlcp.report.results import MEASURES
 from vlcp.report.study import Claims, ClaimSpec, Runs, Study, load_runs, stale_calibration, values
 
-VERDICTS = ("confirmed", "refuted", "underpowered", "inconclusive", "not testable")
+VERDICTS = ("confirmed", "refuted", "underpowered", "not expressible here", "inconclusive", "not testable")
 RESOLVED = 2.0   # a headroom scales the paper's effects only where H > RESOLVED × σ_d of its own pair
 
 
@@ -36,10 +36,17 @@ def unresolved(headroom: float, noise: Noise | None) -> str | None:
 @dataclass(frozen=True)
 class Scale:
     """Carries a paper's effect to ours: its share of the paper's headroom times our H (None: unknown,
-    `how` says why). Build it with `of` or `measured`, which apply `unresolved`."""
+    `how` says why; `estimate`: H as measured, resolved or not). Build it with `of` or `measured`, which
+    apply `unresolved`."""
     paper_headroom: float
     headroom: float | None
     how: str = ""
+    estimate: float | None = None
+
+    @property
+    def absent(self) -> bool:
+        """No headroom at all here (H ≤ 0 as measured): the paper's effect, a share of it, is not expressible."""
+        return self.headroom is None and self.estimate is not None and self.estimate <= 0
 
     def __post_init__(self):
         if not self.paper_headroom > 0:
@@ -49,7 +56,7 @@ class Scale:
     def of(cls, headroom: float, noise: Noise | None, paper_headroom: float, how: str = "") -> "Scale":
         """A headroom (measured or calibrated) with the noise of its own pair: known if resolved."""
         why = unresolved(headroom, noise)
-        return cls(paper_headroom, None if why else float(headroom), f"{how}: {why}" if why else how)
+        return cls(paper_headroom, None if why else float(headroom), f"{how}: {why}" if why else how, float(headroom))
 
     @classmethod
     def measured(cls, upper: Values, lower: Values | None, paper_headroom: float, how: str = "") -> "Scale":
@@ -142,7 +149,9 @@ def _row(claim_id: str, kind: str, judged: list[_Judged], depth: int, mde_of) ->
     else:
         show = max(judged, key=lambda j: (j.gap, j.mde))
         verdict, e = "underpowered" if show.gap > 0 else "inconclusive", show.e
-        if show.target is None:
+        if show.target is None and show.c.scale is not None and show.c.scale.absent:
+            verdict, needs = "not expressible here", f"a benchmark with a headroom for it ({show.c.scale.how})"
+        elif show.target is None:
             needs = f"a headroom these runs resolve ({show.c.scale.how})"
         elif not e.usable:
             needs = ("a noise estimate above 0 (σ_d is 0: its per-seed differences do not vary)"
@@ -333,7 +342,8 @@ def ledger_frame(rows: list[Row]):
 
 
 # each verdict's colour, in every report's ledger and in the index
-VERDICT_COLOURS = {"confirmed": "#1a7f37", "refuted": "#cf222e", "underpowered": "#6e7781", "inconclusive": "#9a6700",
+VERDICT_COLOURS = {"confirmed": "#1a7f37", "refuted": "#cf222e", "underpowered": "#6e7781",
+                   "not expressible here": "#8250df", "inconclusive": "#9a6700",
                    "not testable": "#6e7781"}
 
 
