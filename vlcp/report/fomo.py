@@ -15,7 +15,7 @@ from scipy import stats
 
 from vlcp.eval import continual
 from vlcp.report import ledger as lg
-from vlcp.report import stats as st
+from vlcp.report import project_root, stats as st
 from vlcp.report.stats import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: fm.spread_frame)
 from vlcp.report.results import MEASURES as GENERIC_MEASURES
 from vlcp.report.results import load_subset, long_reads  # noqa: F401  (the notebook calls fm.load_subset)
@@ -34,8 +34,7 @@ def load_study(runs_dir: str | Path, studies: dict[str, list[str]], seed: int = 
 def trajectory(r: dict) -> pd.DataFrame:
     """Rows: after task 0 (= θ0, zero-shot), 1, …, T; columns A_KA, A_ZS, GM."""
     rows = [r["zero_shot"]] + r["trajectory"]
-    return pd.DataFrame([{k: row[k] for k in METRICS} for row in rows],
-                        index=pd.RangeIndex(len(rows), name="after task"))
+    return pd.DataFrame([{k: row[k] for k in METRICS} for row in rows]).rename_axis("after task")
 
 
 def endpoint(r: dict) -> dict[str, float]:
@@ -61,8 +60,7 @@ MEMORY = {"memory": "total", "params": "parameters", "grads": "gradients", "opti
 
 
 def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
-    """Table 4's analogue per method: FLOPs, training memory by tensor accounting and its multiplier to
-    full fine-tuning, MAFs per step, steps per task and the stream's totals."""
+    """Table 4's analogue per method: FLOPs, memory by tensor accounting, its multiplier, MAFs, steps."""
     rows = {}
     for e, r in runs.items():
         b = r["budget"]
@@ -75,8 +73,8 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) -> pd.DataFrame:
-    """Table 4's `T=<n>` columns: a method's steps per task when full fine-tuning's total compute over
-    the stream is cut into T tasks (at least one step each), bought from its measured MAFs."""
+    """Table 4's `T=<n>` columns: a method's steps per task, bought from its MAFs, when full fine-tuning's
+    total compute is cut into T tasks (at least one step each)."""
     from vlcp.train.budget import steps_for_budget
 
     rows = {}
@@ -90,8 +88,7 @@ def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) ->
 
 
 def isolated_table(r: dict) -> pd.DataFrame:
-    """Table 5's analogue (App. D.1) from one `isolated` run over a dataset-incremental stream: per task's
-    dataset, θ0's zero-shot accuracy, the accuracy fine-tuned on it alone and their delta."""
+    """Table 5's analogue from an `isolated` run: per task's dataset, θ0's zero-shot accuracy, tuned alone, delta."""
     from vlcp.data.concepts import parse_entry
 
     method, name = r["config"]["method"]["name"], r.get("experiment", "the run")
@@ -141,9 +138,8 @@ def trajectory_plot(ax, runs: dict[str, dict], zero_shot: dict, joint: dict | No
         ax.plot(*zip(*ends), ls=":", color="k", lw=1)
     xlim, ylim = ((min(v) - 2.0, max(v) + 2.0) for v in zip(*points))
     xx, yy = np.meshgrid(np.linspace(*xlim, 100), np.linspace(*ylim, 100))
-    cs = ax.contour(xx, yy, np.sqrt(np.clip(xx, 0, None) * np.clip(yy, 0, None)), levels=8,
-                    colors="grey", linewidths=0.5, alpha=0.5)
-    ax.clabel(cs, fontsize=6, fmt="%.0f")
+    gm = np.sqrt(np.clip(xx, 0, None) * np.clip(yy, 0, None))
+    ax.clabel(ax.contour(xx, yy, gm, levels=8, colors="grey", linewidths=0.5, alpha=0.5), fontsize=6, fmt="%.0f")
     ax.set(xlim=xlim, ylim=ylim, xlabel="A_KA (knowledge accumulation, %)", ylabel="A_ZS (zero-shot retention, %)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, ncol=2)
@@ -165,16 +161,13 @@ def trajectory_area(r: dict) -> float:
 
 
 def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict[str, list[dict]]:
-    """{label: experiment} -> {label: its runs at every seed the subset has, else the study's one run}
-    (neither: left out)."""
+    """{label: experiment} -> {label: its runs at the subset's seeds, else the study's one run; neither: left out}."""
     return {k: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
             for k, e in labels.items() if subset.get(e) or e in runs}
 
 
 # --------------------------------------------------------------------------- the claims ledger
-# Its rows: studies/fomo/claims.yaml. A single-run comparison's sd: test-set noise joined by the seed
-# subset's spread.
-
+# its rows: studies/fomo/claims.yaml; a single-run comparison's sd: test-set noise joined by the seed spread
 TEST_ONLY = "test-set noise only; seed spread not measured"
 EARLY_TASKS = 5                                 # the early-retention claim's first tasks
 EARLY = f"mean A_ZS, tasks 1-{EARLY_TASKS}"     # early_retention: its seed-spread metric
@@ -182,9 +175,8 @@ AREA = "mean GM along the stream"               # trajectory_area: the random-or
 
 
 def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
-    """The test-set sd of a difference of two single-run A_KA, A_ZS and GM at `row` (default: the
-    endpoint): √2 × the binomial SE of each dataset-macro mean, each score a proportion over its `n`
-    items; GM's by the delta method."""
+    """The test-set sd of a difference of two single-run A_KA, A_ZS and GM at `row` (default: the endpoint):
+    √2 × the binomial SE of the dataset-macro mean over each score's `n` items; GM's by the delta method."""
     row = row or r["trajectory"][-1]
     se = {}
     for metric, role in (("A_KA", "adaptation"), ("A_ZS", "retention")):
@@ -208,17 +200,14 @@ def subset_spread(subset: dict[str, dict[int, dict]]) -> dict | None:
     """`spread.seed_spread` of every metric the ledger compares single-seed, over the subset's
     experiments with ≥ 2 seeds; None when none has."""
     kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
-    if not kept:
-        return None
     metrics = {**{m: MEASURES[m] for m in METRICS}, AREA: trajectory_area, EARLY: early_retention}
-    return seed_spread({m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()},
-                       runs_where(kept))
+    per_seed = {m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()}
+    return seed_spread(per_seed, runs_where(kept)) if kept else None
 
 
 def comparison_sd(spread: dict | None, metric: str, test: float, evals: int = 2, runs: int = 2) -> st.Noise:
-    """The sd of a comparison spanning `evals` test-set evaluations (`test`: one difference's sd) and
-    `runs` trained runs: √(evals/2 · test² + runs/2 · seed²), seed the spread's difference spread of
-    `metric` on its dof; without one, test-set only."""
+    """The sd of a comparison spanning `evals` test-set evaluations (`test`: one difference's sd) and `runs`
+    runs: √(evals/2 · test² + runs/2 · seed²), seed the spread's of `metric` on its dof (none: test-set only)."""
     measured = (spread or {}).get("metrics") or {}
     if metric not in measured:
         why = f"test-set noise only: the seed subset has no spread of {metric}" if measured else TEST_ONLY
@@ -229,14 +218,13 @@ def comparison_sd(spread: dict | None, metric: str, test: float, evals: int = 2,
 
 
 def noise_table(ref_run: dict, spread: dict | None) -> pd.DataFrame:
-    """Per metric: the test-set sd at the reference run's endpoint (the trajectory area taking GM's), the
-    seed part (NaN: not measured) and `comparison_sd`'s result."""
+    """Per metric: the test-set sd at the reference endpoint (the trajectory area taking GM's), the seed
+    part (NaN: not measured) and `comparison_sd`'s result."""
     test, measured = noise_sd(ref_run), (spread or {}).get("metrics") or {}
     rows = {}
     for m, t in {**test, AREA: test["GM"]}.items():
         sd = comparison_sd(spread, m, t)
-        seed = float(measured[m]["difference_spread"]) if m in measured else np.nan
-        rows[m] = {"test-set sd": t, "seed spread": seed,
+        rows[m] = {"test-set sd": t, "seed spread": measured.get(m, {}).get("difference_spread", np.nan),
                    "sd of a difference": sd.sd, "dof": sd.dof or np.inf, "source": sd.source}
     return pd.DataFrame.from_dict(rows, orient="index")
 
@@ -257,9 +245,8 @@ MEASURES = MappingProxyType({**{m: (lambda r, m=m: endpoint(r)[m]) for m in METR
 
 
 def floors(ref_run: dict, spread: dict | None) -> dict[str, st.Noise]:
-    """The claims file's noise floors by `comparison_sd` at the reference run's endpoint: two single runs
-    (the metrics), a run against its own θ0 ("early gain", "<metric> change"), two forgettings and a gain
-    of gains."""
+    """The claims file's noise floors (`comparison_sd`) at the reference endpoint: two single runs, a run
+    against its own θ0 ("early gain", "<metric> change"), two forgettings and a gain of gains."""
     test, sd = noise_sd(ref_run), functools.partial(comparison_sd, spread)
     return {**{m: sd(m, test[m]) for m in METRICS}, "trajectory_area": sd(AREA, test["GM"]),
             "early gain": sd(EARLY, noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"], runs=1),
@@ -289,9 +276,8 @@ def best_of_chosen(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
 
 
 def within_a_share(judge, spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """`judge`'s row (`ledger.equivalent` or `.greater`), a comparison's margin its `effect` (a share) × b's
-    mean at the compared seeds: every one of an equivalence; a `greater` row's `within_share` ones as
-    non-inferiority, (a + margin) − b > 0."""
+    """`ledger.equivalent`'s or `.greater`'s row, a margin the `effect` (a share) × b's mean: every comparison
+    of an equivalence; a `greater` row's `within_share` ones as non-inferiority, (a + margin) − b > 0."""
     if (absent := lg.unready(spec, runs, ctx.floors)) is not None:
         return absent
     shifted = set(spec.options.get("within_share") or ()) if judge is lg.greater else set()
@@ -299,11 +285,10 @@ def within_a_share(judge, spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Ro
     for c in lg.comparisons(spec, runs, ctx.measures.get(spec.measure), None,
                             ctx.floors.get(spec.options.get("floor")), ctx):
         if judge is lg.equivalent or c.label in shifted:
-            base = float(np.mean(list(c.b.values())))
-            level = lg.Scale(1.0, base, f"the share × {c.label}'s reference level {base:.2f}")
-            c = dataclasses.replace(c, scale=level)
+            ref = float(np.mean(list(c.b.values())))
+            c = dataclasses.replace(c, scale=lg.Scale(1.0, ref, f"the share × {c.label}'s reference level {ref:.2f}"))
         if c.label in shifted:
-            m = base * c.paper_effect
+            m = ref * c.paper_effect
             c = dataclasses.replace(c, label=f"{c.label} (margin {m:.2f})", a={s: v + m for s, v in c.a.items()})
         out.append(c)
     return dataclasses.replace(judge(spec.id, out, depth=ctx.depth), kind=spec.kind)
@@ -346,15 +331,13 @@ def gain_of_gains(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
 
 
 def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
-    """The memory multipliers by Table 4's row names and where from: `from: runs` (each of
-    `experiments`' first seed) or a benchmark file relative to the project root."""
+    """The memory multipliers by Table 4's row names and where from: `from: runs` (`experiments`' first
+    seeds) or a benchmark file under the project root."""
     src = spec.options["from"]
     if src == "runs":
         names = spec.options["experiments"]
         mult = {k: _first(runs, e, lambda r: r["budget"]["memory_multiplier"]) for k, e in names.items() if runs.get(e)}
         return mult, spec.options.get("where", "the study's runs")
-    from vlcp.report import project_root
-
     path = project_root() / src
     if not path.exists():
         return {}, src
@@ -383,11 +366,10 @@ def memory_order(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     return lg.Row(spec.id, "refuted" if broken else "confirmed", spec.kind, gap, gap, gap, 1, sigma_d=0.0, notes=notes)
 
 
-KINDS = MappingProxyType({"best of chosen": best_of_chosen,
+KINDS = MappingProxyType({"best of chosen": best_of_chosen, "largest gap, Tukey": largest_gap_tukey,
                           "equivalent within a share": functools.partial(within_a_share, lg.equivalent),
                           "greater, some within a share": functools.partial(within_a_share, lg.greater),
-                          "largest gap, Tukey": largest_gap_tukey, "gain of gains": gain_of_gains,
-                          "memory order": memory_order})
+                          "gain of gains": gain_of_gains, "memory order": memory_order})
 
 
 def ledger_runs(runs_dir, block: dict, long: bool = False) -> Runs:
