@@ -73,8 +73,7 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) -> pd.DataFrame:
-    """Table 4's `T=<n>` columns: a method's steps per task, bought from its MAFs, when full fine-tuning's
-    total compute is cut into T tasks (at least one step each)."""
+    """Table 4's `T=<n>` columns: a method's steps per task when full fine-tuning's compute is cut into T tasks."""
     from vlcp.train.budget import steps_for_budget
 
     rows = {}
@@ -123,8 +122,7 @@ def paper_scale_budget(bench: dict, table4: pd.DataFrame) -> pd.DataFrame:
 
 def trajectory_plot(ax, runs: dict[str, dict], zero_shot: dict, joint: dict | None, title: str = "",
                     labels: dict[str, str] | None = None):
-    """A_KA (x) vs A_ZS (y) per task for each run, with θ0, the joint point, the line between them
-    (the linear trade-off) and contours of GM = √(A_KA·A_ZS)."""
+    """A_KA (x) vs A_ZS (y) per task for each run, with θ0, the joint point, their line and GM's contours."""
     ends = [(p["A_KA"], p["A_ZS"]) for p in (zero_shot, joint) if p is not None]   # θ0, the joint point
     points = list(ends)
     for e, r in runs.items():
@@ -185,9 +183,8 @@ def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
         if not var:
             raise ValueError(f"noise_sd: no dataset with role {role!r} in results['datasets']")
         se[metric] = float(np.sqrt(np.sum(var)) / len(var) * 100)
-    ka, zs = se["A_KA"], se["A_ZS"]
-    se["GM"] = (row["GM"] / 2 * math.sqrt((ka / row["A_KA"]) ** 2 + (zs / row["A_ZS"]) ** 2)
-                if row["A_KA"] > 0 and row["A_ZS"] > 0 else max(ka, zs))
+    se["GM"] = (row["GM"] / 2 * math.sqrt(sum((se[m] / row[m]) ** 2 for m in se))
+                if row["A_KA"] > 0 and row["A_ZS"] > 0 else max(se.values()))
     return {m: math.sqrt(2) * v for m, v in se.items()}
 
 
@@ -197,8 +194,7 @@ def early_retention(r: dict) -> float:
 
 
 def subset_spread(subset: dict[str, dict[int, dict]]) -> dict | None:
-    """`spread.seed_spread` of every metric the ledger compares single-seed, over the subset's
-    experiments with ≥ 2 seeds; None when none has."""
+    """`spread.seed_spread` of the ledger's single-seed metrics over the subset's experiments with ≥ 2 seeds."""
     kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
     metrics = {**{m: MEASURES[m] for m in METRICS}, AREA: trajectory_area, EARLY: early_retention}
     per_seed = {m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()}
@@ -218,8 +214,7 @@ def comparison_sd(spread: dict | None, metric: str, test: float, evals: int = 2,
 
 
 def noise_table(ref_run: dict, spread: dict | None) -> pd.DataFrame:
-    """Per metric: the test-set sd at the reference endpoint (the trajectory area taking GM's), the seed
-    part (NaN: not measured) and `comparison_sd`'s result."""
+    """Per metric: the test-set sd at the reference endpoint, the seed part (NaN: none) and `comparison_sd`."""
     test, measured = noise_sd(ref_run), (spread or {}).get("metrics") or {}
     rows = {}
     for m, t in {**test, AREA: test["GM"]}.items():
@@ -256,7 +251,6 @@ def floors(ref_run: dict, spread: dict | None) -> dict[str, st.Noise]:
 
 
 def _first(runs: Runs, e: str, measure) -> float:
-    """`measure` of `e`'s run at its first seed (the study's own run)."""
     return float(measure(runs[e][min(runs[e])]))
 
 
@@ -320,19 +314,15 @@ def gain_of_gains(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
         return absent
     m = ctx.measures[spec.measure]
     common = sorted(set.intersection(*(set(runs[e]) for e in (ah, al, bh, bl))))
-
-    def gain(hi: str, low: str) -> dict:
-        return ({s: float(m(runs[hi][s]) - m(runs[low][s])) for s in common} if len(common) >= 2
-                else {0: _first(runs, hi, m) - _first(runs, low, m)})
-
-    c = lg.Comparison(f"{ah} − {al} vs {bh} − {bl}", gain(ah, al), gain(bh, bl), float(spec.options["effect"]),
+    ga, gb = ({s: float(m(runs[hi][s]) - m(runs[lo][s])) for s in common} if len(common) >= 2
+              else {0: _first(runs, hi, m) - _first(runs, lo, m)} for hi, lo in ((ah, al), (bh, bl)))
+    c = lg.Comparison(f"{ah} − {al} vs {bh} − {bl}", ga, gb, float(spec.options["effect"]),
                       ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
     return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
 def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
-    """The memory multipliers by Table 4's row names and where from: `from: runs` (`experiments`' first
-    seeds) or a benchmark file under the project root."""
+    """The memory multipliers by Table 4's row names and where from: `from: runs` or a benchmark file."""
     src = spec.options["from"]
     if src == "runs":
         names = spec.options["experiments"]
@@ -373,8 +363,7 @@ KINDS = MappingProxyType({"best of chosen": best_of_chosen, "largest gap, Tukey"
 
 
 def ledger_runs(runs_dir, block: dict, long: bool = False) -> Runs:
-    """Every experiment of `report.fomo.studies` at the study's seed and the seed subset's at its seeds;
-    long: also at the long profile's seeds, and its own rows, from its folder beside `runs_dir`."""
+    """`report.fomo.studies` at the study's seed, the seed subset at its seeds, and (long) the long profile's runs."""
     seed, spread = block["seed"], block.get("spread") or {}
     groups = [*block["studies"].values(), *(block["long"].get("studies", {}).values() if long else ())]
     seeds, dirs = long_reads(block, runs_dir, [seed]) if long else ([seed], runs_dir)
