@@ -1,5 +1,4 @@
-"""FoMo-in-Flux's figures, tables and ledger measures from our runs (notebook `fomo_figures`). A run's
-trajectory is θ0's zero-shot point followed by (A_KA, A_ZS) after every task."""
+"""FoMo-in-Flux's figures, tables and claims ledger from our runs (notebook `fomo_figures`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +32,7 @@ def load_study(runs_dir: str | Path, studies: dict[str, list[str]], seed: int = 
 
 def trajectory(r: dict) -> pd.DataFrame:
     """Rows: after task 0 (= θ0, zero-shot), 1, …, T; columns A_KA, A_ZS, GM."""
-    rows = [r["zero_shot"]] + r["trajectory"]
-    return pd.DataFrame([{k: row[k] for k in METRICS} for row in rows]).rename_axis("after task")
+    return pd.DataFrame([r["zero_shot"], *r["trajectory"]])[list(METRICS)].rename_axis("after task")
 
 
 def endpoint(r: dict) -> dict[str, float]:
@@ -240,8 +238,7 @@ MEASURES = MappingProxyType({**{m: (lambda r, m=m: endpoint(r)[m]) for m in METR
 
 
 def floors(ref_run: dict, spread: dict | None) -> dict[str, st.Noise]:
-    """The claims file's noise floors (`comparison_sd`) at the reference endpoint: two single runs, a run
-    against its own θ0 ("early gain", "<metric> change"), two forgettings and a gain of gains."""
+    """The claims file's noise floors by name, each `comparison_sd` of the comparison it serves."""
     test, sd = noise_sd(ref_run), functools.partial(comparison_sd, spread)
     return {**{m: sd(m, test[m]) for m in METRICS}, "trajectory_area": sd(AREA, test["GM"]),
             "early gain": sd(EARLY, noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"], runs=1),
@@ -307,8 +304,7 @@ def largest_gap_tukey(spec: ClaimSpec, runs: Runs, ctx: lg.Context, level: float
 
 
 def gain_of_gains(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """"a's gain beats b's" (`gains: {a: [high, low], b: [high, low]}`), per seed where all four ran
-    ≥ 2 common seeds, else at their first seeds on the floor of a difference of two gains."""
+    """"a's gain beats b's" (`gains: {a: [high, low], b: [high, low]}`), paired where all four share ≥ 2 seeds."""
     (ah, al), (bh, bl) = spec.options["gains"]["a"], spec.options["gains"]["b"]
     if (absent := lg.unready(spec, runs, ctx.floors, (ah, al, bh, bl))) is not None:
         return absent
@@ -337,8 +333,7 @@ def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
 
 
 def memory_order(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Table 4's memory order on exact multipliers, each link "X < Y" (strict) or "X ≤ Y" (a tie allowed):
-    confirmed when every link holds, else refuted; the effect is the tightest link's gap."""
+    """Table 4's memory order on exact multipliers: confirmed when every link, "X < Y" or "X ≤ Y", holds."""
     parsed = [(t, re.fullmatch(r"(.+?) ([<≤]) (.+)", t.strip())) for t in spec.options["links"]]
     if bad := [t for t, p in parsed if p is None]:
         raise ValueError(f"memory order: a link must read 'X < Y' or 'X ≤ Y', got {bad[0]!r}")
@@ -391,10 +386,9 @@ def run_curve(r: dict) -> list[float] | None:
     return [row["GM"] for row in r["trajectory"]] if "trajectory" in r else None
 
 
-def plot_files(runs: dict[str, list[dict]], experiments: list[str] | None) -> dict[str, str]:
+def plot_files(runs: dict[str, list[dict]], names: list[str] | None) -> dict[str, str]:
     """plots/fomo/<experiment>.csv: the trajectory of each plotted experiment's first run."""
-    return {f"{e}.csv": trajectory(runs[e][0]).round(4).to_csv(lineterminator="\n")
-            for e in experiments or [] if e in runs}
+    return {f"{e}.csv": trajectory(runs[e][0]).round(4).to_csv(lineterminator="\n") for e in names or [] if e in runs}
 
 
 def metric_sources(block: dict, params: dict) -> dict:
