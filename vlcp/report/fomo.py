@@ -71,7 +71,7 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) -> pd.DataFrame:
-    """Table 4's `T=<n>` columns: a method's steps per task when full fine-tuning's compute is cut into T tasks."""
+    """Table 4's `T=<n>` columns: steps per task, bought by MAFs, when full FT's total compute is cut into T tasks."""
     from vlcp.train.budget import steps_for_budget
 
     rows = {}
@@ -286,8 +286,7 @@ def within_a_share(judge, spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Ro
 
 
 def largest_gap_tukey(spec: ClaimSpec, runs: Runs, ctx: lg.Context, level: float = st.LEVEL) -> lg.Row:
-    """"The pools differ": the largest gap between the pools' means, unpaired, against the floor's sd
-    made Tukey's simultaneous one (q_k / √2 / t), so 5 % false alarms under pure noise whatever k."""
+    """"The pools differ": the largest gap of the pools' means on the floor made Tukey's (5 % false alarms, any k)."""
     pools = [e for e in [spec.options["reference"], *spec.options["pools"]] if runs.get(e)]
     if spec.options["reference"] not in pools or len(pools) < 2:
         return lg.not_testable(spec.id, f"no runs of {spec.options['reference']} and another pool here")
