@@ -16,8 +16,7 @@ from vlcp.eval import continual
 from vlcp.report import ledger as lg
 from vlcp.report import project_root, stats as st
 from vlcp.report.stats import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: fm.spread_frame)
-from vlcp.report.results import MEASURES as GENERIC_MEASURES
-from vlcp.report.results import load_subset, long_reads  # noqa: F401  (the notebook calls fm.load_subset)
+from vlcp.report.results import MEASURES as GENERIC_MEASURES, load_subset, long_reads  # noqa: F401  (fm.load_subset)
 from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, stale_calibration, values
 from vlcp.utils import read_json
 
