@@ -456,7 +456,7 @@ def test_notebook_claims_cell_calls_the_studys_ledger_hook(tmp_path):
     from pathlib import Path
 
     from vlcp.config import load_params
-    from vlcp.report.ledger import ledger_frame, ledger_json, ledger_style
+    from vlcp.report.ledger import ledger_frame, ledger_json, ledger_style, provenance
     from vlcp.utils import write_json
 
     nb = json.loads((Path(__file__).parents[1] / "notebooks" / "fomo_figures.ipynb").read_text())
@@ -467,7 +467,7 @@ def test_notebook_claims_cell_calls_the_studys_ledger_hook(tmp_path):
     ns = {"report": True, "fm": fm, "fomo_study": STUDY, "params": load_params("params.yaml"), "runs_dir": tmp_path / "runs",
           "long": False, "stale": None, "ledger_frame": ledger_frame, "ledger_json": ledger_json, "ledger_style": ledger_style,
           "write_json": write_json, "Path": Path, "reports_dir": str(tmp_path), "display": lambda *a, **k: None,
-          "Markdown": str, "study_power_table": None}
+          "Markdown": str, "study_power_table": None, "provenance": provenance}
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
     assert [c["claim_id"] for c in out["claims"]] == [r.id for r in STUDY.claims.rows]

@@ -191,7 +191,7 @@ def early_retention(r: dict) -> float:
 
 
 def subset_spread(subset: dict[str, dict[int, dict]]) -> dict | None:
-    """`spread.seed_spread` of the ledger's single-seed metrics over the subset's experiments with ≥ 2 seeds."""
+    """`stats.seed_spread` of the ledger's single-seed metrics over the subset's experiments at ≥ 2 seeds, or None."""
     kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
     metrics = {**{m: MEASURES[m] for m in METRICS}, AREA: trajectory_area, EARLY: early_retention}
     per_seed = {m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()}
@@ -199,8 +199,8 @@ def subset_spread(subset: dict[str, dict[int, dict]]) -> dict | None:
 
 
 def comparison_sd(spread: dict | None, metric: str, test: float, evals: int = 2, runs: int = 2) -> st.Noise:
-    """The sd of a comparison spanning `evals` test-set evaluations (`test`: one difference's sd) and `runs`
-    runs: √(evals/2 · test² + runs/2 · seed²), seed the spread's of `metric` on its dof (none: test-set only)."""
+    """The sd of a comparison spanning `evals` test-set evaluations (`test`: one difference's) and `runs` runs:
+    √(evals/2 · test² + runs/2 · seed²), seed the spread's difference spread on its dof; without it, test only."""
     measured = (spread or {}).get("metrics") or {}
     if metric not in measured:
         why = f"test-set noise only: the seed subset has no spread of {metric}" if measured else TEST_ONLY
