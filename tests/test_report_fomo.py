@@ -349,7 +349,7 @@ def test_pool_row_decides_over_seeds_and_rarely_reads_a_change_under_pure_noise(
 def test_compute_scaling_is_a_difference_of_gains():
     one = {"fomo-ft-c025": gm_point(18), "fomo-ft-c6": gm_point(19), "fomo-ema-c025": gm_point(18), "fomo-ema-c6": gm_point(30)}
     r = judge("compute-scaling", deep(**{e: [p] for e, p in one.items()}),
-              {"GM, gain of gains": fm.comparison_sd(SD, "GM", evals=4, runs=4)})
+              {"GM, gain of gains": fm.comparison_sd(None, "GM", 1.0, evals=4, runs=4)})
     assert r.effect == pytest.approx(11.0) and r.sigma_d == pytest.approx(math.sqrt(2))   # four evaluations: √(4/2) × 1
     assert r.verdict == "underpowered" and r.low > 0      # one run each: its interval clears 0, its MDE 3.96 > the effect
     four = ("fomo-ft-c025", "fomo-ft-c6", "fomo-ema-c025", "fomo-ema-c6")
@@ -391,10 +391,10 @@ def test_floors_join_test_set_noise_and_the_seed_spread_by_comparison_sds_rule()
     ref = run([(10, 40), (30, 20)])
     sub = {"fomo-ft": {s: run([(10, 40), (30 + s, 20 + s)]) for s in range(3)}}
     spread = fm.subset_spread(sub)
-    got, noise = fm.floors(ref, spread), fm.ledger_noise(ref, spread)
+    got, test = fm.floors(ref, spread), fm.noise_sd(ref)
     assert set(got) == set(FLOOR_NAMES)
-    assert got["GM"] == fm.comparison_sd(noise, "GM") and got["GM"].dof == 2
-    assert got["GM, gain of gains"].sd == pytest.approx(fm.comparison_sd(noise, "GM", evals=4, runs=4).sd)
+    assert got["GM"] == fm.comparison_sd(spread, "GM", test["GM"]) and got["GM"].dof == 2
+    assert got["GM, gain of gains"].sd == pytest.approx(fm.comparison_sd(spread, "GM", test["GM"], evals=4, runs=4).sd)
     assert got["early gain"].sd == pytest.approx(math.sqrt(fm.noise_sd(ref, ref["zero_shot"])["A_ZS"] ** 2
                                                            + spread["metrics"][fm.EARLY]["difference_spread"] ** 2 / 2))
     plain = fm.floors(ref, None)
@@ -468,7 +468,7 @@ def test_notebook_claims_cell_calls_the_studys_ledger_hook(tmp_path):
           "long": False, "stale": None, "ledger_frame": ledger_frame, "ledger_json": ledger_json, "ledger_style": ledger_style,
           "provenance": provenance,
           "write_json": write_json, "Path": Path, "reports_dir": str(tmp_path), "display": lambda *a, **k: None,
-          "Markdown": str, "study_power_table": None}
+          "Markdown": str, "study_power_table": None, "provenance": provenance}
     exec(cell, ns)
     out = json.loads((tmp_path / "fomo_figures_claims.json").read_text())
     assert [c["claim_id"] for c in out["claims"]] == [r.id for r in STUDY.claims.rows]
@@ -496,10 +496,10 @@ def test_notebook_setup_cell_measures_the_spread_or_falls_back(tmp_path, monkeyp
     exec(cell, ns)
     assert ns["report"] and list(ns["runs"]) == ["fomo-ft", "fomo-ema-merge"]
     if len(seeds) > 1:
-        assert "fomo-ft, fomo-ema-merge at seeds 0, 1, 2" in ns["spread"]["source"] and ns["noise"]["dof"]["GM"] == 4
+        assert "fomo-ft, fomo-ema-merge at seeds 0, 1, 2" in ns["spread"]["source"] and ns["nt"].loc["GM", "dof"] == 4
         assert fm.table_runs(ns["runs"], ns["subset"], {"fomo-ft": "fomo-ft"})["fomo-ft"][1]["trajectory"][-1]["GM"] == 21
     else:
-        assert ns["spread"] is None and "fomo-ema-merge seed 2" in ns["subset_missing"] and "seed" not in ns["noise"]
+        assert ns["spread"] is None and "fomo-ema-merge seed 2" in ns["subset_missing"] and ns["nt"]["seed spread"].isna().all()
 
 
 # ------------------------------------------------------------------ the seed subset's spread (issue 31)
@@ -537,21 +537,19 @@ def test_load_subset_finds_seed0_in_the_study_and_the_others_in_spread_dirs(tmp_
 def test_missing_subset_keeps_test_set_noise_only():
     assert fm.subset_spread({}) is None
     assert fm.subset_spread(subset_of({"fomo-ft": [20], "fomo-ema-merge": [30]})) is None   # one seed each: no spread
-    assert fm.with_spread(SD, None) == SD
-    sd = fm.comparison_sd(SD, "GM")
+    sd = fm.comparison_sd(None, "GM", 1.0)
     assert sd.sd == 1.0 and sd.dof is None and sd.source == fm.TEST_ONLY
 
 
 def test_comparison_sd_joins_test_noise_and_seed_spread_per_comparison():
     spread = {"metrics": {"A_ZS": {"difference_spread": 2.0, "dof": 4}}, "source": "seed spread of X at seeds 0, 1, 2"}
-    noise = fm.with_spread({"A_ZS": 1.0, "GM": 0.5}, spread)
-    one = fm.comparison_sd(noise, "A_ZS")
+    one = fm.comparison_sd(spread, "A_ZS", 1.0)
     assert one.sd == pytest.approx(math.sqrt(1 + 4)) and one.dof == 4
     assert one.source.startswith("test-set noise + seed spread of X at seeds 0, 1, 2")
-    assert fm.comparison_sd(noise, "A_ZS", evals=4, runs=2).sd == pytest.approx(math.sqrt(2 + 4))   # two forgettings
-    assert fm.comparison_sd(noise, "A_ZS", evals=4, runs=4).sd == pytest.approx(math.sqrt(2 + 8))   # two gains
-    assert fm.comparison_sd(noise, "A_ZS", runs=1, test=0.5).sd == pytest.approx(math.sqrt(0.25 + 2))  # a run vs its θ0
-    gm = fm.comparison_sd(noise, "GM")           # a metric the subset has no spread of: test noise, said so
+    assert fm.comparison_sd(spread, "A_ZS", 1.0, evals=4, runs=2).sd == pytest.approx(math.sqrt(2 + 4))   # two forgettings
+    assert fm.comparison_sd(spread, "A_ZS", 1.0, evals=4, runs=4).sd == pytest.approx(math.sqrt(2 + 8))   # two gains
+    assert fm.comparison_sd(spread, "A_ZS", 0.5, runs=1).sd == pytest.approx(math.sqrt(0.25 + 2))  # a run vs its θ0
+    gm = fm.comparison_sd(spread, "GM", 0.5)     # a metric the subset has no spread of: test noise, said so
     assert gm.sd == 0.5 and gm.dof is None and "no spread of GM" in gm.source
 
 
@@ -568,11 +566,12 @@ def test_table_runs_pass_every_seed_of_the_subset():
 
 
 def test_noise_table_shows_both_parts():
-    spread = fm.subset_spread(subset_of({"fomo-ft": [18, 20, 22]}))
-    t = fm.noise_table(fm.with_spread({"A_KA": 1.0, "GM": 1.0}, spread))
-    assert list(t.index) == ["A_KA", "GM"] and t.loc["GM", "sd of a difference"] == pytest.approx(math.sqrt(1 + 8))
+    ref, spread = run([(10, 40), (30, 20)]), fm.subset_spread(subset_of({"fomo-ft": [18, 20, 22]}))
+    t, test = fm.noise_table(ref, spread), fm.noise_sd(ref)
+    assert list(t.index) == ["A_KA", "A_ZS", "GM", fm.AREA] and t.loc[fm.AREA, "test-set sd"] == test["GM"]
+    assert t.loc["GM", "sd of a difference"] == pytest.approx(math.sqrt(test["GM"] ** 2 + 8))
     assert t.loc["GM", "dof"] == 2 and t.loc["A_KA", "seed spread"] == pytest.approx(2 * math.sqrt(2))
-    assert np.isnan(fm.noise_table(SD).loc["GM", "seed spread"])
+    assert np.isnan(fm.noise_table(ref, None).loc["GM", "seed spread"])
 
 
 def test_steps_by_stream_length_cuts_the_same_total_compute_into_t_tasks():

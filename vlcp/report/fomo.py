@@ -1,5 +1,4 @@
-"""FoMo-in-Flux's figures, tables and ledger measures from our runs (notebook `fomo_figures`). A run's
-trajectory is θ0's zero-shot point followed by (A_KA, A_ZS) after every task."""
+"""FoMo-in-Flux's figures, tables and claims ledger from our runs (notebook `fomo_figures`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,10 +14,9 @@ from scipy import stats
 
 from vlcp.eval import continual
 from vlcp.report import ledger as lg
-from vlcp.report import stats as st
+from vlcp.report import project_root, stats as st
 from vlcp.report.stats import runs_where, seed_spread, spread_frame  # noqa: F401  (spread_frame: fm.spread_frame)
-from vlcp.report.results import MEASURES as GENERIC_MEASURES
-from vlcp.report.results import load_subset, long_reads  # noqa: F401  (the notebook calls fm.load_subset)
+from vlcp.report.results import MEASURES as GENERIC_MEASURES, load_subset, long_reads  # noqa: F401  (fm.load_subset)
 from vlcp.report.study import ClaimSpec, Runs, Study, as_lists, load_runs, stale_calibration, values
 from vlcp.utils import read_json
 
@@ -33,24 +31,11 @@ def load_study(runs_dir: str | Path, studies: dict[str, list[str]], seed: int = 
 
 def trajectory(r: dict) -> pd.DataFrame:
     """Rows: after task 0 (= θ0, zero-shot), 1, …, T; columns A_KA, A_ZS, GM."""
-    rows = [r["zero_shot"]] + r["trajectory"]
-    return pd.DataFrame([{k: row[k] for k in METRICS} for row in rows],
-                        index=pd.RangeIndex(len(rows), name="after task"))
+    return pd.DataFrame([r["zero_shot"], *r["trajectory"]])[list(METRICS)].rename_axis("after task")
 
 
 def endpoint(r: dict) -> dict[str, float]:
     return {k: r["trajectory"][-1][k] for k in METRICS}
-
-
-def macro_se(r: dict, role: str, row: dict | None = None) -> float:
-    """Binomial SE (points) of the dataset-macro average over `role`'s datasets ("adaptation": A_KA,
-    "retention": A_ZS) at `row` (default: the endpoint), each score a proportion over its `n` items."""
-    row = row or r["trajectory"][-1]
-    var = [row["datasets"][name] / 100 * (1 - row["datasets"][name] / 100) / info["n"]
-           for name, info in r["datasets"].items() if info["role"] == role]
-    if not var:
-        raise ValueError(f"macro_se: no dataset with role {role!r} in results['datasets']")
-    return float(np.sqrt(np.sum(var)) / len(var) * 100)
 
 
 def summary_row(r: dict, zero_shot: dict, joint: dict | None) -> dict:
@@ -58,9 +43,7 @@ def summary_row(r: dict, zero_shot: dict, joint: dict | None) -> dict:
     end = endpoint(r)
     row = {**end, "ΔA_KA": end["A_KA"] - zero_shot["A_KA"], "ΔA_ZS": end["A_ZS"] - zero_shot["A_ZS"]}
     if joint is not None and joint["A_KA"] != zero_shot["A_KA"]:
-        row["above line"] = continual.above_trade_off_line((end["A_KA"], end["A_ZS"]),
-                                                           (zero_shot["A_KA"], zero_shot["A_ZS"]),
-                                                           (joint["A_KA"], joint["A_ZS"]))
+        row["above line"] = continual.above_trade_off_line(*((p["A_KA"], p["A_ZS"]) for p in (end, zero_shot, joint)))
     return {**row, "steps/task": r["steps_per_task"][0], "memory ×": r["budget"]["memory_multiplier"],
             "train s": sum(t["seconds"] for t in r["train"])}
 
@@ -74,8 +57,7 @@ MEMORY = {"memory": "total", "params": "parameters", "grads": "gradients", "opti
 
 
 def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
-    """Table 4's analogue per method: FLOPs, training memory by tensor accounting and its multiplier to
-    full fine-tuning, MAFs per step, steps per task and the stream's totals."""
+    """Table 4's analogue per method: FLOPs, memory by tensor accounting, its multiplier, MAFs, steps."""
     rows = {}
     for e, r in runs.items():
         b = r["budget"]
@@ -88,24 +70,21 @@ def budget_table(runs: dict[str, dict]) -> pd.DataFrame:
 
 
 def steps_by_stream_length(runs: dict[str, dict], lengths=(20, 50, 100, 200)) -> pd.DataFrame:
-    """Table 4's `T=<n>` columns: a method's steps per task when full fine-tuning's total compute over
-    the stream is cut into T tasks (at least one step each), bought from its measured MAFs."""
+    """Table 4's `T=<n>` columns: steps per task, bought by MAFs, when full FT's total compute is cut into T tasks."""
     from vlcp.train.budget import steps_for_budget
 
     rows = {}
     for e, r in runs.items():
         b, f = r["budget"], r["config"]["fomo"]
         total = max(1, math.floor(f["steps_per_task"] * f.get("compute_scale", 1.0) + 1e-9)) * len(r["tasks"])
-        mafs = f.get("budget", "mafs") == "mafs"
         ft = {t: max(1, total // t) for t in lengths}
-        rows[e] = {f"T={t}": steps_for_budget(1, n * b["full_ft_mafs"] - b["task_mafs"], b["mafs"]) if mafs else n
-                   for t, n in ft.items()}
+        rows[e] = {f"T={t}": steps_for_budget(1, n * b["full_ft_mafs"] - b["task_mafs"], b["mafs"])
+                   if f.get("budget", "mafs") == "mafs" else n for t, n in ft.items()}
     return pd.DataFrame(rows).T
 
 
 def isolated_table(r: dict) -> pd.DataFrame:
-    """Table 5's analogue (App. D.1) from one `isolated` run over a dataset-incremental stream: per task's
-    dataset, θ0's zero-shot accuracy, the accuracy fine-tuned on it alone and their delta."""
+    """Table 5's analogue from an `isolated` run: per task's dataset, θ0's zero-shot accuracy, tuned alone, delta."""
     from vlcp.data.concepts import parse_entry
 
     method, name = r["config"]["method"]["name"], r.get("experiment", "the run")
@@ -140,26 +119,22 @@ def paper_scale_budget(bench: dict, table4: pd.DataFrame) -> pd.DataFrame:
 
 def trajectory_plot(ax, runs: dict[str, dict], zero_shot: dict, joint: dict | None, title: str = "",
                     labels: dict[str, str] | None = None):
-    """A_KA (x) vs A_ZS (y) per task for each run, with θ0, the joint point, the line between them
-    (the linear trade-off) and contours of GM = √(A_KA·A_ZS)."""
-    labels = labels or {}
+    """A_KA (x) vs A_ZS (y) per task for each run, with θ0, the joint point, their line and GM's contours."""
     ends = [(p["A_KA"], p["A_ZS"]) for p in (zero_shot, joint) if p is not None]   # θ0, the joint point
     points = list(ends)
     for e, r in runs.items():
         t = trajectory(r)
-        ax.plot(t["A_KA"], t["A_ZS"], marker="o", ms=2.5, lw=1.2, label=labels.get(e, e))
+        ax.plot(t["A_KA"], t["A_ZS"], marker="o", ms=2.5, lw=1.2, label=(labels or {}).get(e, e))
         ax.plot(t["A_KA"].iloc[-1], t["A_ZS"].iloc[-1], marker="s", ms=5, color=ax.lines[-1].get_color())
         points += zip(t["A_KA"], t["A_ZS"])
-    ax.plot(*ends[0], marker="*", ms=14, color="gold", mec="k", ls="", label="zero-shot θ0")
+    for end, color, label in zip(ends, ("gold", "crimson"), ("zero-shot θ0", "joint")):
+        ax.plot(*end, marker="*", ms=14, color=color, mec="k", ls="", label=label)
     if joint is not None:
-        ax.plot(*ends[1], marker="*", ms=14, color="crimson", mec="k", ls="", label="joint")
         ax.plot(*zip(*ends), ls=":", color="k", lw=1)
-    xs, ys = zip(*points)
-    xlim, ylim = (min(xs) - 2.0, max(xs) + 2.0), (min(ys) - 2.0, max(ys) + 2.0)
+    xlim, ylim = ((min(v) - 2.0, max(v) + 2.0) for v in zip(*points))
     xx, yy = np.meshgrid(np.linspace(*xlim, 100), np.linspace(*ylim, 100))
-    cs = ax.contour(xx, yy, np.sqrt(np.clip(xx, 0, None) * np.clip(yy, 0, None)), levels=8,
-                    colors="grey", linewidths=0.5, alpha=0.5)
-    ax.clabel(cs, fontsize=6, fmt="%.0f")
+    gm = np.sqrt(np.clip(xx, 0, None) * np.clip(yy, 0, None))
+    ax.clabel(ax.contour(xx, yy, gm, levels=8, colors="grey", linewidths=0.5, alpha=0.5), fontsize=6, fmt="%.0f")
     ax.set(xlim=xlim, ylim=ylim, xlabel="A_KA (knowledge accumulation, %)", ylabel="A_ZS (zero-shot retention, %)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, ncol=2)
@@ -180,26 +155,34 @@ def trajectory_area(r: dict) -> float:
     return float(np.mean([row["GM"] for row in r["trajectory"]]))
 
 
-# --------------------------------------------------------------------------- the claims ledger
-# Its rows: studies/fomo/claims.yaml. A single-run comparison's sd: test-set noise joined by the seed
-# subset's spread (report.fomo.spread).
+def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict[str, list[dict]]:
+    """{label: experiment} -> {label: its runs at the subset's seeds, else the study's one run; neither: left out}."""
+    return {k: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
+            for k, e in labels.items() if subset.get(e) or e in runs}
 
+
+# --------------------------------------------------------------------------- the claims ledger
+# its rows: studies/fomo/claims.yaml; a single-run comparison's sd: test-set noise joined by the seed spread
 TEST_ONLY = "test-set noise only; seed spread not measured"
 EARLY_TASKS = 5                                 # the early-retention claim's first tasks
-EARLY = f"mean A_ZS, tasks 1-{EARLY_TASKS}"     # early_retention: its seed-spread metric and noise key
+EARLY = f"mean A_ZS, tasks 1-{EARLY_TASKS}"     # early_retention: its seed-spread metric
 AREA = "mean GM along the stream"               # trajectory_area: the random-ordering claim's metric
 
 
 def noise_sd(r: dict, row: dict | None = None) -> dict[str, float]:
-    """The test-set sd of a difference of two single-run A_KA, A_ZS and GM at `row` (default: the
-    endpoint): √2 × `macro_se`; GM's by the delta method."""
+    """The test-set sd of a difference of two single-run A_KA, A_ZS and GM at `row` (default: the endpoint):
+    √2 × the binomial SE of the dataset-macro mean over each score's `n` items; GM's by the delta method."""
     row = row or r["trajectory"][-1]
-    ka, zs = macro_se(r, "adaptation", row), macro_se(r, "retention", row)
-    if row["A_KA"] > 0 and row["A_ZS"] > 0:
-        gm = row["GM"] / 2 * math.sqrt((ka / row["A_KA"]) ** 2 + (zs / row["A_ZS"]) ** 2)
-    else:
-        gm = max(ka, zs)
-    return {"A_KA": math.sqrt(2) * ka, "A_ZS": math.sqrt(2) * zs, "GM": math.sqrt(2) * gm}
+    se = {}
+    for metric, role in (("A_KA", "adaptation"), ("A_ZS", "retention")):
+        var = [row["datasets"][name] / 100 * (1 - row["datasets"][name] / 100) / info["n"]
+               for name, info in r["datasets"].items() if info["role"] == role]
+        if not var:
+            raise ValueError(f"noise_sd: no dataset with role {role!r} in results['datasets']")
+        se[metric] = float(np.sqrt(np.sum(var)) / len(var) * 100)
+    se["GM"] = (row["GM"] / 2 * math.sqrt(sum((se[m] / row[m]) ** 2 for m in se))
+                if row["A_KA"] > 0 and row["A_ZS"] > 0 else max(se.values()))
+    return {m: math.sqrt(2) * v for m, v in se.items()}
 
 
 def early_retention(r: dict) -> float:
@@ -208,61 +191,34 @@ def early_retention(r: dict) -> float:
 
 
 def subset_spread(subset: dict[str, dict[int, dict]]) -> dict | None:
-    """`spread.seed_spread` of every metric the ledger compares single-seed, over the subset's
-    experiments with ≥ 2 seeds; None when none has."""
+    """`stats.seed_spread` of the ledger's single-seed metrics over the subset's experiments at ≥ 2 seeds, or None."""
     kept = {e: by_seed for e, by_seed in subset.items() if len(by_seed) >= 2}
-    if not kept:
-        return None
     metrics = {**{m: MEASURES[m] for m in METRICS}, AREA: trajectory_area, EARLY: early_retention}
-    return seed_spread({m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()},
-                       runs_where(kept))
+    per_seed = {m: {e: [f(r) for r in rs] for e, rs in as_lists(kept).items()} for m, f in metrics.items()}
+    return seed_spread(per_seed, runs_where(kept)) if kept else None
 
 
-def with_spread(test: dict[str, float], spread: dict | None) -> dict:
-    """`test` ({metric: test-set sd of one difference}) with the spread's difference spread ("seed"),
-    dof ("dof") and source ("seed_source") where `spread` has metrics."""
-    noise = dict(test)
-    if spread and spread.get("metrics"):
-        noise["seed"] = {m: float(d["difference_spread"]) for m, d in spread["metrics"].items()}
-        noise["dof"] = {m: int(d["dof"]) for m, d in spread["metrics"].items()}
-        noise["seed_source"] = spread["source"]
-    return noise
+def comparison_sd(spread: dict | None, metric: str, test: float, evals: int = 2, runs: int = 2) -> st.Noise:
+    """The sd of a comparison spanning `evals` test-set evaluations (`test`: one difference's) and `runs` runs:
+    √(evals/2 · test² + runs/2 · seed²), seed the spread's difference spread on its dof; without it, test only."""
+    measured = (spread or {}).get("metrics") or {}
+    if metric not in measured:
+        why = f"test-set noise only: the seed subset has no spread of {metric}" if measured else TEST_ONLY
+        return st.Noise(math.sqrt(evals / 2) * test, None, why)
+    seed, dof = float(measured[metric]["difference_spread"]), int(measured[metric]["dof"])
+    return st.Noise(math.sqrt(evals / 2 * test ** 2 + runs / 2 * seed ** 2), dof,
+                    f"test-set noise + {spread['source']}; Student's t, {dof} dof")
 
 
-def ledger_noise(ref_run: dict, spread: dict | None = None) -> dict:
-    """The test-set noise at the reference run's endpoint (the trajectory area taking GM's), `with_spread`."""
-    test = noise_sd(ref_run)
-    return with_spread({**test, AREA: test["GM"]}, spread)
-
-
-def noise_table(noise: dict, metrics=(*METRICS, AREA)) -> pd.DataFrame:
-    """Per metric: the test-set sd, the seed part (NaN: not measured) and `comparison_sd`'s result."""
+def noise_table(ref_run: dict, spread: dict | None) -> pd.DataFrame:
+    """Per metric: the test-set sd at the reference endpoint, the seed part (NaN: none) and `comparison_sd`."""
+    test, measured = noise_sd(ref_run), (spread or {}).get("metrics") or {}
     rows = {}
-    for m in (m for m in metrics if m in noise):
-        sd = comparison_sd(noise, m)
-        rows[m] = {"test-set sd": noise[m], "seed spread": noise.get("seed", {}).get(m, np.nan),
+    for m, t in {**test, AREA: test["GM"]}.items():
+        sd = comparison_sd(spread, m, t)
+        rows[m] = {"test-set sd": t, "seed spread": measured.get(m, {}).get("difference_spread", np.nan),
                    "sd of a difference": sd.sd, "dof": sd.dof or np.inf, "source": sd.source}
     return pd.DataFrame.from_dict(rows, orient="index")
-
-
-def table_runs(runs: dict[str, dict], subset: dict[str, dict[int, dict]], labels: dict) -> dict[str, list[dict]]:
-    """{label: experiment} -> {label: its runs at every seed the subset has, else the study's one run}
-    (neither: left out)."""
-    return {k: [subset[e][s] for s in sorted(subset[e])] if subset.get(e) else [runs[e]]
-            for k, e in labels.items() if subset.get(e) or e in runs}
-
-
-def comparison_sd(noise: dict, metric: str, evals: int = 2, runs: int = 2, test: float | None = None) -> st.Noise:
-    """The sd of a comparison spanning `evals` test-set evaluations and `runs` trained runs:
-    √(evals/2 · test² + runs/2 · seed²) on the spread's dof; without a seed spread, test-set only."""
-    test = noise[metric] if test is None else test
-    seed = noise.get("seed", {}).get(metric)
-    if seed is None:
-        why = f"test-set noise only: the seed subset has no spread of {metric}" if "seed_source" in noise else TEST_ONLY
-        return st.Noise(math.sqrt(evals / 2) * test, None, why)
-    dof = noise["dof"][metric]
-    return st.Noise(math.sqrt(evals / 2 * test ** 2 + runs / 2 * seed ** 2), dof,
-                    f"test-set noise + {noise['seed_source']}; Student's t, {dof} dof")
 
 
 @functools.lru_cache(maxsize=None)
@@ -281,26 +237,17 @@ MEASURES = MappingProxyType({**{m: (lambda r, m=m: endpoint(r)[m]) for m in METR
 
 
 def floors(ref_run: dict, spread: dict | None) -> dict[str, st.Noise]:
-    """The claims file's noise floors by `comparison_sd`: two single runs (the metrics), a run against
-    its own θ0 ("early gain", "<metric> change"), two forgettings and a gain of gains."""
-    n = ledger_noise(ref_run, spread)
-    out = {m: comparison_sd(n, m) for m in METRICS}
-    out["trajectory_area"] = comparison_sd(n, AREA)
-    out["early gain"] = comparison_sd(n, EARLY, runs=1, test=noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"])
-    out.update({f"{m} change": comparison_sd(n, m, runs=1) for m in METRICS})
-    out["forgetting, two runs"] = comparison_sd(n, "A_ZS", evals=4, runs=2)
-    out["GM, gain of gains"] = comparison_sd(n, "GM", evals=4, runs=4)
-    return out
+    """The claims file's noise floors by name, each `comparison_sd` of the comparison it serves."""
+    test, sd = noise_sd(ref_run), functools.partial(comparison_sd, spread)
+    return {**{m: sd(m, test[m]) for m in METRICS}, "trajectory_area": sd(AREA, test["GM"]),
+            "early gain": sd(EARLY, noise_sd(ref_run, ref_run["zero_shot"])["A_ZS"], runs=1),
+            **{f"{m} change": sd(m, test[m], runs=1) for m in METRICS},
+            "forgetting, two runs": sd("A_ZS", test["A_ZS"], evals=4, runs=2),
+            "GM, gain of gains": sd("GM", test["GM"], evals=4, runs=4)}
 
 
 def _first(runs: Runs, e: str, measure) -> float:
-    """`measure` of `e`'s run at its first seed (the study's own run)."""
     return float(measure(runs[e][min(runs[e])]))
-
-
-def _level(b: dict, label: str) -> lg.Scale:
-    base = float(np.mean(list(b.values())))
-    return lg.Scale(1.0, base, f"the share × {label}'s reference level {base:.2f}")
 
 
 def best_of_chosen(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
@@ -318,34 +265,27 @@ def best_of_chosen(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
-def equivalent_within_a_share(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """"a ≈ b" for every comparison, the margin its `effect` (a share) × b's mean at the compared seeds."""
+def within_a_share(judge, spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
+    """`ledger.equivalent`'s or `.greater`'s row, a margin the `effect` (a share) × b's mean: every comparison
+    of an equivalence; a `greater` row's `within_share` ones as non-inferiority, (a + margin) − b > 0."""
     if (absent := lg.unready(spec, runs, ctx.floors)) is not None:
         return absent
-    cs = lg.comparisons(spec, runs, ctx.measures[spec.measure], None, ctx.floors.get(spec.options.get("floor")), ctx)
-    cs = [dataclasses.replace(c, scale=_level(c.b, c.label)) for c in cs]
-    return dataclasses.replace(lg.equivalent(spec.id, cs, depth=ctx.depth), kind=spec.kind)
-
-
-def greater_some_within_a_share(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """`ledger.greater` where the comparisons named in `within_share` are non-inferiority ones:
-    (a + m) − b > 0 against m = their `effect` (a share) × b's mean."""
-    if (absent := lg.unready(spec, runs, ctx.floors)) is not None:
-        return absent
-    shifted = set(spec.options.get("within_share") or ())
+    shifted = set(spec.options.get("within_share") or ()) if judge is lg.greater else set()
     out = []
-    for c in lg.comparisons(spec, runs, None, None, None, ctx):
+    for c in lg.comparisons(spec, runs, ctx.measures.get(spec.measure), None,
+                            ctx.floors.get(spec.options.get("floor")), ctx):
+        if judge is lg.equivalent or c.label in shifted:
+            ref = float(np.mean(list(c.b.values())))
+            c = dataclasses.replace(c, scale=lg.Scale(1.0, ref, f"the share × {c.label}'s reference level {ref:.2f}"))
         if c.label in shifted:
-            m = float(np.mean(list(c.b.values()))) * c.paper_effect
-            c = lg.Comparison(f"{c.label} (margin {m:.2f})", {s: v + m for s, v in c.a.items()}, c.b, c.paper_effect,
-                              _level(c.b, c.label), c.floor)
+            m = ref * c.paper_effect
+            c = dataclasses.replace(c, label=f"{c.label} (margin {m:.2f})", a={s: v + m for s, v in c.a.items()})
         out.append(c)
-    return dataclasses.replace(lg.greater(spec.id, out, depth=ctx.depth), kind=spec.kind)
+    return dataclasses.replace(judge(spec.id, out, depth=ctx.depth), kind=spec.kind)
 
 
 def largest_gap_tukey(spec: ClaimSpec, runs: Runs, ctx: lg.Context, level: float = st.LEVEL) -> lg.Row:
-    """"The pools differ": the largest gap between the pools' means, unpaired, against the floor's sd
-    made Tukey's simultaneous one (q_k / √2 / t), so 5 % false alarms under pure noise whatever k."""
+    """"The pools differ": the largest gap of the pools' means on the floor made Tukey's (5 % false alarms, any k)."""
     pools = [e for e in [spec.options["reference"], *spec.options["pools"]] if runs.get(e)]
     if spec.options["reference"] not in pools or len(pools) < 2:
         return lg.not_testable(spec.id, f"no runs of {spec.options['reference']} and another pool here")
@@ -355,42 +295,33 @@ def largest_gap_tukey(spec: ClaimSpec, runs: Runs, ctx: lg.Context, level: float
     hi, lo = (f(pools, key=lambda e: np.mean(list(v[e].values()))) for f in (max, min))
     floor, k = ctx.floors[spec.options["floor"]], len(pools)
     sd = floor.sd * tukey_q(level, k, floor.dof) / math.sqrt(2) / st.quantile(level, floor.dof)
-    wide = st.Noise(sd, floor.dof, f"{floor.source}; Tukey-adjusted for {k} pools")
     c = lg.Comparison(f"{hi} − {lo}", {f"{hi} seed {s}": x for s, x in v[hi].items()},
                       {f"{lo} seed {s}": x for s, x in v[lo].items()}, float(spec.options["effect"]),
-                      ctx.scales[spec.scale], wide)
+                      ctx.scales[spec.scale], st.Noise(sd, floor.dof, f"{floor.source}; Tukey-adjusted for {k} pools"))
     return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
 def gain_of_gains(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """"a's gain beats b's" (`gains: {a: [high, low], b: [high, low]}`), per seed where all four ran
-    ≥ 2 common seeds, else at their first seeds on the floor of a difference of two gains."""
+    """"a's gain beats b's" (`gains: {a: [high, low], b: [high, low]}`), paired where all four share ≥ 2 seeds."""
     (ah, al), (bh, bl) = spec.options["gains"]["a"], spec.options["gains"]["b"]
     if (absent := lg.unready(spec, runs, ctx.floors, (ah, al, bh, bl))) is not None:
         return absent
     m = ctx.measures[spec.measure]
     common = sorted(set.intersection(*(set(runs[e]) for e in (ah, al, bh, bl))))
-
-    def gain(hi: str, low: str) -> dict:
-        if len(common) < 2:
-            return {0: _first(runs, hi, m) - _first(runs, low, m)}
-        return {s: float(m(runs[hi][s]) - m(runs[low][s])) for s in common}
-
-    c = lg.Comparison(f"{ah} − {al} vs {bh} − {bl}", gain(ah, al), gain(bh, bl), float(spec.options["effect"]),
+    ga, gb = ({s: float(m(runs[hi][s]) - m(runs[lo][s])) for s in common} if len(common) >= 2
+              else {0: _first(runs, hi, m) - _first(runs, lo, m)} for hi, lo in ((ah, al), (bh, bl)))
+    c = lg.Comparison(f"{ah} − {al} vs {bh} − {bl}", ga, gb, float(spec.options["effect"]),
                       ctx.scales[spec.scale], ctx.floors.get(spec.options.get("floor")))
     return dataclasses.replace(lg.greater(spec.id, [c], depth=ctx.depth), kind=spec.kind)
 
 
 def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
-    """The memory multipliers by Table 4's row names and where from: `from: runs` (each of
-    `experiments`' first seed) or a benchmark file relative to the project root."""
+    """The memory multipliers by Table 4's row names and where from: `from: runs` or a benchmark file."""
     src = spec.options["from"]
     if src == "runs":
         names = spec.options["experiments"]
         mult = {k: _first(runs, e, lambda r: r["budget"]["memory_multiplier"]) for k, e in names.items() if runs.get(e)}
         return mult, spec.options.get("where", "the study's runs")
-    from vlcp.report import project_root
-
     path = project_root() / src
     if not path.exists():
         return {}, src
@@ -400,8 +331,7 @@ def multipliers(spec: ClaimSpec, runs: Runs) -> tuple[dict[str, float], str]:
 
 
 def memory_order(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
-    """Table 4's memory order on exact multipliers, each link "X < Y" (strict) or "X ≤ Y" (a tie allowed):
-    confirmed when every link holds, else refuted; the effect is the tightest link's gap."""
+    """Table 4's memory order on exact multipliers: confirmed when every link, "X < Y" or "X ≤ Y", holds."""
     parsed = [(t, re.fullmatch(r"(.+?) ([<≤]) (.+)", t.strip())) for t in spec.options["links"]]
     if bad := [t for t, p in parsed if p is None]:
         raise ValueError(f"memory order: a link must read 'X < Y' or 'X ≤ Y', got {bad[0]!r}")
@@ -419,15 +349,14 @@ def memory_order(spec: ClaimSpec, runs: Runs, ctx: lg.Context) -> lg.Row:
     return lg.Row(spec.id, "refuted" if broken else "confirmed", spec.kind, gap, gap, gap, 1, sigma_d=0.0, notes=notes)
 
 
-KINDS = MappingProxyType({"best of chosen": best_of_chosen, "equivalent within a share": equivalent_within_a_share,
-                          "greater, some within a share": greater_some_within_a_share,
-                          "largest gap, Tukey": largest_gap_tukey, "gain of gains": gain_of_gains,
-                          "memory order": memory_order})
+KINDS = MappingProxyType({"best of chosen": best_of_chosen, "largest gap, Tukey": largest_gap_tukey,
+                          "equivalent within a share": functools.partial(within_a_share, lg.equivalent),
+                          "greater, some within a share": functools.partial(within_a_share, lg.greater),
+                          "gain of gains": gain_of_gains, "memory order": memory_order})
 
 
 def ledger_runs(runs_dir, block: dict, long: bool = False) -> Runs:
-    """Every experiment of `report.fomo.studies` at the study's seed and the seed subset's at its seeds;
-    long: also at the long profile's seeds, and its own rows, from its folder beside `runs_dir`."""
+    """`report.fomo.studies` at the study's seed, the seed subset at its seeds, and (long) the long profile's runs."""
     seed, spread = block["seed"], block.get("spread") or {}
     groups = [*block["studies"].values(), *(block["long"].get("studies", {}).values() if long else ())]
     seeds, dirs = long_reads(block, runs_dir, [seed]) if long else ([seed], runs_dir)
@@ -455,10 +384,9 @@ def run_curve(r: dict) -> list[float] | None:
     return [row["GM"] for row in r["trajectory"]] if "trajectory" in r else None
 
 
-def plot_files(runs: dict[str, list[dict]], experiments: list[str] | None) -> dict[str, str]:
+def plot_files(runs: dict[str, list[dict]], names: list[str] | None) -> dict[str, str]:
     """plots/fomo/<experiment>.csv: the trajectory of each plotted experiment's first run."""
-    return {f"{e}.csv": trajectory(runs[e][0]).round(4).to_csv(lineterminator="\n")
-            for e in experiments or [] if e in runs}
+    return {f"{e}.csv": trajectory(runs[e][0]).round(4).to_csv(lineterminator="\n") for e in names or [] if e in runs}
 
 
 def metric_sources(block: dict, params: dict) -> dict:
