@@ -466,7 +466,6 @@ def test_notebook_claims_cell_calls_the_studys_ledger_hook(tmp_path):
     write_runs(tmp_path / "runs", {"fomo-ft": (30, 20), "fomo-ema-merge": (27, 30)}, seeds=(0, 1, 2))
     ns = {"report": True, "fm": fm, "fomo_study": STUDY, "params": load_params("params.yaml"), "runs_dir": tmp_path / "runs",
           "long": False, "stale": None, "ledger_frame": ledger_frame, "ledger_json": ledger_json, "ledger_style": ledger_style,
-          "provenance": provenance,
           "write_json": write_json, "Path": Path, "reports_dir": str(tmp_path), "display": lambda *a, **k: None,
           "Markdown": str, "study_power_table": None, "provenance": provenance}
     exec(cell, ns)
