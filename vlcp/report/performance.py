@@ -313,7 +313,7 @@ def ddp_target(dd: dict) -> Row:
         f"{ratios['2 independent processes']:.2f}×, DDP keeps {dd['ddp_over_independent']:.0%} of it"
         + ("; by per-rank batch: " + ", ".join(f"{b}: {x['ratio']:.2f}×" for b, x in dd["by_batch"].items())
            if "by_batch" in dd else "") + ")",
-        "scale-path issue target", effect=r, low=lo, high=hi, seeds=dd["repeats"])
+        "our check", effect=r, low=lo, high=hi, seeds=dd["repeats"])
 
 
 def overhead_target(ov: pd.DataFrame, spine_cost: dict | None, tolerance: float = 1.1) -> Row:

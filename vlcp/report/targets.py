@@ -7,7 +7,7 @@ import re
 from vlcp.report.ledger import Row
 
 
-def target(text: str, verdict: str, evidence: str, source: str = "performance issue targets", *,
+def target(text: str, verdict: str, evidence: str, source: str = "our check", *,
            effect: float | None = None, low: float | None = None, high: float | None = None,
            seeds: int | None = None) -> Row:
     """A target's ledger row: `text` the target, `evidence` the numbers behind its verdict."""
