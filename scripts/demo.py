@@ -16,7 +16,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("dvc.yaml", ".dvcignore", ".gitignore", "notebooks", "vlcp", "scripts", "benchmarks/results")   # what a stage reads
+# what the stages read (.gitignore: what a user's `git add -A` leaves out)
+COPIED = ("dvc.yaml", ".dvcignore", ".gitignore", "notebooks", "vlcp", "scripts", "benchmarks/results")
 TARGET = "overview"
 
 

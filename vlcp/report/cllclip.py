@@ -265,7 +265,8 @@ def improves_without_forgetting_more(spec: ClaimSpec, runs: Runs, ctx: lg.Contex
                                        "no scale for the margin")
             m, sc = share * f_ref, plain.scale
             plain = replace(plain, label=f"{plain.label} + margin {m:.2f}", a={s: v + m for s, v in plain.a.items()},
-                            scale=Shifted(sc.paper_headroom, sc.headroom, f"{sc.how}; + margin {m:.2f}", sc.estimate, by=m))
+                            scale=Shifted(sc.paper_headroom, sc.headroom, f"{sc.how}; + margin {m:.2f}", sc.estimate,
+                                          by=m))
         out.append(plain)
     return lg.greater(spec.id, out, depth=ctx.depth)
 

@@ -2,11 +2,12 @@
 which `render_notebook` shows first in the report (the cell tagged `findings`)."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 DECIDED = ("confirmed", "refuted")
-NOT_EXPRESSIBLE = "not expressible here"   # the benchmark has no headroom for the paper's effect: no seed count decides it
+NOT_EXPRESSIBLE = "not expressible here"   # no headroom here for the paper's effect: no seed count decides it
 TO_DECIDE = ("more seeds (`seeds`, `report.<study>.spread` in params.yaml), the `long` profile "
              "(`dvc repro long/dvc.yaml`) or the `small` profile on a GPU")
 
@@ -37,7 +38,8 @@ def findings(claims: dict, closest: int = 3) -> str:
         return f"**{claims['report']}**: no claim was judged on these runs."
     counts = Counter(r["verdict"] for r in rows)
     head = rows[0]
-    out = [f"**At this scale, {len(rows)} claim{'s' * (len(rows) != 1)}**: " + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".",
+    out = [f"**At this scale, {len(rows)} claim{'s' * (len(rows) != 1)}**: "
+           + ", ".join(f"{n} {v}" for v, n in counts.most_common()) + ".",
            f"**The headline.** The paper: {head.get('paper') or head['claim']}. Ours: {head['claim']}: "
            f"{measured(head)}, **{head['verdict']}**."]
     out += [f"- **{r['verdict']}**: {r['claim']} ({measured(r)})" for r in rows[1:] if r["verdict"] in DECIDED]
@@ -55,6 +57,12 @@ def findings(claims: dict, closest: int = 3) -> str:
                    "number of seeds decides them; the papers' own data and models could.")
     sentence = power_sentence(claims.get("power"))
     return "\n\n".join(out + ([sentence] if sentence else []) + [terms()])
+
+
+def findings_section(claims_file: str | Path) -> str:
+    """A report's first section, "What this study found", from the claims file its ledger cell wrote."""
+    claims = json.loads(Path(claims_file).read_text(encoding="utf-8"))
+    return "## What this study found\n\n" + findings(claims)
 
 
 def terms() -> str:

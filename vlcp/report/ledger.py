@@ -370,12 +370,12 @@ def ledger_style(frame, footnote: str | None = None):
         return f"color:{VERDICT_COLOURS[v]}" + ("" if v == "not testable" else ";font-weight:bold")
 
     formats = ({c: "{:+.2f}" for c in ("effect", "low", "high", "scaled_effect")}
-               | {"sigma_d": "{:.2f}", "mde": "{:.2f}", "seeds": "{:.0f}", "seeds_to_decide": "{:.0f}", "needs": _details,
-                  "evidence": _details})
+               | {"sigma_d": "{:.2f}", "mde": "{:.2f}", "seeds": "{:.0f}", "seeds_to_decide": "{:.0f}"}
+               | {"needs": _details, "evidence": _details})
     styler = (frame.style.hide(axis="index").set_properties(**{"text-align": "left"})
               .set_table_attributes('class="vlcp-ledger"')
               .format({c: f for c, f in formats.items() if c in frame}, na_rep="—"))
     if footnote:
-        styler = styler.set_caption(html.escape(footnote)).set_table_styles(
-            [{"selector": "caption", "props": "caption-side: bottom; text-align: left; font-size: 90%"}], overwrite=False)
+        caption = {"selector": "caption", "props": "caption-side: bottom; text-align: left; font-size: 90%"}
+        styler = styler.set_caption(html.escape(footnote)).set_table_styles([caption], overwrite=False)
     return styler.map(css, subset=["verdict"]) if "verdict" in frame else styler
